@@ -1,0 +1,35 @@
+# Everything a newcomer needs: `make demo` and `make test` set themselves up.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+# CPU PyTorch, for capturing real PyTorch scripts (a plain `torch` would pull a CUDA build).
+TORCH  := torch==2.13.0
+
+.PHONY: setup demo test test-fast bench docs clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "$(TORCH)"
+	$(PY) -m pip install -q -e ".[test,torch]"
+	touch $(STAMP)
+
+demo: setup
+	$(VENV)/bin/neuron-sim estimate --workload matmul:m=4096,k=8192,n=8192,dtype=bf16 --instance trn2.48xlarge
+
+test: setup
+	bash scripts/ensure-prometheus.sh
+	$(PY) -m pytest -q -m "not slow"
+	$(PY) -m pytest -q -m slow
+
+test-fast: setup
+	$(PY) -m pytest -q -m "not slow" -x
+
+bench: setup
+	for f in bench/bench_*.py; do $(PY) $$f || exit 1; done
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis
