@@ -1,0 +1,52 @@
+"""Cost-model constants that are not properties of a device's datasheet.
+
+Each value names its source (labels of ../shared/reference/trn2-arch.md) or says `assumption`.
+Assumptions are the knobs calibration may tune (once, for all workloads) and a user may override
+in the `[costs]` table of an override file (see `device_model.overrides`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+
+@dataclass(frozen=True, slots=True)
+class CostParams:
+    # --- instruction costs (engine cycles) -------------------------------------------------
+    mm_min_cycles: float = 64.0            # N2, N8': MM initiation interval max(N, 64)
+    min_ii_cycles: float = 64.0            # N8': MIN_II for Vector/Scalar/GpSimd instructions
+    dep_overhead_cycles: float = 100.0     # N2: dependent back-to-back Vector instructions
+    gpsimd_start_cycles: float = 150.0     # N8': GPSIMD_START
+    fast_ls_speedup: float = 4.0           # N1: fast LoadStationary up to 4x an MM of that size
+    # --- latencies -----------------------------------------------------------------------
+    semaphore_latency_s: float = 60e-9     # assumption: semaphore signal to dependent start
+    dma_fixed_latency_s: float = 1.3e-6    # N6: per-transfer setup/semaphore latency (pipelinable)
+    dge_latency_s: float = 0.6e-6          # N1, N7: hardware-DGE DMA instruction
+    pipeline_fill_s: float = 1.0e-6        # assumption: one tile's start-up latency per operator
+    # --- DMA ----------------------------------------------------------------------------
+    dma_eta_half_bytes: float = 512.0      # assumption: eta(s) = s/(s+512 B), s = bytes/partition
+    dma_transfer_bytes: int = 1 << 20      # assumption: compiler's transfer size for big tensors
+    # --- tiling -------------------------------------------------------------------------
+    tile_free_elems: int = 2048            # assumption: F-chunk per partition for elementwise ops
+    sbuf_usable_fraction: float = 0.85     # assumption: leave ~15% of SBUF (trn2-arch §6)
+    # --- TensorE throttling (dI/dt) ------------------------------------------------------
+    throttle_idle_s: float = 3e-6          # P2: re-engages after ~3 us below 50%
+    throttle_ramp_s: float = 3e-6          # P2: ramps to full over ~3 us
+    throttle_start_ratio: float = 0.5      # P2: restarts at ~50%
+    # --- collectives --------------------------------------------------------------------
+    cc_alpha_intra_s: float = 1.5e-6       # C2: 1-2 us per intra-node hop
+    cc_alpha_inter_s: float = 15e-6        # C1, C3: ~15 us per inter-node hop
+    cc_reduce_dma_fraction: float = 0.5    # N3: DMA collective compute ~50% of DMA throughput
+    cc_link_efficiency: float = 0.9        # assumption: achieved/peak on NeuronLink and EFA
+    cc_launch_s: float = 0.0               # assumption: per-collective fixed cost (calibrated)
+    # --- runtime ------------------------------------------------------------------------
+    exec_overhead_s: float = 0.0           # assumption: per-execution launch overhead (calibrated)
+
+    def with_overrides(self, values: dict[str, float]) -> "CostParams":
+        known = {f.name for f in fields(self)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise KeyError(f"unknown cost constant {unknown[0]!r}; allowed: {', '.join(sorted(known))}")
+        return replace(self, **values)
+
+
+DEFAULT_COSTS = CostParams()
