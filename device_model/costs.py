@@ -21,7 +21,6 @@ class CostParams:
     semaphore_latency_s: float = 60e-9     # assumption: semaphore signal to dependent start
     dma_fixed_latency_s: float = 1.3e-6    # N6: per-transfer setup/semaphore latency (pipelinable)
     dge_latency_s: float = 0.6e-6          # N1, N7: hardware-DGE DMA instruction
-    pipeline_fill_s: float = 1.0e-6        # assumption: one tile's start-up latency per operator
     # --- DMA ----------------------------------------------------------------------------
     dma_eta_half_bytes: float = 512.0      # assumption: eta(s) = s/(s+512 B), s = bytes/partition
     dma_transfer_bytes: int = 1 << 20      # assumption: compiler's transfer size for big tensors
