@@ -1,0 +1,156 @@
+"""Typed readers for JSON fields: each validates one value and names its path on failure.
+
+Shared by report.py (documents) and config.py (configuration files). Every failure raises the
+caller's error class with a one-line ``<path>: <problem>`` message.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+from monitor.errors import ReportError
+
+_I64_MIN = -(2**63)
+_U64_MAX = 2**64 - 1  # orjson writes integers up to u64; larger would fail at serialisation
+
+
+def fail(path: str, problem: str) -> NoReturn:
+    raise ReportError(f"{path}: {problem}")
+
+
+def kind(value: Any) -> str:
+    """The JSON name of a value's type, for messages."""
+    if value is None:
+        return "null"
+    return {bool: "boolean", int: "integer", float: "number", str: "string", list: "array",
+            dict: "object"}.get(type(value), type(value).__name__)
+
+
+def obj(value: Any, path: str) -> dict:
+    if type(value) is not dict:
+        fail(path, "missing" if value is None else f"expected object, got {kind(value)}")
+    return value
+
+
+def array(value: Any, path: str) -> list:
+    if type(value) is not list:
+        fail(path, "missing" if value is None else f"expected array, got {kind(value)}")
+    return value
+
+
+def text(value: Any, path: str) -> str:
+    if type(value) is not str:
+        fail(path, "missing" if value is None else f"expected string, got {kind(value)}")
+    return value
+
+
+def boolean(value: Any, path: str) -> bool:
+    if type(value) is not bool:
+        fail(path, "missing" if value is None else f"expected boolean, got {kind(value)}")
+    return value
+
+
+def num(value: Any, path: str) -> float:
+    """Any finite JSON number, as given (ints stay ints so they can be written back as ints)."""
+    t = type(value)
+    if t is float:
+        if not math.isfinite(value):
+            fail(path, "expected a finite number")
+        return value
+    if t is int:
+        if not _I64_MIN <= value <= _U64_MAX:
+            fail(path, "integer out of 64-bit range")
+        return value
+    fail(path, "missing" if value is None else f"expected number, got {kind(value)}")
+
+
+def nonneg(value: Any, path: str) -> float:
+    n = num(value, path)
+    if n < 0:
+        fail(path, f"expected a non-negative number, got {n!r}")
+    return float(n)
+
+
+def count(value: Any, path: str) -> int:
+    """A non-negative integer; integral floats (1.0) are accepted and become ints."""
+    t = type(value)
+    if t is float and value.is_integer():
+        value = int(value)
+    elif t is not int:
+        fail(path, "missing" if value is None else f"expected integer, got {kind(value)}")
+    if not 0 <= value <= _U64_MAX:
+        fail(path, f"expected a non-negative 64-bit integer, got {value}")
+    return value
+
+
+def pct(value: Any, path: str) -> float:
+    """A JSON percentage (>= 0) as a ratio. Values above 100 are kept: consumers clamp."""
+    return nonneg(value, path) / 100.0
+
+
+def index(key: str, path: str) -> int:
+    """A JSON object key holding a core/device/vCPU index ("0", "12")."""
+    if not (key.isascii() and key.isdigit() and len(key) <= 9):
+        fail(f"{path}.{key}", "expected a non-negative integer index as key")
+    return int(key)
+
+
+def count_map(value: Any, path: str) -> dict[str, int]:
+    return {k: count(v, f"{path}.{k}") for k, v in obj(value, path).items()}
+
+
+def pct_map(value: Any, path: str) -> dict[str, float]:
+    return {k: pct(v, f"{path}.{k}") for k, v in obj(value, path).items()}
+
+
+def group_head(value: Any, path: str) -> tuple[float, str, dict]:
+    """Every metric group has ``period`` (seconds) and ``error`` ("" when OK)."""
+    d = obj(value, path)
+    error = text(d.get("error", ""), path + ".error")
+    period = d.get("period")
+    period = 0.0 if period is None and error else nonneg(period, path + ".period")
+    return period, error, d
+
+
+def group_out(period: float, error: str, **body: Any) -> dict:
+    return {"period": float(period), "error": error, **body}
+
+
+def indexed(d: dict, key: str, path: str, error: str,
+            parse: Callable[[Any, str], Any]) -> dict[int, Any]:
+    """``{"0": {...}, "1": {...}}`` -> ``{0: parsed, 1: parsed}``; absent is allowed on error."""
+    value = d.get(key)
+    if value is None and error:
+        return {}
+    sub = f"{path}.{key}"
+    return {index(k, sub): parse(v, f"{sub}.{k}") for k, v in obj(value, sub).items()}
+
+
+def indexed_out(items: dict) -> dict:
+    return {str(k): v.dump() for k, v in items.items()}
+
+
+def counts(d: dict, key: str, path: str, error: str) -> dict[str, int]:
+    value = d.get(key)
+    if value is None and error:
+        return {}
+    return count_map(value, f"{path}.{key}")
+
+
+def optional_array(d: dict, key: str, path: str, parse: Callable[[Any, str], Any]) -> tuple | None:
+    """An array that may be JSON null (``neuron_devices: null`` without a Neuron driver)."""
+    value = d.get(key)
+    if value is None:
+        return None
+    sub = f"{path}.{key}"
+    return tuple(parse(v, f"{sub}[{i}]") for i, v in enumerate(array(value, sub)))
+
+
+def int_if_whole(value: float) -> float | int:
+    """AWS writes flops as integers; keep that unless the value has a fraction."""
+    if type(value) is int:
+        return value
+    if value.is_integer() and abs(value) <= _U64_MAX:
+        return int(value)
+    return value
