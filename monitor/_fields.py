@@ -9,6 +9,8 @@ import math
 from collections.abc import Callable
 from typing import Any, NoReturn
 
+import orjson
+
 from monitor.errors import ReportError
 
 _I64_MIN = -(2**63)
@@ -91,17 +93,17 @@ def pct(value: Any, path: str) -> float:
 
 def index(key: str, path: str) -> int:
     """A JSON object key holding a core/device/vCPU index ("0", "12")."""
-    if not (key.isascii() and key.isdigit() and len(key) <= 9):
+    if not (type(key) is str and key.isascii() and key.isdigit() and len(key) <= 9):
         fail(f"{path}.{key}", "expected a non-negative integer index as key")
     return int(key)
 
 
 def count_map(value: Any, path: str) -> dict[str, int]:
-    return {k: count(v, f"{path}.{k}") for k, v in obj(value, path).items()}
+    return {text(k, path): count(v, f"{path}.{k}") for k, v in obj(value, path).items()}
 
 
 def pct_map(value: Any, path: str) -> dict[str, float]:
-    return {k: pct(v, f"{path}.{k}") for k, v in obj(value, path).items()}
+    return {text(k, path): pct(v, f"{path}.{k}") for k, v in obj(value, path).items()}
 
 
 def group_head(value: Any, path: str) -> tuple[float, str, dict]:
@@ -145,6 +147,15 @@ def optional_array(d: dict, key: str, path: str, parse: Callable[[Any, str], Any
         return None
     sub = f"{path}.{key}"
     return tuple(parse(v, f"{sub}[{i}]") for i, v in enumerate(array(value, sub)))
+
+
+def verbatim(value: Any, path: str) -> Any:
+    """A group kept as is (unknown or k8s): it must at least be writable back as JSON."""
+    try:
+        orjson.dumps(value)
+    except TypeError as exc:
+        fail(path, f"not representable as JSON ({exc})")
+    return value
 
 
 def int_if_whole(value: float) -> float | int:

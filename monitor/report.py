@@ -343,7 +343,7 @@ class RuntimeReport:
         for key, value in report.items():
             known = _RUNTIME_GROUPS.get(key)
             if known is None:
-                extra[key] = value
+                extra[key] = f.verbatim(value, f"{report_path}.{key}")
             elif value is not None:
                 groups[known[0]] = known[1](value, f"{report_path}.{key}")
         return cls(pid, tag, error, address=address, extra_groups=extra, **groups)
@@ -533,7 +533,7 @@ class SystemData:
         for key, value in d.items():
             known = _SYSTEM_GROUPS.get(key)
             if known is None:
-                extra[key] = value
+                extra[key] = f.verbatim(value, f"{path}.{key}")
             elif value is not None:
                 groups[known[0]] = known[1](value, f"{path}.{key}")
         return cls(extra_groups=extra, **groups)
@@ -573,7 +573,8 @@ class InstanceInfo:
     def parse(cls, d: Any, path: str) -> InstanceInfo:
         d = f.obj({} if d is None else d, path)
         known = {attr: f.text(d.get(key, ""), f"{path}.{key}") for attr, key in _INSTANCE_KEYS}
-        extra = {k: v for k, v in d.items() if k != "error" and k not in _INSTANCE_JSON_KEYS}
+        extra = {k: f.verbatim(v, f"{path}.{k}") for k, v in d.items()
+                 if k != "error" and k not in _INSTANCE_JSON_KEYS}
         return cls(**known, error=f.text(d.get("error", ""), path + ".error"), extra=extra)
 
     def dump(self) -> dict:
@@ -614,7 +615,8 @@ class HardwareInfo:
                    f.text(d.get("neuroncore_version", ""), path + ".neuroncore_version"),
                    lnc=None if lnc is None else f.count(lnc, path + ".logical_neuroncore_config"),
                    error=f.text(d.get("error", ""), path + ".error"),
-                   extra={k: v for k, v in d.items() if k not in _HARDWARE_JSON_KEYS}, **ints)
+                   extra={k: f.verbatim(v, f"{path}.{k}") for k, v in d.items()
+                          if k not in _HARDWARE_JSON_KEYS}, **ints)
 
     def dump(self) -> dict:
         out: dict[str, Any] = {"neuron_device_type": self.device_type,
@@ -663,13 +665,14 @@ class Report:
         runtimes = f.array(d.get("neuron_runtime_data", []), "neuron_runtime_data")
         k8s = d.get("neuron_k8s_info")
         if k8s is not None:
-            f.obj(k8s, "neuron_k8s_info")
+            f.verbatim(f.obj(k8s, "neuron_k8s_info"), "neuron_k8s_info")
         return cls(tuple(RuntimeReport.parse(r, f"neuron_runtime_data[{i}]")
                          for i, r in enumerate(runtimes)),
                    SystemData.parse(d.get("system_data"), "system_data"),
                    InstanceInfo.parse(d.get("instance_info"), "instance_info"),
                    HardwareInfo.parse(d.get("neuron_hardware_info"), "neuron_hardware_info"),
-                   k8s, received_at, {k: v for k, v in d.items() if k not in _TOP_KEYS})
+                   k8s, received_at,
+                   {k: f.verbatim(v, k) for k, v in d.items() if k not in _TOP_KEYS})
 
     def to_dict(self) -> dict:
         out: dict[str, Any] = {"neuron_runtime_data": [r.dump() for r in self.runtimes],

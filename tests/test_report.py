@@ -1,6 +1,7 @@
 """Report: reading and writing the neuron-monitor JSON schema."""
 from __future__ import annotations
 
+import json
 import math
 import pathlib
 
@@ -138,3 +139,269 @@ def test_bad_field_is_named(mutate, field):
 def test_non_documents_raise_report_error(data):
     with pytest.raises(ReportError):
         Report.from_json(data)
+
+
+def load(name: str) -> Report:
+    return Report.from_json((FIXTURES / f"neuron_monitor_{name}.json").read_bytes())
+
+
+def test_percentiles_are_written_in_numeric_order():
+    out = orjson.loads(load("sorted_keys_trn1").to_json())
+    latency = out["neuron_runtime_data"][0]["report"]["execution_stats"]["latency_stats"]
+    assert list(latency["total_latency"]) == list(PERCENTILES)
+
+
+def test_trn1_capture_has_no_physical_breakdown_or_lnc():
+    report = load("sorted_keys_trn1")
+    assert report.runtimes[0].address is None
+    assert report.runtimes[0].neuroncore_counters.cores[0].physical is None
+    assert report.hardware.lnc is None
+    assert b"logical_neuroncore_config" not in report.to_json()
+    assert b'"address"' not in report.to_json()
+
+
+def test_integer_percentages_become_ratios():
+    report = load("integer_percent")
+    assert report.runtimes[0].neuroncore_counters.cores[0].utilization == 1.0
+    assert report.system.vcpu.average == {"user": 0.5, "nice": 0.0, "system": 0.25, "idle": 0.25,
+                                          "io_wait": 0.0, "irq": 0.0, "soft_irq": 0.0}
+    assert report.system.vcpu.per_cpu[0]["user"] == 1.0
+
+
+def test_missing_groups_are_none():
+    report = load("missing_groups")
+    rt = report.runtimes[0]
+    assert rt.execution_stats is None and rt.memory_used is None and rt.vcpu is None
+    assert report.system.vcpu is None and report.system.hw_counters is None
+    assert report.system.memory is not None and report.k8s is None
+
+
+def test_no_device_document():
+    report = load("no_device")
+    assert report.runtimes == ()
+    assert report.system.hw_counters.devices is None
+    assert b'"neuron_devices":null' in report.to_json()
+
+
+def test_group_and_runtime_errors_are_kept():
+    report = load("group_error")
+    ok, failed = report.runtimes
+    assert ok.memory_used.error.startswith("failed to read memory usage")
+    assert ok.memory_used.loaded_models == () and ok.memory_used.host_bytes == 0
+    assert ok.vcpu.error == "process exited"
+    assert ok.neuroncore_counters.error == ""
+    assert failed.error == "runtime not responding" and failed.neuroncore_counters is None
+    assert report.system.hw_counters.error and report.system.hw_counters.devices is None
+
+
+def test_untagged_runtime_tag_is_pid_string():
+    assert load("untagged").runtimes[0].tag == "4242"
+    doc = orjson.loads(AWS_EXAMPLE.read_bytes())
+    del doc["neuron_runtime_data"][0]["neuron_runtime_tag"]
+    assert Report.from_json(doc).runtimes[0].tag == "12345"
+
+
+def test_inference_stats_is_read_as_execution_stats_and_written_renamed():
+    report = load("inference_stats")
+    stats = report.runtimes[0].execution_stats
+    assert stats.statuses["completed"] == 123
+    text = report.to_json()
+    assert b'"execution_stats"' in text and b"inference" not in text
+
+
+def test_null_latency_reads_as_none():
+    a, b = load("latency_null").runtimes
+    for rt in (a, b):
+        assert rt.execution_stats.total_latency is None
+        assert rt.execution_stats.device_latency is None
+
+
+def test_unknown_groups_are_preserved():
+    report = load("unknown_groups")
+    assert report.runtimes[0].extra_groups["future_group"]["values"] == [1, 2.5, None, "x"]
+    assert "neuron_power" in report.system.extra_groups
+    assert report.instance.extra == {"ultraserver_id": "us-1234"}
+    assert report.hardware.extra == {"neuron_device_family": "trn2"}
+    assert report.extra == {"some_top_level_key": {"a": [1, 2]}}
+
+
+def test_extension_groups():
+    report = load("extensions")
+    engines = report.runtimes[0].engine_counters
+    core = engines.cores[1]
+    assert core.engine_utilization["tensor"] == pytest.approx(0.8125)
+    assert core.model_flops == 650000000001 and core.hardware_flops == 700000000001
+    assert core.dma_bytes["weight"] == 3000000 and core.collective_time == 0.0125
+    devices = report.system.device_counters.devices
+    assert [d.index for d in devices] == [0, 1]
+    assert devices[0].hbm_bandwidth_utilization == pytest.approx(0.182)
+    assert devices[0].power_watts == 412.5 and devices[0].modelled is True
+
+
+def test_runtime_lookup_by_tag():
+    report = load("latency_null")
+    assert report.runtime("my_app_2").pid == 12346
+    assert report.runtime("nope") is None
+
+
+# --------------------------------------------------------------------------- properties
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+PERIOD = st.floats(0.0, 3600.0, allow_nan=False)
+PERCENT = st.one_of(st.floats(0.0, 100.0, allow_nan=False), st.integers(0, 100))
+COUNT = st.integers(0, 2**63)
+SECONDS = st.floats(0.0, 100.0, allow_nan=False)
+ERROR = st.sampled_from(["", "", "", "read failed"])
+NAME = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=12)
+INDEX = st.integers(0, 127).map(str)
+
+
+def group(body):
+    return st.fixed_dictionaries({"period": PERIOD, "error": st.just("")}, optional={}).flatmap(
+        lambda head: body.map(lambda b: {**head, **b}))
+
+
+def latency():
+    return st.one_of(st.none(), st.fixed_dictionaries({p: SECONDS for p in PERCENTILES}))
+
+
+CORE = st.fixed_dictionaries(
+    {"neuroncore_utilization": PERCENT, "flops": COUNT},
+    optional={"v3d": st.dictionaries(st.sampled_from(["nc_v3.0", "nc_v3.1"]),
+                                     st.fixed_dictionaries({"neuroncore_utilization": PERCENT}),
+                                     min_size=1)})
+NEURONCORE_COUNTERS = group(st.fixed_dictionaries(
+    {"neuroncores_in_use": st.dictionaries(INDEX, CORE, max_size=4)}))
+EXECUTION_STATS = group(st.fixed_dictionaries({
+    "error_summary": st.dictionaries(st.sampled_from(
+        ["generic", "numerical", "transient", "model", "runtime", "hardware"]), COUNT),
+    "execution_summary": st.dictionaries(st.sampled_from(
+        ["completed", "completed_with_err", "timed_out", "failed_to_queue"]), COUNT),
+    "latency_stats": st.fixed_dictionaries({"total_latency": latency(), "device_latency": latency()}),
+}))
+BREAKDOWN = st.dictionaries(st.sampled_from(["constants", "model_code", "tensors", "runtime_memory"]), COUNT)
+SUBGRAPH = st.fixed_dictionaries({
+    "neuroncore_index": st.integers(0, 127), "neuron_device_index": st.integers(0, 63),
+    "memory_used_bytes": st.fixed_dictionaries({"host": COUNT, "neuron_device": COUNT,
+        "usage_breakdown": st.fixed_dictionaries({"host": BREAKDOWN, "neuron_device": BREAKDOWN})})})
+MODEL = st.fixed_dictionaries({"name": NAME, "uuid": NAME, "model_id": COUNT, "is_running": st.booleans(),
+                               "subgraphs": st.dictionaries(NAME, SUBGRAPH, max_size=2)})
+MEMORY_USED = group(st.fixed_dictionaries({
+    "neuron_runtime_used_bytes": st.fixed_dictionaries({"host": COUNT, "neuron_device": COUNT,
+        "usage_breakdown": st.fixed_dictionaries({"host": BREAKDOWN,
+            "neuroncore_memory_usage": st.dictionaries(INDEX, BREAKDOWN, max_size=3)})}),
+    "loaded_models": st.lists(MODEL, max_size=2)}))
+RUNTIME_VCPU = group(st.fixed_dictionaries({"vcpu_usage": st.fixed_dictionaries(
+    {"user": PERCENT, "system": PERCENT})}))
+ENGINE = group(st.fixed_dictionaries({"neuroncores_in_use": st.dictionaries(INDEX, st.fixed_dictionaries({
+    "engine_utilization": st.dictionaries(st.sampled_from(["tensor", "vector", "scalar", "gpsimd", "dma"]), PERCENT),
+    "model_flops": COUNT, "hardware_flops": COUNT, "hbm_read_bytes": COUNT, "hbm_write_bytes": COUNT,
+    "dma_bytes": st.dictionaries(st.sampled_from(["input", "output", "weight", "collective"]), COUNT),
+    "collective_bytes": COUNT, "collective_time": SECONDS}), max_size=3)}))
+RUNTIME = st.fixed_dictionaries(
+    {"pid": st.integers(1, 2**22), "neuron_runtime_tag": NAME, "error": ERROR,
+     "report": st.fixed_dictionaries({}, optional={
+         "neuroncore_counters": NEURONCORE_COUNTERS, "execution_stats": EXECUTION_STATS,
+         "memory_used": MEMORY_USED, "neuron_runtime_vcpu_usage": RUNTIME_VCPU,
+         "neuroncore_engine_counters": ENGINE})},
+    optional={"address": NAME})
+CPU_KEYS = ["user", "nice", "system", "idle", "io_wait", "irq", "soft_irq"]
+CPU = st.fixed_dictionaries({k: PERCENT for k in CPU_KEYS})
+SYSTEM = st.fixed_dictionaries({}, optional={
+    "neuron_hw_counters": group(st.fixed_dictionaries({"neuron_devices": st.one_of(st.none(), st.lists(
+        st.fixed_dictionaries({"neuron_device_index": st.integers(0, 63), "mem_ecc_corrected": COUNT,
+                               "mem_ecc_uncorrected": COUNT, "sram_ecc_corrected": COUNT,
+                               "sram_ecc_uncorrected": COUNT}), max_size=3))})),
+    "vcpu_usage": group(st.fixed_dictionaries({"context_switch_count": COUNT, "average_usage": CPU,
+                                               "usage_data": st.dictionaries(INDEX, CPU, max_size=4)})),
+    "memory_info": group(st.fixed_dictionaries({k: COUNT for k in (
+        "memory_total_bytes", "memory_used_bytes", "swap_total_bytes", "swap_used_bytes")})),
+    "neuron_device_counters": group(st.fixed_dictionaries({"neuron_devices": st.lists(st.fixed_dictionaries({
+        "neuron_device_index": st.integers(0, 63), "hbm_read_bytes": COUNT, "hbm_write_bytes": COUNT,
+        "hbm_bandwidth_utilization": PERCENT, "power_watts": SECONDS, "energy_joules": SECONDS,
+        "temperature_celsius": st.floats(-40, 150), "throttle_ratio": st.floats(0, 1),
+        "modelled": st.booleans()}), max_size=2)}))})
+DOCUMENT = st.fixed_dictionaries({
+    "neuron_runtime_data": st.lists(RUNTIME, max_size=3),
+    "system_data": SYSTEM,
+    "instance_info": st.fixed_dictionaries({k: NAME for k in (
+        "instance_name", "instance_id", "instance_type", "instance_availability_zone",
+        "instance_availability_zone_id", "instance_region", "ami_id", "subnet_id", "error")}),
+    "neuron_hardware_info": st.fixed_dictionaries({
+        "neuron_device_type": NAME, "neuron_device_version": NAME, "neuroncore_version": NAME,
+        "neuron_device_count": st.integers(0, 64), "neuron_device_memory_size": COUNT,
+        "neuroncore_per_device_count": st.integers(0, 8), "error": ERROR},
+        optional={"logical_neuroncore_config": st.integers(1, 2)})})
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats() | st.text(max_size=5),
+                    lambda kids: st.lists(kids, max_size=4) | st.dictionaries(st.text(max_size=5), kids, max_size=4),
+                    max_leaves=30)
+LOOSE_DOCUMENT = st.dictionaries(st.sampled_from(
+    ["neuron_runtime_data", "system_data", "instance_info", "neuron_hardware_info", "neuron_k8s_info"]),
+    JSON, max_size=5)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(DOCUMENT)
+def test_generated_documents_round_trip(doc):
+    round_trip(orjson.dumps(doc))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(JSON, LOOSE_DOCUMENT, DOCUMENT.flatmap(lambda d: st.just(d) | mutated(d))))
+def test_arbitrary_json_raises_only_report_error(value):
+    try:
+        report = Report.from_json(value if isinstance(value, dict) else json.dumps(value))
+    except ReportError as exc:
+        assert "\n" not in str(exc)
+    else:
+        orjson.loads(report.to_json())  # whatever was accepted can be written back
+
+
+def mutated(doc):
+    """Replace one leaf of a valid document with an arbitrary JSON value."""
+    paths = []
+
+    def walk(node, path):
+        children = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+        for key, child in children:
+            paths.append(path + (key,))
+            walk(child, path + (key,))
+    walk(doc, ())
+    if not paths:
+        return st.just(doc)
+
+    def apply(args):
+        path, value = args
+        out = orjson.loads(orjson.dumps(doc))
+        node = out
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = value
+        return out
+    return st.tuples(st.sampled_from(paths), JSON).map(apply)
+
+
+@settings(max_examples=100, deadline=None)
+@given(DOCUMENT)
+def test_utilization_ratios_are_within_unit_interval(doc):
+    report = Report.from_json(doc)
+    ratios = []
+    for rt in report.runtimes:
+        if rt.neuroncore_counters:
+            for core in rt.neuroncore_counters.cores.values():
+                ratios.append(core.utilization)
+                ratios.extend((core.physical or {}).values())
+        if rt.vcpu:
+            ratios += [rt.vcpu.user, rt.vcpu.system]
+        if rt.engine_counters:
+            for core in rt.engine_counters.cores.values():
+                ratios.extend(core.engine_utilization.values())
+    if report.system.vcpu:
+        ratios.extend(report.system.vcpu.average.values())
+        for cpu in report.system.vcpu.per_cpu.values():
+            ratios.extend(cpu.values())
+    if report.system.device_counters:
+        ratios += [d.hbm_bandwidth_utilization for d in report.system.device_counters.devices]
+    assert all(0.0 <= r <= 1.0 for r in ratios)
