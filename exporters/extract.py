@@ -1,0 +1,206 @@
+"""Report -> samples of the metric table, group by group, with AWS's transforms.
+
+A sample is `(label_values, value)`, the label values in the order of `MetricSpec.all_labels`.
+Counters carry the count *of the period* (what the report holds); sinks decide what to do with
+it (Prometheus adds it to the running total, CloudWatch sends it as is).
+
+Groups whose `error` is set and runtimes whose `error` is set produce no samples but a
+`Problem`, as do groups neuron-monitor does not define; AWS's exporter prints the same cases.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from exporters import metrics_table as mt
+from monitor.report import HardwareInfo, InstanceInfo, Report
+
+Sample = tuple[tuple[str, ...], float]
+FamilySamples = tuple[mt.MetricSpec, list[Sample]]
+
+# Dense BF16 peak of one physical NeuronCore, FLOP/s: 128x128 PEs x 2 FLOP x Tensor clock
+# (../shared/reference/trn2-arch.md §1 and the Trn1/Trn3 table).
+PEAK_BF16_PER_PHYSICAL_CORE = {"trainium": 128 * 128 * 2 * 2.8e9,
+                               "trainium1": 128 * 128 * 2 * 2.8e9,
+                               "trainium2": 128 * 128 * 2 * 2.4e9,
+                               "trainium3": 128 * 128 * 2 * 2.4e9}
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    kind: str       # group_error | runtime_error | unknown_group
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class GroupSamples:
+    group: str
+    runtime_tag: str | None
+    families: tuple[FamilySamples, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """What labels and derived values need besides the group itself."""
+    instance: tuple[str, ...]        # AWS instance label values, fixed by the first report
+    cores_per_device: int
+    peak_flops_per_core: float | None
+
+    @classmethod
+    def of(cls, instance: InstanceInfo, hardware: HardwareInfo) -> Context:
+        peak = PEAK_BF16_PER_PHYSICAL_CORE.get(hardware.device_type.lower())
+        if peak is not None:
+            peak *= hardware.lnc or 1
+        return cls(instance_label_values(instance), hardware.cores_per_device, peak)
+
+    def device_of(self, core: int) -> str:
+        return str(core // self.cores_per_device) if self.cores_per_device > 0 else ""
+
+
+def instance_label_values(info: InstanceInfo) -> tuple[str, ...]:
+    return (info.name, info.id, info.type, info.availability_zone, info.region, info.subnet_id)
+
+
+def _specs(*names: str) -> tuple[mt.MetricSpec, ...]:
+    return tuple(mt.BY_NAME[n] for n in names)
+
+
+# ------------------------------------------------------------------------------- runtime groups
+def _neuroncore_counters(group: Any, base: tuple[str, ...], ctx: Context) -> list[FamilySamples]:
+    (util,) = _specs("neuroncore_utilization_ratio")
+    return [(util, [(base + (str(i),), c.utilization) for i, c in group.cores.items()])]
+
+
+def _execution_stats(group: Any, base: tuple[str, ...], ctx: Context) -> list[FamilySamples]:
+    errors, statuses, latency = _specs("execution_errors_total", "execution_status_total",
+                                       "execution_latency_seconds")
+    lat = group.total_latency
+    return [(errors, [(base + (k,), float(v)) for k, v in group.errors.items()]),
+            (statuses, [(base + (k,), float(v)) for k, v in group.statuses.items()]),
+            (latency, [] if lat is None else
+             [(base + (p,), getattr(lat, p)) for p in mt.PERCENTILES])]
+
+
+def _memory_used(group: Any, base: tuple[str, ...], ctx: Context) -> list[FamilySamples]:
+    used = mt.BY_NAME["neuron_runtime_memory_used_bytes"]
+    out: list[FamilySamples] = [(used, [(base + ("host",), float(group.host_bytes)),
+                                        (base + ("neuron_device",), float(group.device_bytes))])]
+    cores = [(base + ("None", str(i)), kinds) for i, kinds in group.core_breakdown.items()]
+    for kind in mt.CORE_MEMORY_KINDS:
+        spec = mt.BY_NAME[f"neuroncore_memory_usage_{kind}"]
+        out.append((spec, [(key, float(kinds.get(kind, 0))) for key, kinds in cores]))
+    return out
+
+
+def _runtime_vcpu(group: Any, base: tuple[str, ...], ctx: Context) -> list[FamilySamples]:
+    (spec,) = _specs("neuron_runtime_vcpu_usage_ratio")
+    return [(spec, [(base + ("user",), group.user), (base + ("system",), group.system)])]
+
+
+def _engine_counters(group: Any, tag: str, ctx: Context) -> list[FamilySamples]:
+    util, model, hardware, mfu, dma, coll, coll_s = (
+        mt.BY_NAME[s.name] for s in mt.specs_of_group(mt.ENGINE_GROUP))
+    samples: dict[str, list[Sample]] = {s.name: [] for s in mt.specs_of_group(mt.ENGINE_GROUP)}
+    peak = ctx.peak_flops_per_core * group.period if ctx.peak_flops_per_core else 0.0
+    for i, c in group.cores.items():
+        key = (tag, ctx.device_of(i), str(i))
+        samples[util.name].extend((key + (e,), v) for e, v in c.engine_utilization.items())
+        samples[model.name].append((key, float(c.model_flops)))
+        samples[hardware.name].append((key, float(c.hardware_flops)))
+        if peak > 0:
+            samples[mfu.name].append((key, c.model_flops / peak))
+        samples[dma.name].extend((key + (p,), float(v)) for p, v in c.dma_bytes.items())
+        samples[coll.name].append((key, float(c.collective_bytes)))
+        samples[coll_s.name].append((key, float(c.collective_time)))
+    return [(spec, samples[spec.name]) for spec in (util, model, hardware, mfu, dma, coll, coll_s)]
+
+
+# ------------------------------------------------------------------------------- system groups
+def _hw_counters(group: Any, base: tuple[str, ...], ctx: Context) -> list[FamilySamples]:
+    (spec,) = _specs("hardware_ecc_events_total")
+    samples = [(base + (event, str(d.index)), float(getattr(d, event)))
+               for d in (group.devices or ()) for event in mt.ECC_EVENTS]
+    return [(spec, samples)]
+
+
+def _system_vcpu(group: Any, base: tuple[str, ...], ctx: Context) -> list[FamilySamples]:
+    count, usage = _specs("system_vcpu_count", "system_vcpu_usage_ratio")
+    avg = group.average
+    # AWS: user = user + nice, system = system + io_wait + irq + soft_irq, capped at 100 %.
+    user = min(sum(avg.get(k, 0.0) for k in ("user", "nice")), 1.0)
+    system = min(sum(avg.get(k, 0.0) for k in ("system", "io_wait", "irq", "soft_irq")), 1.0)
+    return [(count, [(base, float(len(group.per_cpu)))]),
+            (usage, [(base + ("user",), user), (base + ("system",), system)])]
+
+
+def _memory_info(group: Any, base: tuple[str, ...], ctx: Context) -> list[FamilySamples]:
+    values = (group.total_bytes, group.used_bytes, group.swap_total_bytes, group.swap_used_bytes)
+    names = ("system_memory_total_bytes", "system_memory_used_bytes", "system_swap_total_bytes",
+             "system_swap_used_bytes")
+    return [(mt.BY_NAME[n], [(base, float(v))]) for n, v in zip(names, values)]
+
+
+def _device_counters(group: Any, base: tuple[str, ...], ctx: Context) -> list[FamilySamples]:
+    fields = ("hbm_read_bytes", "hbm_write_bytes", "hbm_bandwidth_utilization", "power_watts",
+              "energy_joules", "temperature_celsius", "throttle_ratio", "modelled")
+    specs = mt.specs_of_group(mt.DEVICE_GROUP)
+    out: list[FamilySamples] = [(spec, []) for spec in specs]
+    for d in group.devices:
+        key = (str(d.index),)
+        for (_, samples), field in zip(out, fields):
+            samples.append((key, float(getattr(d, field))))
+    return out
+
+
+Extractor = Callable[[Any, tuple[str, ...], Context], list[FamilySamples]]
+RUNTIME_EXTRACTORS: tuple[tuple[str, str, Extractor], ...] = (
+    ("neuroncore_counters", "neuroncore_counters", _neuroncore_counters),
+    ("execution_stats", "execution_stats", _execution_stats),
+    ("memory_used", "memory_used", _memory_used),
+    ("neuron_runtime_vcpu_usage", "vcpu", _runtime_vcpu),
+)
+SYSTEM_EXTRACTORS: tuple[tuple[str, str, Extractor], ...] = (
+    ("neuron_hw_counters", "hw_counters", _hw_counters),
+    ("vcpu_usage", "vcpu", _system_vcpu),
+    ("memory_info", "memory", _memory_info),
+    (mt.DEVICE_GROUP, "device_counters", _device_counters),
+)
+
+
+def extract(report: Report, ctx: Context, problems: list[Problem]) -> Iterator[GroupSamples]:
+    """Every group of `report` that carries data, in AWS's processing order."""
+    for runtime in report.runtimes:
+        if runtime.error:
+            problems.append(Problem("runtime_error", f"Runtime {runtime.tag} error: {runtime.error}"))
+            continue
+        base = ctx.instance + (runtime.tag,)
+        for group_name, attr, fn in RUNTIME_EXTRACTORS:
+            group = getattr(runtime, attr)
+            if _usable(group, group_name, runtime.tag, problems):
+                yield GroupSamples(group_name, runtime.tag, tuple(fn(group, base, ctx)))
+        engines = runtime.engine_counters
+        if _usable(engines, mt.ENGINE_GROUP, runtime.tag, problems):
+            yield GroupSamples(mt.ENGINE_GROUP, runtime.tag,
+                               tuple(_engine_counters(engines, runtime.tag, ctx)))
+        for name in runtime.extra_groups:
+            problems.append(Problem("unknown_group", f"unknown group {name} for runtime tag "
+                                                     f"{runtime.tag} ignored"))
+    system = report.system
+    for group_name, attr, fn in SYSTEM_EXTRACTORS:
+        group = getattr(system, attr)
+        if _usable(group, group_name, None, problems):
+            base = ctx.instance if group_name != mt.DEVICE_GROUP else ()
+            yield GroupSamples(group_name, None, tuple(fn(group, base, ctx)))
+    for name in system.extra_groups:
+        problems.append(Problem("unknown_group", f"unknown system group {name} ignored"))
+
+
+def _usable(group: Any, name: str, tag: str | None, problems: list[Problem]) -> bool:
+    if group is None:
+        return False
+    if group.error:
+        where = f" for runtime tag {tag}" if tag is not None else ""
+        problems.append(Problem("group_error", f"Error getting {name}{where}: {group.error}"))
+        return False
+    return True

@@ -1,0 +1,126 @@
+"""The exporter's metric state: families of series, each series' text line kept ready.
+
+Applying a report sets gauges and adds each period's counts to counters, as AWS's exporter does
+with prometheus_client; a series' line is re-formatted only when its value changes, so turning
+the state into an exposition is a join of cached strings (see `render`).
+
+Families appear the first time their group carries data (AWS creates its Gauge/Counter objects
+lazily, so a family's position in the output is its first-seen order). Series of a runtime that
+is no longer in the report are removed; groups or runtimes that report an error keep their last
+good values.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from exporters import metrics_table as mt
+from exporters.extract import GroupSamples
+from exporters.textformat import format_value, label_block
+
+
+class Series:
+    """One labelled sample (a counter also owns its `_created` line)."""
+
+    __slots__ = ("prefix", "value", "line", "created_line", "runtime_tag")
+
+    def __init__(self, prefix: str, value: float, created_line: str, runtime_tag: str | None):
+        self.prefix = prefix
+        self.value = value
+        self.line = prefix + format_value(value) + "\n"
+        self.created_line = created_line
+        self.runtime_tag = runtime_tag
+
+    def set(self, value: float) -> None:
+        if value != self.value:
+            self.value = value
+            self.line = self.prefix + format_value(value) + "\n"
+
+
+class Family:
+    __slots__ = ("spec", "series", "_labels", "_runtime_index")
+
+    def __init__(self, spec: mt.MetricSpec):
+        self.spec = spec
+        self.series: dict[tuple[str, ...], Series] = {}
+        self._labels = spec.all_labels
+        self._runtime_index = self._labels.index("runtime_tag") if spec.per_runtime else -1
+
+    def new_series(self, key: tuple[str, ...], value: float, now: float) -> Series:
+        block = label_block(self._labels, key)
+        spec = self.spec
+        created = ""
+        if spec.created:
+            created = f"{spec.family}_created{block} {format_value(now)}\n"
+        tag = key[self._runtime_index] if self._runtime_index >= 0 else None
+        series = Series(f"{spec.name}{block} ", value, created, tag)
+        self.series[key] = series
+        return series
+
+    def set_gauges(self, samples: Iterable[tuple[tuple[str, ...], float]], now: float) -> None:
+        series = self.series
+        for key, value in samples:
+            s = series.get(key)
+            if s is None:
+                self.new_series(key, value, now)
+            else:
+                s.set(value)
+
+    def add_counts(self, samples: Iterable[tuple[tuple[str, ...], float]], now: float) -> None:
+        series = self.series
+        for key, count in samples:
+            s = series.get(key)
+            if s is None:
+                self.new_series(key, count, now)
+            elif count:
+                s.set(s.value + count)
+
+    def drop_runtimes(self, alive: set[str]) -> None:
+        gone = [k for k, s in self.series.items() if s.runtime_tag not in alive]
+        for key in gone:
+            del self.series[key]
+
+
+class MetricState:
+    """Families in creation order; `apply` one report's groups at a time."""
+
+    def __init__(self, clock: Callable[[], float]):
+        self._clock = clock
+        self.families: dict[str, Family] = {}
+        self._alive: set[str] | None = None
+
+    def family(self, spec: mt.MetricSpec) -> Family:
+        fam = self.families.get(spec.name)
+        if fam is None:
+            fam = self.families[spec.name] = Family(spec)
+        return fam
+
+    def apply(self, groups: Iterable[GroupSamples]) -> None:
+        now = self._clock()
+        for group in groups:
+            for spec, samples in group.families:
+                fam = self.family(spec)
+                if spec.kind == "counter":
+                    fam.add_counts(samples, now)
+                else:
+                    fam.set_gauges(samples, now)
+
+    def set_info(self, spec: mt.MetricSpec, values: tuple[str, ...]) -> None:
+        """Info metrics are set once, from the first report, as AWS's exporter does."""
+        fam = self.family(spec)
+        if not fam.series:
+            fam.new_series(values, 1.0, 0.0)
+
+    def keep_runtimes(self, alive: set[str]) -> None:
+        """Remove the series of runtimes that are not in the latest report."""
+        if alive == self._alive:
+            return
+        if self._alive is not None and not (self._alive - alive):
+            self._alive = alive  # only new runtimes: nothing to remove
+            return
+        self._alive = alive
+        for fam in self.families.values():
+            if fam.spec.per_runtime:
+                fam.drop_runtimes(alive)
+
+    def series_count(self) -> int:
+        return sum(len(f.series) for f in self.families.values())

@@ -1,0 +1,62 @@
+"""Building blocks of the Prometheus text formats (0.0.4 and OpenMetrics 1.0).
+
+Everything here is written so that the output is byte-identical to prometheus_client's
+`generate_latest` for the same samples: labels sorted by name, values written the way Go writes
+floats, label values escaped the same way. The exposition renderer uses these pieces to build
+each series' line prefix once and only format the value on every report.
+"""
+from __future__ import annotations
+
+import math
+
+TEXT_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+OPENMETRICS_CONTENT_TYPE = "application/openmetrics-text; version=1.0.0; charset=utf-8"
+
+_INF = math.inf
+
+
+def format_value(value: float) -> str:
+    """A sample value as Prometheus' Go code (and prometheus_client) writes it.
+
+    Python's repr switches to exponent notation only at 1e16, Go at 1e21 for %g with shortest
+    precision, but the client library writes positive values with more than six integer digits as
+    `d.ddde+NN`; scrapers accept both, equality with the library is what the golden test checks.
+    """
+    if value != value:
+        return "NaN"
+    if value == _INF:
+        return "+Inf"
+    if value == -_INF:
+        return "-Inf"
+    text = repr(float(value))
+    if value > 0:
+        dot = text.find(".")
+        if dot > 6:
+            mantissa = f"{text[0]}.{text[1:dot]}{text[dot + 1:]}".rstrip("0.")
+            return f"{mantissa}e+{dot - 1:02d}"
+    return text
+
+
+def escape_label_value(value: str) -> str:
+    """Backslash, newline and double quote are the only characters a label value escapes."""
+    if "\\" in value or "\n" in value or '"' in value:
+        return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+    return value
+
+
+def escape_help(text: str, openmetrics: bool) -> str:
+    escaped = text.replace("\\", "\\\\").replace("\n", "\\n")
+    return escaped.replace('"', '\\"') if openmetrics else escaped
+
+
+def label_block(names: tuple[str, ...], values: tuple[str, ...]) -> str:
+    """`{a="1",b="2"}` with the labels sorted by name, or "" without labels."""
+    if not names:
+        return ""
+    pairs = sorted(zip(names, values))
+    return "{" + ",".join(f'{name}="{escape_label_value(value)}"' for name, value in pairs) + "}"
+
+
+def family_header(name: str, help_text: str, kind: str, openmetrics: bool) -> str:
+    """The `# HELP` and `# TYPE` lines of one family, `name` being the name the format wants."""
+    return f"# HELP {name} {escape_help(help_text, openmetrics)}\n# TYPE {name} {kind}\n"
