@@ -223,7 +223,7 @@ TRAINIUM1 = DeviceSpec(
     device_version="v2",  # assumption: AWS shows "v4" only for trn2
     core_arch="NeuronCore-v2",  # A5
     core_version_lnc1="v2",  # neuron-tools.md 1.2: `v2` on trn1
-    core_version_lnc2=None,
+    core_version_lnc2=None,  # A4: no LNC=2 before Trainium2
     physical_cores=2,  # A5: 2 x NeuronCore-v2 per chip
     tensor_hz=2.8e9,  # N2: TensorE 2.8 GHz
     vector_hz=1.12e9,  # N2: Vector 1.12 GHz
@@ -262,7 +262,7 @@ TRAINIUM1 = DeviceSpec(
         "fp16": 190.0,  # A5
         "fp8": 190.0,  # A5
     }),
-    dtypes=("fp32", "tf32", "bf16", "fp16", "fp8"),
+    dtypes=("fp32", "tf32", "bf16", "fp16", "fp8"),  # A5: FP32, TF32, BF16, FP16, cFP8
     lnc_options=(1,),  # A4: LNC=2 is a Trainium2 feature
     default_lnc=1,  # A4
 )
@@ -312,7 +312,7 @@ TRAINIUM2 = DeviceSpec(
         "fp16": 667.0,  # A1
         "fp8": 1299.0,  # A1
     }),
-    dtypes=("fp32", "tf32", "bf16", "fp16", "fp8"),
+    dtypes=("fp32", "tf32", "bf16", "fp16", "fp8"),  # A1
     lnc_options=(1, 2),  # A4
     default_lnc=2,  # A4: LNC=2 is the default on Trn2
 )
@@ -362,7 +362,7 @@ TRAINIUM3 = DeviceSpec(
         "fp16": 671.0,  # assumption: FP16 at the BF16 rate as on Trn2 (A1)
         "mxfp8": 2517.0,  # A6: 2,517 MXFP8/MXFP4
     }),
-    dtypes=("fp32", "tf32", "bf16", "fp16", "fp8", "mxfp8", "mxfp4"),
+    dtypes=("fp32", "tf32", "bf16", "fp16", "fp8", "mxfp8", "mxfp4"),  # A6, N3: adds MX
     lnc_options=(1, 2),  # assumption: as Trn2 (A4)
     default_lnc=2,  # assumption: as Trn2 (A4)
 )
@@ -374,20 +374,20 @@ TRAINIUM3 = DeviceSpec(
 _INSTANCE_LIST = (
     InstanceSpec(
         name="trn1.2xlarge",
-        device=TRAINIUM1,
+        device=TRAINIUM1,  # A5
         devices=1,  # A5
         vcpus=8,  # A5
         host_memory_bytes=32 * GiB,  # A5
         efa_bw=25 * GBPS,  # A5: up to 25 Gbps
-        topology="single",
-        torus_dims=(),
+        topology="single",  # A5: one chip
+        torus_dims=(),  # A5: no chip-to-chip links
         numa_nodes=1,  # assumption
-        nodes=1,
-        is_ultraserver=False,
+        nodes=1,  # one server
+        is_ultraserver=False,  # one server
     ),
     InstanceSpec(
         name="trn1.32xlarge",
-        device=TRAINIUM1,
+        device=TRAINIUM1,  # A5
         devices=16,  # A5
         vcpus=128,  # A5
         host_memory_bytes=512 * GiB,  # A5
@@ -395,8 +395,8 @@ _INSTANCE_LIST = (
         topology="torus2d",  # A5: 2D torus
         torus_dims=(4, 4),  # A5: 4x4 (neuron-ls example)
         numa_nodes=2,  # assumption: two sockets
-        nodes=1,
-        is_ultraserver=False,
+        nodes=1,  # one server
+        is_ultraserver=False,  # one server
     ),
     InstanceSpec(
         name="trn1n.32xlarge",
@@ -408,12 +408,12 @@ _INSTANCE_LIST = (
         topology="torus2d",  # A5: 2D torus
         torus_dims=(4, 4),  # A5
         numa_nodes=2,  # assumption: two sockets
-        nodes=1,
-        is_ultraserver=False,
+        nodes=1,  # one server
+        is_ultraserver=False,  # one server
     ),
     InstanceSpec(
         name="trn2.48xlarge",
-        device=TRAINIUM2,
+        device=TRAINIUM2,  # A3
         devices=16,  # A3
         vcpus=192,  # A3
         host_memory_bytes=2048 * GiB,  # A3
@@ -421,12 +421,12 @@ _INSTANCE_LIST = (
         topology="torus2d",  # A3: 4x4 2D torus
         torus_dims=(4, 4),  # A3
         numa_nodes=2,  # derived: neuron-ls example affinity 48-95,144-191 on node 1
-        nodes=1,
-        is_ultraserver=False,
+        nodes=1,  # one server
+        is_ultraserver=False,  # one server
     ),
     InstanceSpec(
         name="trn2u.48xlarge",
-        device=TRAINIUM2,
+        device=TRAINIUM2,  # A3
         devices=16,  # A3
         vcpus=192,  # A3
         host_memory_bytes=2048 * GiB,  # A3
@@ -434,12 +434,12 @@ _INSTANCE_LIST = (
         topology="torus2d",  # A3: 4x4 2D torus within the instance
         torus_dims=(4, 4),  # A3
         numa_nodes=2,  # derived: as trn2.48xlarge
-        nodes=1,
-        is_ultraserver=False,
+        nodes=1,  # one server
+        is_ultraserver=False,  # one server
     ),
     InstanceSpec(
         name="trn2u-ultraserver",
-        device=TRAINIUM2,
+        device=TRAINIUM2,  # A3
         devices=64,  # A3: 4 x trn2u.48xlarge
         vcpus=768,  # A3
         host_memory_bytes=8192 * GiB,  # A3
@@ -448,20 +448,20 @@ _INSTANCE_LIST = (
         torus_dims=(4, 4, 4),  # A3: servers x rows x cols
         numa_nodes=8,  # derived: 2 per server
         nodes=4,  # A3
-        is_ultraserver=True,
+        is_ultraserver=True,  # A3
     ),
     InstanceSpec(
         name="trn3-ultraserver",
-        device=TRAINIUM3,
+        device=TRAINIUM3,  # A6
         devices=64,  # A6: Trn3 Gen1 UltraServer, 4 servers x 16
         vcpus=768,  # A6
         host_memory_bytes=8192 * GiB,  # A6
         efa_bw=12800 * GBPS,  # A6
         topology="switch",  # A6: NeuronSwitch-v1 all-to-all
-        torus_dims=(),
+        torus_dims=(),  # A6: a switch, not a torus
         numa_nodes=8,  # assumption: 2 per server as Trn2
         nodes=4,  # A6
-        is_ultraserver=True,
+        is_ultraserver=True,  # A6
     ),
 )
 
