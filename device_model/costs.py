@@ -37,8 +37,9 @@ class CostParams:
     cc_reduce_dma_fraction: float = 0.5    # N3: DMA collective compute ~50% of DMA throughput
     cc_link_efficiency: float = 0.9        # assumption: achieved/peak on NeuronLink and EFA
     cc_launch_s: float = 0.0               # assumption: per-collective fixed cost (calibrated)
+    cc_local_bw_fraction: float = 0.21     # assumption: same-chip collective share of core DMA bw (C1)
     # --- runtime ------------------------------------------------------------------------
-    exec_overhead_s: float = 0.0           # assumption: per-execution launch overhead (calibrated)
+    exec_overhead_s: float = 50e-6         # assumption: per-execution launch overhead (C1 floor)
 
     def with_overrides(self, values: dict[str, float]) -> "CostParams":
         known = {f.name for f in fields(self)}

@@ -1,0 +1,164 @@
+"""The engine scheduler: places lowered ops' instructions on in-order lanes, vectorised.
+
+Each lane runs its instructions in program order (N2: one sequencer per engine). An instruction
+starts when its lane is free and its dependencies (semaphores) have signalled:
+
+    end[i] = dur[i] + max(end[i-1], ready[i])
+
+This max-plus recurrence has a closed form over a whole stage, so a stage of any length is
+scheduled with a handful of numpy calls:  with C = cumsum(dur),
+    end = C + max(lane_free, cummax(ready - (C - dur)))
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .costs import CostParams
+from .isa import L_DMA, L_PE_LS, L_PE_MM, LANES
+from .stages import INPUTS, PREFETCH, QUANTITIES, LoweredOp, Stage
+
+COLUMNS = ("lane", "opcode", "op", "queue", "start", "end") + QUANTITIES
+
+
+def place(dur: np.ndarray, ready: np.ndarray, lane_free: float) -> np.ndarray:
+    """End times of `dur`-long instructions run in order on a lane free from `lane_free`."""
+    c = np.cumsum(dur)
+    return c + np.maximum(lane_free, np.maximum.accumulate(ready - (c - dur)))
+
+
+@dataclass(slots=True)
+class Placed:
+    stage: Stage
+    op: int
+    start: np.ndarray
+    end: np.ndarray
+
+
+@dataclass(frozen=True, slots=True)
+class ThrottleEvent:
+    start: float
+    duration: float
+    ratio: float        # utilization limit at the restart (P2: ~50%)
+
+
+class Scheduler:
+    """Schedules a stream of lowered ops for one physical core. Keeps lane state between calls,
+    so a long run can be fed op by op (or in chunks)."""
+
+    def __init__(self, costs: CostParams, t0: float = 0.0) -> None:
+        self.costs = costs
+        self.lane_free = np.full(len(LANES), t0)
+        self.pe_last_end = -np.inf
+        self.op_start: list[float] = []
+        self.op_end: list[float] = []
+        self.compute_end: list[float] = []
+        self.placed: list[Placed] = []
+        self.throttles: list[ThrottleEvent] = []
+        self._pending: list[tuple[int, Placed | None, Stage, list[np.ndarray]]] = []
+        self.t0 = t0
+
+    # --- public ------------------------------------------------------------------------------
+    def run(self, ops: list[LoweredOp]) -> None:
+        for op in ops:
+            self.add(op)
+
+    def add(self, op: LoweredOp) -> None:
+        idx = len(self.op_start)
+        deps = op.deps if op.deps else ((idx - 1,) if idx else ())
+        inputs_ready = max((self.compute_end[d] for d in deps), default=self.t0)
+        prefetch_ready = self.op_start[idx - 1] if idx else self.t0
+        ends: list[np.ndarray] = []
+        first_start, last_end = np.inf, inputs_ready
+        flushed = False
+        for s_i, stage in enumerate(op.stages):
+            if not flushed and not self._is_prefetchable_load(stage):
+                self._flush()
+                flushed = True
+            ready = self._ready(stage, ends, inputs_ready, prefetch_ready)
+            if stage.deferred:
+                self._pending.append((idx, None, stage, [ready]))
+                ends.append(np.full(stage.n, np.inf))      # nothing in this op waits on stores
+                continue
+            p = self._place(stage, idx, ready)
+            ends.append(p.end + stage.latency)
+            first_start = min(first_start, float(p.start[0])) if stage.n else first_start
+            last_end = max(last_end, float(p.end[-1])) if stage.n else last_end
+        if not flushed:
+            self._flush()
+        self.op_start.append(first_start if np.isfinite(first_start) else inputs_ready)
+        self.compute_end.append(last_end)
+        self.op_end.append(last_end)
+
+    def finish(self) -> None:
+        self._flush()
+
+    # --- internals ---------------------------------------------------------------------------
+    @staticmethod
+    def _is_prefetchable_load(stage: Stage) -> bool:
+        return stage.lane == L_DMA and not stage.deferred and all(
+            d.stage in (INPUTS, PREFETCH) for d in stage.deps)
+
+    def _ready(self, stage: Stage, ends: list[np.ndarray], inputs_ready: float,
+               prefetch_ready: float) -> np.ndarray:
+        ready = np.full(stage.n, self.t0)
+        for dep in stage.deps:
+            if dep.stage == INPUTS:
+                value = np.full(stage.n, inputs_ready)
+            elif dep.stage == PREFETCH:
+                value = np.full(stage.n, prefetch_ready)
+            else:
+                src = ends[dep.stage]
+                if src.size == 0:
+                    continue
+                value = src[dep.index] if dep.index is not None else np.full(stage.n, src.max())
+            if dep.mask is not None:
+                value = np.where(dep.mask, value, self.t0)
+            np.maximum(ready, value, out=ready)
+        return ready
+
+    def _place(self, stage: Stage, op: int, ready: np.ndarray) -> Placed:
+        lane = stage.lane
+        dur = stage.dur
+        end = place(dur, ready, self.lane_free[lane])
+        if lane == L_PE_MM and stage.n:
+            dur, end = self._throttle(dur, ready, end)
+        start = end - dur
+        if stage.n:
+            self.lane_free[lane] = end[-1]
+            if lane in (L_PE_LS, L_PE_MM):
+                self.pe_last_end = max(self.pe_last_end, float(end[-1]))
+        p = Placed(stage, op, start, end)
+        if dur is not stage.dur:
+            p.stage = _with_dur(stage, dur)
+        self.placed.append(p)
+        return p
+
+    def _throttle(self, dur: np.ndarray, ready: np.ndarray, end: np.ndarray):
+        """P2: after >= 3 us idle, TensorE restarts at ~50% and ramps to full over ~3 us; the
+        ramp costs (1 - start_ratio)/2 of its length. Applied once, then re-placed."""
+        c = self.costs
+        start = end - dur
+        prev_end = np.concatenate([[self.pe_last_end], end[:-1]])
+        restart = (start - prev_end) >= c.throttle_idle_s
+        if not restart.any():
+            return dur, end
+        penalty = c.throttle_ramp_s * (1 - c.throttle_start_ratio) / 2
+        dur = dur + restart * penalty
+        end = place(dur, ready, self.lane_free[L_PE_MM])
+        for t in (end - dur)[restart]:
+            self.throttles.append(ThrottleEvent(float(t), c.throttle_ramp_s, c.throttle_start_ratio))
+        return dur, end
+
+    def _flush(self) -> None:
+        for op, _, stage, (ready,) in self._pending:
+            p = self._place(stage, op, ready)
+            if stage.n:
+                self.op_end[op] = max(self.op_end[op], float(p.end[-1]))
+        self._pending.clear()
+
+
+def _with_dur(stage: Stage, dur: np.ndarray) -> Stage:
+    from dataclasses import replace
+    return replace(stage, dur=dur)

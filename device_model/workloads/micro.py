@@ -1,0 +1,63 @@
+"""Microbenchmarks: one matmul on a core, one collective over ranks placed on the instance."""
+from __future__ import annotations
+
+import math
+
+from ..collectives import bus_factor, collective_cost
+from ..core import Instance
+from ..dtypes import DTYPES
+from ..program import CollectiveGroup, Program
+from ..specs import check_dtype
+from .spec import Param, parse_int, parse_size
+
+DTYPE_NAMES = tuple(DTYPES)
+MATMUL_PARAMS = (
+    Param("m", parse_int, help="rows of the left operand"),
+    Param("k", parse_int, help="contraction size"),
+    Param("n", parse_int, help="columns of the right operand"),
+    Param("batch", parse_int, 1, help="batch of independent matmuls"),
+    Param("dtype", str, "bf16", choices=DTYPE_NAMES),
+)
+COLLECTIVE_PARAMS = (
+    Param("bytes", parse_size, help="per-rank buffer, e.g. 64M"),
+    Param("ranks", parse_int, 2, help="number of ranks (logical cores)"),
+    Param("dtype", str, "fp32", choices=DTYPE_NAMES),
+)
+COLLECTIVE_KINDS = {"allreduce": "all_reduce", "allgather": "all_gather",
+                    "reducescatter": "reduce_scatter", "alltoall": "all_to_all"}
+
+
+def place_ranks(inst: Instance, ranks: int) -> CollectiveGroup:
+    """Fill logical cores device by device, then instances (spilling over EFA)."""
+    per_device = inst.device.logical_cores(inst.lnc)
+    per_node = per_device * inst.spec.devices_per_node
+    nodes = math.ceil(ranks / per_node)
+    rpd = min(ranks, per_device)
+    devices = math.ceil(ranks / rpd)
+    return CollectiveGroup(ranks, rpd, devices, nodes, inst.spec.topology)
+
+
+def estimate_matmul(inst: Instance, opts: dict, cores: int) -> dict:
+    check_dtype(inst.spec, opts["dtype"])
+    prog = Program()
+    prog.matmul(opts["m"], opts["k"], opts["n"], opts["dtype"], batch=opts["batch"])
+    per_stack = inst.device.cores_per_stack if (cores > 1 or inst.lnc > 1) else 1
+    run = inst.run(prog, busy_cores_per_stack=per_stack)
+    m = run.metrics()
+    flops = m["model_flops"]
+    return {**m, "cores": cores, "tflops": flops / m["time_s"] / 1e12 * cores}
+
+
+def estimate_collective(inst: Instance, kind: str, opts: dict) -> dict:
+    check_dtype(inst.spec, opts["dtype"])
+    group = place_ranks(inst, opts["ranks"])
+    prog = Program()
+    prog.collective(kind, opts["bytes"], group, dtype=opts["dtype"])
+    run = inst.run(prog)
+    cost = collective_cost(kind, opts["bytes"], group, inst.device, inst.costs)
+    m = run.metrics()
+    t = run.latency          # nccl-tests style: each collective is its own execution
+    algbw = opts["bytes"] / t
+    return {**m, "time_s": t, "algorithm": cost.algorithm, "ranks": group.ranks,
+            "devices": group.devices, "nodes": group.nodes,
+            "algbw_gbps": algbw / 1e9, "busbw_gbps": algbw * bus_factor(kind, group.ranks) / 1e9}
