@@ -382,8 +382,8 @@ _INSTANCE_LIST = (
         topology="single",  # A5: one chip
         torus_dims=(),  # A5: no chip-to-chip links
         numa_nodes=1,  # assumption
-        nodes=1,  # one server
-        is_ultraserver=False,  # one server
+        nodes=1,  # A5: one server
+        is_ultraserver=False,  # A5: one server
     ),
     InstanceSpec(
         name="trn1.32xlarge",
@@ -395,8 +395,8 @@ _INSTANCE_LIST = (
         topology="torus2d",  # A5: 2D torus
         torus_dims=(4, 4),  # A5: 4x4 (neuron-ls example)
         numa_nodes=2,  # assumption: two sockets
-        nodes=1,  # one server
-        is_ultraserver=False,  # one server
+        nodes=1,  # A5: one server
+        is_ultraserver=False,  # A5: one server
     ),
     InstanceSpec(
         name="trn1n.32xlarge",
@@ -408,8 +408,8 @@ _INSTANCE_LIST = (
         topology="torus2d",  # A5: 2D torus
         torus_dims=(4, 4),  # A5
         numa_nodes=2,  # assumption: two sockets
-        nodes=1,  # one server
-        is_ultraserver=False,  # one server
+        nodes=1,  # A5: one server
+        is_ultraserver=False,  # A5: one server
     ),
     InstanceSpec(
         name="trn2.48xlarge",
@@ -421,8 +421,8 @@ _INSTANCE_LIST = (
         topology="torus2d",  # A3: 4x4 2D torus
         torus_dims=(4, 4),  # A3
         numa_nodes=2,  # derived: neuron-ls example affinity 48-95,144-191 on node 1
-        nodes=1,  # one server
-        is_ultraserver=False,  # one server
+        nodes=1,  # A3: one server
+        is_ultraserver=False,  # A3: one server
     ),
     InstanceSpec(
         name="trn2u.48xlarge",
@@ -434,8 +434,8 @@ _INSTANCE_LIST = (
         topology="torus2d",  # A3: 4x4 2D torus within the instance
         torus_dims=(4, 4),  # A3
         numa_nodes=2,  # derived: as trn2.48xlarge
-        nodes=1,  # one server
-        is_ultraserver=False,  # one server
+        nodes=1,  # A3: one server
+        is_ultraserver=False,  # A3: one server
     ),
     InstanceSpec(
         name="trn2u-ultraserver",
