@@ -49,6 +49,7 @@ class PrometheusExporter:
         self._last_report_at = clock()  # staleness counts from start until the first report
         self._last_duration = 0.0
         self._generation = 0
+        self._published_stream_errors = 0
         self._main_text: list[str] = []
         self._main_om: list[str] = []
         self.current = self._publish()
@@ -82,6 +83,15 @@ class PrometheusExporter:
             self._say(f"{problem.message} (further {problem.kind} problems are counted in "
                       f"neuron_exporter_input_errors_total)")
 
+    def set_stream_errors(self, stream_errors: Callable[[], Mapping[str, int]]) -> None:
+        self._stream_errors = stream_errors
+
+    def refresh_if_input_errors_changed(self) -> None:
+        """Called after each input line: publish when a bad line was just counted."""
+        total = sum(self._stream_errors().values())
+        if total != self._published_stream_errors:
+            self.refresh()
+
     def note_eof(self) -> Exposition:
         self.note_problem(Problem("eof", "input ended (EOF); serving the last report"))
         return self.refresh()
@@ -110,7 +120,9 @@ class PrometheusExporter:
             [((), self._last_report_at)], now)
         h.family(spec["neuron_exporter_reports_total"]).set_gauges([((), float(self.reports))], now)
         errors = Counter(dict.fromkeys(KNOWN_ERROR_KINDS, 0))
-        errors.update(self._stream_errors())
+        stream_errors = self._stream_errors()
+        self._published_stream_errors = sum(stream_errors.values())
+        errors.update(stream_errors)
         errors.update(self.problems)
         h.family(spec["neuron_exporter_input_errors_total"]).set_gauges(
             [((kind,), float(n)) for kind, n in errors.items()], now)
