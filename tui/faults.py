@@ -1,0 +1,36 @@
+"""Faults worth a banner: ECC events, execution errors, runtimes in error or gone."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from monitor.report import Report
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    severity: str  # "error" or "warning"
+    text: str
+
+
+def report_faults(report: Report, vanished: dict[int, str] | None = None) -> tuple[Fault, ...]:
+    """Faults in one report; ``vanished`` maps pids that left since the previous report to tags."""
+    faults: list[Fault] = []
+    hw = report.system.hw_counters
+    for ecc in (hw.devices or ()) if hw else ():
+        uncorrected = ecc.mem_ecc_uncorrected + ecc.sram_ecc_uncorrected
+        corrected = ecc.mem_ecc_corrected + ecc.sram_ecc_corrected
+        if uncorrected:
+            faults.append(Fault("error", f"ND{ecc.index}: {uncorrected} uncorrected ECC"))
+        elif corrected:
+            faults.append(Fault("warning", f"ND{ecc.index}: {corrected} corrected ECC"))
+    for runtime in report.runtimes:
+        if runtime.error:
+            faults.append(Fault("error", f"{runtime.tag} (pid {runtime.pid}): {runtime.error}"))
+        stats = runtime.execution_stats
+        errors = sum(stats.errors.values()) if stats else 0
+        if errors:
+            kinds = ",".join(k for k, v in stats.errors.items() if v)
+            faults.append(Fault("error", f"{runtime.tag}: {errors} execution errors ({kinds})"))
+    for pid, tag in sorted((vanished or {}).items()):
+        faults.append(Fault("error", f"{tag} (pid {pid}) stopped reporting"))
+    return tuple(faults)

@@ -1,0 +1,52 @@
+"""Every key neuron-top answers to, in one table: the bindings and the help screen derive from it."""
+from __future__ import annotations
+
+from textual.binding import Binding
+
+# (keys, action, footer label or "" to keep it out of the footer, help text)
+GLOBAL_KEYS: tuple[tuple[str, str, str, str], ...] = (
+    ("q", "quit", "quit", "quit"),
+    ("question_mark", "help", "help", "show this help"),
+    ("space", "pause", "pause", "pause / resume the display (reports keep arriving)"),
+    ("f", "toggle_flops", "FLOPS", "NeuronCore grid: utilization % <-> TFLOPs"),
+    ("a", "tab(-1)", "prev app", "previous Neuron Apps tab"),
+    ("d", "tab(1)", "next app", "next Neuron Apps tab"),
+    ("x", "expand_all", "expand all", "memory tree: expand / collapse the entire tree"),
+    ("o", "view('overview')", "overview", "overview: AWS neuron-top layout"),
+    ("e", "view('engines')", "engines", "engines: per-engine detail, HBM, power of the selected core"),
+    ("p", "view('processes')", "processes", "processes: table of runtimes"),
+    ("left_square_bracket", "core(-1)", "", "engines: previous core"),
+    ("right_square_bracket", "core(1)", "", "engines: next core"),
+    ("s", "sort", "", "processes: sort by the next column"),
+    ("r", "reverse", "", "processes: reverse the sort order"),
+    ("slash", "filter", "", "processes: filter by pid, tag or status (enter applies, esc clears)"),
+    ("t", "next_theme", "", "next colour theme (also ctrl+p: command palette)"),
+) + tuple((str(n), f"tab_number({n})", "", f"select Neuron Apps tab {n}") for n in range(1, 10))
+
+WIDGET_KEYS: tuple[tuple[str, str], ...] = (
+    ("arrows", "move the tree selection / the selected core / the process row (focused section)"),
+    ("enter", "expand / collapse the tree node; in processes: show that app"),
+    ("tab / shift+tab", "move focus: memory tree, core grid, process table"),
+    ("pgup / pgdn / home / end", "scroll the memory tree"),
+    ("mouse", "click a core, a tab, a tree node or a column header; wheel scrolls"),
+)
+
+_DISPLAY = {"question_mark": "?", "space": "space", "left_square_bracket": "[",
+            "right_square_bracket": "]", "slash": "/"}
+
+
+def display_key(key: str) -> str:
+    return _DISPLAY.get(key, key)
+
+
+def bindings() -> list[Binding]:
+    return [Binding(key, action, label or help_text, show=bool(label),
+                    key_display=display_key(key) if key in _DISPLAY else None)
+            for key, action, label, help_text in GLOBAL_KEYS]
+
+
+def help_lines() -> list[tuple[str, str]]:
+    """(key, description) pairs, digits folded into one ``1-9`` line."""
+    lines = [(display_key(k), text) for k, _, _, text in GLOBAL_KEYS if not k.isdigit()]
+    lines.append(("1-9", "select a Neuron Apps tab by number"))
+    return lines + list(WIDGET_KEYS)

@@ -1,0 +1,113 @@
+"""The "Memory Usage Details" tree as data: ND -> NC -> model -> categories.
+
+Nodes carry a stable key (a tuple) so expansion state survives new reports, and
+``visible_rows`` flattens the tree for a given set of expanded keys.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from monitor.report import LoadedModel, RuntimeReport
+from tui.view import DEVICE_CATEGORIES
+
+_CATEGORY_LABELS = dict(DEVICE_CATEGORIES)
+
+
+@dataclass(frozen=True, slots=True)
+class TreeNode:
+    key: tuple
+    label: str
+    model_id: int | None
+    device_bytes: int
+    host_bytes: int | None
+    children: tuple[TreeNode, ...] = field(default=())
+
+
+@dataclass(frozen=True, slots=True)
+class TreeRow:
+    node: TreeNode
+    depth: int
+    expanded: bool
+
+
+def _category_nodes(prefix: tuple, breakdown: dict[str, int]) -> tuple[TreeNode, ...]:
+    return tuple(TreeNode((*prefix, key), _CATEGORY_LABELS.get(key, key), None, breakdown.get(key, 0),
+                          None) for key, _ in DEVICE_CATEGORIES if key in breakdown)
+
+
+def _global_core(subgraph_core: int, device: int, per_device: int) -> int:
+    """Subgraphs name a core either globally or within their device; accept both readings."""
+    if device * per_device <= subgraph_core < (device + 1) * per_device:
+        return subgraph_core
+    if subgraph_core < per_device:
+        return device * per_device + subgraph_core
+    return subgraph_core
+
+
+def _models_by_core(models: Iterable[LoadedModel], per_device: int) -> dict[int, list[TreeNode]]:
+    found: dict[int, list[TreeNode]] = {}
+    for model in models:
+        for sub in model.subgraphs.values():
+            core = _global_core(sub.neuroncore_index, sub.neuron_device_index, per_device)
+            key = ("model", core, model.model_id, model.uuid)
+            node = TreeNode(key, model.name, model.model_id, sub.device_bytes, sub.host_bytes,
+                            _category_nodes(key, dict(sub.device_breakdown)))
+            found.setdefault(core, []).append(node)
+    return found
+
+
+def build_tree(runtimes: Iterable[RuntimeReport], per_device: int) -> tuple[TreeNode, ...]:
+    """One ND node per device that holds memory, in device order."""
+    per_device = max(per_device, 1)
+    core_memory: dict[int, dict[str, int]] = {}
+    models: dict[int, list[TreeNode]] = {}
+    for runtime in runtimes:
+        used = runtime.memory_used
+        if used is None:
+            continue
+        for core, breakdown in used.core_breakdown.items():
+            merged = core_memory.setdefault(core, {})
+            for key, value in breakdown.items():
+                merged[key] = merged.get(key, 0) + value
+        for core, nodes in _models_by_core(used.loaded_models, per_device).items():
+            models.setdefault(core, []).extend(nodes)
+    devices: dict[int, list[TreeNode]] = {}
+    for core in sorted(set(core_memory) | set(models)):
+        breakdown = core_memory.get(core, {})
+        core_models = tuple(models.get(core, ()))
+        key = ("nc", core)
+        host = sum(m.host_bytes or 0 for m in core_models) if core_models else None
+        node = TreeNode(key, f"NC {core}", None, sum(breakdown.values()), host,
+                        core_models + _category_nodes(key, breakdown))
+        devices.setdefault(core // per_device, []).append(node)
+    return tuple(_device_node(device, tuple(cores)) for device, cores in sorted(devices.items()))
+
+
+def _device_node(device: int, cores: tuple[TreeNode, ...]) -> TreeNode:
+    hosts = [c.host_bytes for c in cores if c.host_bytes is not None]
+    return TreeNode(("nd", device), f"ND {device}", None, sum(c.device_bytes for c in cores),
+                    sum(hosts) if hosts else None, cores)
+
+
+def visible_rows(roots: Iterable[TreeNode], expanded: frozenset | set) -> list[TreeRow]:
+    rows: list[TreeRow] = []
+    stack = [(node, 0) for node in reversed(tuple(roots))]
+    while stack:
+        node, depth = stack.pop()
+        is_open = node.key in expanded
+        rows.append(TreeRow(node, depth, is_open))
+        if is_open:
+            stack.extend((child, depth + 1) for child in reversed(node.children))
+    return rows
+
+
+def all_branch_keys(roots: Iterable[TreeNode]) -> set:
+    keys: set = set()
+    stack = list(roots)
+    while stack:
+        node = stack.pop()
+        if node.children:
+            keys.add(node.key)
+            stack.extend(node.children)
+    return keys

@@ -1,0 +1,28 @@
+"""Messages the source worker posts to the app (post_message is thread-safe)."""
+from __future__ import annotations
+
+from collections import Counter
+
+from textual.message import Message
+
+from monitor.report import Report
+
+
+class ReportArrived(Message):
+    """A new Report; ``malformed`` counts the lines skipped so far, by kind."""
+
+    def __init__(self, report: Report, malformed: Counter[str], received_at: float) -> None:
+        super().__init__()
+        self.report = report
+        self.malformed = malformed
+        self.received_at = received_at
+
+
+class SourceEnded(Message):
+    """The source reached its end (EOF) or failed; ``error`` is "" on a clean end."""
+
+    def __init__(self, malformed: Counter[str], ended_at: float, error: str = "") -> None:
+        super().__init__()
+        self.malformed = malformed
+        self.ended_at = ended_at
+        self.error = error

@@ -1,0 +1,61 @@
+"""The process table as data: one row per runtime, sortable and filterable."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from monitor.report import Report, RuntimeReport
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessRow:
+    pid: int
+    tag: str
+    cores: tuple[int, ...]
+    utilization: float | None  # mean over its cores, ratio
+    device_bytes: int | None
+    host_bytes: int | None
+    vcpu: float | None  # user + system, ratio of one vCPU-second per second
+    executions_per_second: float | None
+    errors: int | None  # execution errors within the period
+    latency_p50: float | None  # seconds
+    status: str  # "" when healthy, else the runtime's error text
+
+
+# (key, header, width, right-aligned)
+COLUMNS = (("pid", "PID", 8, True), ("tag", "TAG", 22, False), ("cores", "CORES", 12, False),
+           ("utilization", "NC UTIL", 8, True), ("device_bytes", "DEV MEM", 9, True),
+           ("host_bytes", "HOST MEM", 9, True), ("vcpu", "vCPU", 7, True),
+           ("executions_per_second", "EXEC/s", 8, True), ("errors", "ERRORS", 7, True),
+           ("latency_p50", "P50 LAT", 9, True), ("status", "STATUS", 0, False))
+SORT_KEYS = tuple(key for key, *_ in COLUMNS if key != "status")
+
+
+def process_row(runtime: RuntimeReport) -> ProcessRow:
+    counters = runtime.neuroncore_counters
+    cores = tuple(sorted(counters.cores)) if counters else ()
+    util = (sum(c.utilization for c in counters.cores.values()) / len(cores)) if cores else None
+    used = runtime.memory_used
+    stats = runtime.execution_stats
+    rate = errors = p50 = None
+    if stats is not None:
+        period = stats.period if stats.period > 0 else 1.0
+        rate = sum(stats.statuses.values()) / period
+        errors = sum(stats.errors.values())
+        p50 = stats.total_latency.p50 if stats.total_latency else None
+    vcpu = (runtime.vcpu.user + runtime.vcpu.system) if runtime.vcpu else None
+    return ProcessRow(runtime.pid, runtime.tag, cores, util, used.device_bytes if used else None,
+                      used.host_bytes if used else None, vcpu, rate, errors, p50, runtime.error)
+
+
+def process_rows(report: Report, sort_key: str = "pid", reverse: bool = False,
+                 query: str = "") -> list[ProcessRow]:
+    """Rows matching ``query`` (substring of pid, tag or status), sorted; missing values last."""
+    rows = [process_row(r) for r in report.runtimes]
+    if query:
+        needle = query.lower()
+        rows = [r for r in rows if needle in str(r.pid) or needle in r.tag.lower()
+                or needle in r.status.lower()]
+    present = [r for r in rows if getattr(r, sort_key) is not None]
+    missing = [r for r in rows if getattr(r, sort_key) is None]
+    present.sort(key=lambda r: (getattr(r, sort_key), r.pid), reverse=reverse)
+    return present + missing

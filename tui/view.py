@@ -1,0 +1,131 @@
+"""Pure view data derived from one Report: what every section shows, before any styling.
+
+Nothing here touches Textual, so each function is testable on its own and the widgets stay
+thin. Values stay in base units; widgets format them at the edge (``tui.fmt``).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from monitor.report import Report, RuntimeReport
+
+ALL_TAB = "all"
+HOST_CATEGORIES = (("tensors", "Tensors"), ("constants", "Constants"), ("dma_buffers", "DMA Buffers"),
+                   ("application_memory", "App. Memory"))
+DEVICE_CATEGORIES = (("tensors", "Tensors"), ("constants", "Constants"), ("model_code", "Model Code"),
+                     ("runtime_memory", "Runtime Memory"),
+                     ("model_shared_scratchpad", "Model Scratchpad"))
+
+
+def app_tabs(report: Report) -> tuple[str, ...]:
+    """``all`` then one tab per runtime tag, in report order (AWS's "Neuron Apps" bar)."""
+    tags = dict.fromkeys(r.tag for r in report.runtimes)
+    return (ALL_TAB, *tags)
+
+
+def runtimes_for(report: Report, tab: str) -> tuple[RuntimeReport, ...]:
+    if tab == ALL_TAB:
+        return report.runtimes
+    return tuple(r for r in report.runtimes if r.tag == tab)
+
+
+def core_layout(report: Report) -> tuple[int, int]:
+    """(devices, logical cores per device); inferred from the cores seen when hardware info is empty."""
+    hw = report.hardware
+    if hw.device_count > 0 and hw.cores_per_device > 0:
+        return hw.device_count, hw.cores_per_device
+    per_device = hw.cores_per_device or 2
+    highest = max((c for r in report.runtimes if r.neuroncore_counters
+                   for c in r.neuroncore_counters.cores), default=-1)
+    return max(1, -(-(highest + 1) // per_device)), per_device
+
+
+@dataclass(frozen=True, slots=True)
+class CoreGrid:
+    """Per logical core values for the selected runtimes, laid out device-major."""
+    core_version: str
+    devices: int
+    cores_per_device: int
+    utilization: np.ndarray  # ratio per core
+    flops: np.ndarray  # FLOP/s per core
+    in_use: np.ndarray  # bool per core: some selected runtime reported it
+
+    @property
+    def average(self) -> float:
+        return float(self.utilization.mean()) if self.utilization.size else 0.0
+
+    @property
+    def total_flops(self) -> float:
+        return float(self.flops.sum())
+
+
+def core_grid(report: Report, runtimes: Iterable[RuntimeReport]) -> CoreGrid:
+    devices, per_device = core_layout(report)
+    count = devices * per_device
+    util, flops, in_use = np.zeros(count), np.zeros(count), np.zeros(count, dtype=bool)
+    for runtime in runtimes:
+        counters = runtime.neuroncore_counters
+        if counters is None:
+            continue
+        for core, values in counters.cores.items():
+            if 0 <= core < count:
+                # Two runtimes never share a core in practice; if they do, their shares add up.
+                util[core] += values.utilization
+                flops[core] += values.flops
+                in_use[core] = True
+    np.clip(util, 0.0, 1.0, out=util)
+    return CoreGrid(report.hardware.core_version or "", devices, per_device, util, flops, in_use)
+
+
+@dataclass(frozen=True, slots=True)
+class VcpuUsage:
+    system_user: float | None
+    system_system: float | None
+    runtime_user: float | None
+    runtime_system: float | None
+
+
+def vcpu_usage(report: Report, runtimes: Iterable[RuntimeReport]) -> VcpuUsage:
+    """System usage folded like AWS's exporter: user+nice, system+io_wait+irq+soft_irq."""
+    system = report.system.vcpu
+    s_user = s_sys = None
+    if system is not None and system.average:
+        avg = system.average
+        s_user = min(1.0, avg.get("user", 0.0) + avg.get("nice", 0.0))
+        s_sys = min(1.0, sum(avg.get(k, 0.0) for k in ("system", "io_wait", "irq", "soft_irq")))
+    with_vcpu = [r.vcpu for r in runtimes if r.vcpu is not None]
+    r_user = sum(v.user for v in with_vcpu) if with_vcpu else None
+    r_sys = sum(v.system for v in with_vcpu) if with_vcpu else None
+    return VcpuUsage(s_user, s_sys, r_user, r_sys)
+
+
+@dataclass(frozen=True, slots=True)
+class MemorySummary:
+    host_total: int
+    host: dict[str, int]
+    device_total: int
+    device: dict[str, int]
+    reported: bool  # False when no selected runtime has a memory_used group
+
+
+def memory_summary(runtimes: Iterable[RuntimeReport]) -> MemorySummary:
+    host = dict.fromkeys((k for k, _ in HOST_CATEGORIES), 0)
+    device = dict.fromkeys((k for k, _ in DEVICE_CATEGORIES), 0)
+    host_total = device_total = 0
+    reported = False
+    for runtime in runtimes:
+        used = runtime.memory_used
+        if used is None:
+            continue
+        reported = True
+        host_total += used.host_bytes
+        device_total += used.device_bytes
+        for key, value in used.host_breakdown.items():
+            host[key] = host.get(key, 0) + value
+        for breakdown in used.core_breakdown.values():
+            for key, value in breakdown.items():
+                device[key] = device.get(key, 0) + value
+    return MemorySummary(host_total, host, device_total, device, reported)

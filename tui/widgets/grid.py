@@ -1,0 +1,145 @@
+"""The NeuronCore utilization grid: rows ND0…, columns NC0…, bar + percentage (or TFLOPs)."""
+from __future__ import annotations
+
+from textual import events
+from textual.binding import Binding
+from textual.message import Message
+from textual.strip import Strip
+
+from tui.braille import bar
+from tui.fmt import percent, tflops
+from tui.view import CoreGrid
+from tui.widgets.base import LineWidget, strip
+
+LABEL_WIDTH = 5
+
+
+class CoreGridView(LineWidget, can_focus=True):
+    """Attributes down: ``grid``, ``show_flops``, ``selected``. Messages up: ``CoreSelected``."""
+
+    COMPONENT_CLASSES = {"coregrid--low", "coregrid--mid", "coregrid--high", "coregrid--idle",
+                         "coregrid--label", "coregrid--selected"}
+    DEFAULT_CSS = """
+    CoreGridView { height: auto; }
+    CoreGridView > .coregrid--low { color: $success; }
+    CoreGridView > .coregrid--mid { color: $warning; }
+    CoreGridView > .coregrid--high { color: $error; }
+    CoreGridView > .coregrid--idle { color: $text-muted; }
+    CoreGridView > .coregrid--label { color: $text-accent; text-style: bold; }
+    CoreGridView > .coregrid--selected { text-style: reverse bold; }
+    """
+    BINDINGS = [
+        Binding("left", "move(-1, 0)", "core left", show=False),
+        Binding("right", "move(1, 0)", "core right", show=False),
+        Binding("up", "move(0, -1)", "device up", show=False),
+        Binding("down", "move(0, 1)", "device down", show=False),
+    ]
+
+    class CoreSelected(Message):
+        def __init__(self, core: int) -> None:
+            super().__init__()
+            self.core = core
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.grid: CoreGrid | None = None
+        self.show_flops = False
+        self.selected = 0
+
+    def show(self, grid: CoreGrid, show_flops: bool, selected: int) -> None:
+        self.grid, self.show_flops, self.selected = grid, show_flops, selected
+        self.border_title = self.heading()
+        self._keep_selected_visible()
+        self.invalidate(layout=True)
+
+    def heading(self) -> str:
+        grid = self.grid
+        if grid is None:
+            return "NeuronCore Utilization (waiting for the first report)"
+        version = f"NeuronCore {grid.core_version} " if grid.core_version else "NeuronCore "
+        if self.show_flops:
+            return f"{version}TFLOPs (Total: {grid.total_flops / 1e12:.2f})"
+        return f"{version}Utilization (Avg: {percent(grid.average)})"
+
+    def column_width(self, width: int) -> int:
+        per_device = self.grid.cores_per_device if self.grid else 1
+        return max(6, (width - LABEL_WIDTH) // per_device)
+
+    def build_lines(self, width: int) -> list[Strip]:
+        grid = self.grid
+        if grid is None:
+            return [strip([("waiting for the first report…", self.style_of("coregrid--idle"))])]
+        col = self.column_width(width)
+        label = self.style_of("coregrid--label")
+        header = [(" " * LABEL_WIDTH, None)]
+        header += [(f"NC{c}".ljust(col), label) for c in range(grid.cores_per_device)]
+        lines = [strip(header)]
+        for device in range(grid.devices):
+            parts = [(f"ND{device}".ljust(LABEL_WIDTH), label)]
+            for local in range(grid.cores_per_device):
+                parts += self._cell(device * grid.cores_per_device + local, col)
+            lines.append(strip(parts))
+        return lines
+
+    def _cell(self, core: int, col: int) -> list[tuple]:
+        grid = self.grid
+        util = float(grid.utilization[core])
+        value = tflops(float(grid.flops[core])) if self.show_flops else percent(util)
+        number = f"[{value:>7}]"
+        bar_width = col - len(number) - 2
+        level = ("coregrid--idle" if not grid.in_use[core] else "coregrid--high" if util >= 0.8
+                 else "coregrid--mid" if util >= 0.5 else "coregrid--low")
+        number_style = self.style_of("coregrid--selected") if core == self.selected else None
+        if bar_width < 2:
+            return [(number, number_style), (" " * (col - len(number)), None)]
+        return [(bar(util, bar_width), self.style_of(level)), (" ", None), (number, number_style),
+                (" ", None)]
+
+    def _keep_selected_visible(self) -> None:
+        if self.grid is None or self.size.height <= 1:
+            return
+        row = 1 + self.selected // self.grid.cores_per_device
+        visible = self.size.height
+        # Line 0 (the NC header) scrolls with the rest; keep the selected row on screen.
+        if row < self.top_row + 1:
+            self.top_row = max(0, row - 1)
+        elif row >= self.top_row + visible:
+            self.top_row = row - visible + 1
+
+    def render_line(self, y: int) -> Strip:
+        if y == 0 and self.top_row > 0:  # the NC header stays put while device rows scroll
+            return self.lines_for(self.size.width)[0].adjust_cell_length(self.size.width,
+                                                                         self.rich_style)
+        return super().render_line(y)
+
+    def action_move(self, dx: int, dy: int) -> None:
+        grid = self.grid
+        if grid is None:
+            return
+        per_device = grid.cores_per_device
+        device = min(max(self.selected // per_device + dy, 0), grid.devices - 1)
+        local = min(max(self.selected % per_device + dx, 0), per_device - 1)
+        self.post_message(self.CoreSelected(device * per_device + local))
+
+    def on_click(self, event: events.Click) -> None:
+        grid = self.grid
+        if grid is None or event.y < 1:
+            return
+        device = event.y - 1 + self.top_row
+        local = (event.x - LABEL_WIDTH) // self.column_width(self.size.width)
+        if 0 <= device < grid.devices and 0 <= local < grid.cores_per_device and event.x >= LABEL_WIDTH:
+            self.post_message(self.CoreSelected(device * grid.cores_per_device + local))
+
+    def on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
+        self._scroll(1)
+
+    def on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
+        self._scroll(-1)
+
+    def _scroll(self, delta: int) -> None:
+        total = len(self.lines_for(self.size.width))
+        self.top_row = min(max(self.top_row + delta, 0), max(0, total - self.size.height))
+        self.refresh()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._keep_selected_visible()

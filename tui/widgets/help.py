@@ -1,0 +1,39 @@
+"""The help screen: every key, from ``tui.keys``."""
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from tui.keys import help_lines
+
+
+class HelpScreen(ModalScreen[None]):
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen > VerticalScroll { width: 90; max-width: 100%; height: auto; max-height: 100%;
+                                  border: round $accent; background: $surface; padding: 0 1; }
+    """
+    BINDINGS = [Binding("escape,question_mark,q", "close", "close help")]
+
+    def __init__(self, version: str) -> None:
+        super().__init__()
+        self.version = version
+
+    def compose(self) -> ComposeResult:
+        width = max(len(k) for k, _ in help_lines()) + 2
+        text = Text()
+        for key, description in help_lines():
+            text.append(key.ljust(width), style="bold")
+            text.append(description + "\n")
+        text.rstrip()
+        with VerticalScroll() as scroll:
+            scroll.border_title = f"neuron-top {self.version}: keys"
+            scroll.border_subtitle = "esc / ? closes"
+            yield Static(text)
+
+    def action_close(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,194 @@
+"""Small one-to-few-line sections: title, banner, vCPU, memory summary, the Neuron Apps bar."""
+from __future__ import annotations
+
+from textual import events
+from textual.message import Message
+from textual.strip import Strip
+
+from tui.faults import Fault
+from tui.fmt import fit, human_bytes, percent
+from tui.view import DEVICE_CATEGORIES, HOST_CATEGORIES, MemorySummary, VcpuUsage
+from tui.widgets.base import LineWidget, strip
+
+
+class TitleBar(LineWidget):
+    """``neuron-top <version> running on <instance-id> (<instance-type>)`` plus source status."""
+
+    COMPONENT_CLASSES = {"titlebar--status"}
+    DEFAULT_CSS = """
+    TitleBar { height: 1; background: $primary; color: $text; text-style: bold; }
+    TitleBar > .titlebar--status { text-style: not bold; }
+    """
+
+    def __init__(self, version: str, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.version = version
+        self.instance_id = "unknown instance"
+        self.instance_type = ""
+        self.status = ""
+
+    def show(self, instance_id: str, instance_type: str, status: str) -> None:
+        self.instance_id, self.instance_type, self.status = instance_id, instance_type, status
+        self.invalidate()
+
+    def build_lines(self, width: int) -> list[Strip]:
+        kind = f" ({self.instance_type})" if self.instance_type else ""
+        title = f" neuron-top {self.version} running on {self.instance_id or 'unknown instance'}{kind}"
+        room = width - len(title) - 1
+        status = self.status if len(self.status) <= room else self.status[-room:] if room > 0 else ""
+        return [strip([(title, None), (" " * max(0, width - len(title) - len(status) - 1), None),
+                       (status + " ", self.style_of("titlebar--status"))])]
+
+
+class Banner(LineWidget):
+    """Faults and source trouble; hidden when there is nothing to say."""
+
+    COMPONENT_CLASSES = {"banner--error", "banner--warning", "banner--stale"}
+    DEFAULT_CSS = """
+    Banner { height: auto; max-height: 3; display: none; }
+    Banner.-visible { display: block; }
+    Banner > .banner--error { background: $error; color: $text; text-style: bold; }
+    Banner > .banner--warning { background: $warning; color: $background; }
+    Banner > .banner--stale { background: $warning-darken-2; color: $text; text-style: bold; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.faults: tuple[Fault, ...] = ()
+        self.stale = ""
+
+    def show(self, faults: tuple[Fault, ...], stale: str) -> None:
+        if (faults, stale) == (self.faults, self.stale):
+            return
+        self.faults, self.stale = faults, stale
+        self.set_class(bool(faults or stale), "-visible")
+        self.invalidate(layout=True)
+
+    def build_lines(self, width: int) -> list[Strip]:
+        lines = []
+        if self.stale:
+            lines.append(strip([(fit(f" ! {self.stale}", width), self.style_of("banner--stale"))]))
+        errors = [f.text for f in self.faults if f.severity == "error"]
+        warnings = [f.text for f in self.faults if f.severity != "error"]
+        if errors:
+            lines.append(strip([(fit(" FAULT: " + " · ".join(errors), width),
+                                 self.style_of("banner--error"))]))
+        if warnings:
+            lines.append(strip([(fit(" WARNING: " + " · ".join(warnings), width),
+                                 self.style_of("banner--warning"))]))
+        return lines
+
+
+def _pairs_to_lines(head: str, pairs: list[tuple[str, str]], width: int, indent: int,
+                    head_style, label_style) -> list[Strip]:
+    """Lay ``label value`` pairs after a heading, wrapping whole pairs to the next line."""
+    lines, parts, used = [], [(head.ljust(indent), head_style)], indent
+    for label, value in pairs:
+        cell = len(label) + 1 + len(value) + 3
+        if used + cell > width and used > indent:
+            lines.append(strip(parts))
+            parts, used = [(" " * indent, None)], indent
+        parts += [(label + " ", label_style), (value.ljust(len(value) + 3), None)]
+        used += cell
+    lines.append(strip(parts))
+    return lines
+
+
+class VcpuPanel(LineWidget):
+    COMPONENT_CLASSES = {"panel--head", "panel--label"}
+    DEFAULT_CSS = """
+    VcpuPanel { height: auto; }
+    VcpuPanel > .panel--head { text-style: bold; }
+    VcpuPanel > .panel--label { color: $text-muted; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.usage: VcpuUsage | None = None
+
+    def show(self, usage: VcpuUsage) -> None:
+        self.usage = usage
+        self.invalidate()
+
+    def build_lines(self, width: int) -> list[Strip]:
+        u = self.usage or VcpuUsage(None, None, None, None)
+        head, label = self.style_of("panel--head"), self.style_of("panel--label")
+        lines = []
+        for name, user, system in (("System vCPU Usage", u.system_user, u.system_system),
+                                   ("Runtime vCPU Usage", u.runtime_user, u.runtime_system)):
+            pairs = [("user", percent(user)), ("system", percent(system))]
+            lines += _pairs_to_lines(name, pairs, width, 20, head, label)
+        return lines
+
+
+class MemorySummaryView(LineWidget):
+    COMPONENT_CLASSES = {"panel--head", "panel--label"}
+    DEFAULT_CSS = """
+    MemorySummaryView { height: auto; }
+    MemorySummaryView > .panel--head { text-style: bold; }
+    MemorySummaryView > .panel--label { color: $text-muted; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.summary: MemorySummary | None = None
+
+    def show(self, summary: MemorySummary) -> None:
+        self.summary = summary
+        self.invalidate(layout=True)
+
+    def build_lines(self, width: int) -> list[Strip]:
+        s = self.summary
+        head, label = self.style_of("panel--head"), self.style_of("panel--label")
+        if s is None or not s.reported:
+            return [strip([("no memory_used group in this stream", label)])]
+        host = [("Total", human_bytes(s.host_total))]
+        host += [(name, human_bytes(s.host.get(key, 0))) for key, name in HOST_CATEGORIES]
+        device = [("Total", human_bytes(s.device_total))]
+        device += [(name, human_bytes(s.device.get(key, 0))) for key, name in DEVICE_CATEGORIES]
+        return (_pairs_to_lines("Host Used Memory", host, width, 20, head, label)
+                + _pairs_to_lines("Device Used Memory", device, width, 20, head, label))
+
+
+class AppsBar(LineWidget):
+    """AWS's "Neuron Apps" tab bar: ``>[1]:all<  [2]:<tag> …``; click a tab to select it."""
+
+    COMPONENT_CLASSES = {"apps--selected", "apps--label"}
+    DEFAULT_CSS = """
+    AppsBar { height: 1; background: $panel; }
+    AppsBar > .apps--selected { color: $success; text-style: bold reverse; }
+    AppsBar > .apps--label { text-style: bold; }
+    """
+
+    class TabClicked(Message):
+        def __init__(self, tab: str) -> None:
+            super().__init__()
+            self.tab = tab
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.tabs: tuple[str, ...] = ("all",)
+        self.selected = "all"
+        self._spans: list[tuple[int, int, str]] = []
+
+    def show(self, tabs: tuple[str, ...], selected: str) -> None:
+        if (tabs, selected) != (self.tabs, self.selected):
+            self.tabs, self.selected = tabs, selected
+            self.invalidate()
+
+    def build_lines(self, width: int) -> list[Strip]:
+        parts = [(" Neuron Apps: ", self.style_of("apps--label"))]
+        x, self._spans = len(parts[0][0]), []
+        for number, tab in enumerate(self.tabs, start=1):
+            key = str(number) if number <= 9 else "-"
+            chosen = tab == self.selected
+            text = f">[{key}]:{tab}<" if chosen else f" [{key}]:{tab} "
+            parts += [(text, self.style_of("apps--selected") if chosen else None), (" ", None)]
+            self._spans.append((x, x + len(text), tab))
+            x += len(text) + 1
+        return [strip(parts)]
+
+    def on_click(self, event: events.Click) -> None:
+        for start, end, tab in self._spans:
+            if start <= event.x < end:
+                self.post_message(self.TabClicked(tab))

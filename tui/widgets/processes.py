@@ -1,0 +1,127 @@
+"""The process table: one row per runtime; sorts (s / r / click a header) and filters (/)."""
+from __future__ import annotations
+
+from textual import events
+from textual.binding import Binding
+from textual.message import Message
+from textual.strip import Strip
+
+from tui.fmt import core_ranges, fit, human_bytes, per_second, percent
+from tui.procs import COLUMNS, ProcessRow
+from tui.widgets.base import LineWidget, strip
+
+
+def _cell(row: ProcessRow, key: str) -> str:
+    value = getattr(row, key)
+    if value is None:
+        return "N/A"
+    if key == "cores":
+        return core_ranges(value)
+    if key in ("device_bytes", "host_bytes"):
+        return human_bytes(value)
+    if key in ("utilization", "vcpu"):
+        return percent(value, 1)
+    if key == "executions_per_second":
+        return per_second(value)
+    if key == "latency_p50":
+        return f"{value * 1000:.2f}ms"
+    return str(value) if value != "" else "ok"
+
+
+class ProcessTable(LineWidget, can_focus=True):
+    """Attributes down: ``rows``, ``sort_key``, ``reverse``, ``query``. Messages up: sort, pick."""
+
+    COMPONENT_CLASSES = {"procs--header", "procs--sorted", "procs--cursor", "procs--error",
+                         "procs--muted"}
+    DEFAULT_CSS = """
+    ProcessTable { height: 1fr; }
+    ProcessTable > .procs--header { text-style: bold; background: $panel; }
+    ProcessTable > .procs--sorted { text-style: bold underline; background: $panel; color: $text-accent; }
+    ProcessTable > .procs--cursor { background: $accent 40%; }
+    ProcessTable:focus > .procs--cursor { background: $accent; color: $text; }
+    ProcessTable > .procs--error { color: $error; text-style: bold; }
+    ProcessTable > .procs--muted { color: $text-muted; }
+    """
+    BINDINGS = [
+        Binding("up", "cursor(-1)", show=False),
+        Binding("down", "cursor(1)", show=False),
+        Binding("enter", "pick", "show this app"),
+    ]
+
+    class SortChanged(Message):
+        def __init__(self, key: str) -> None:
+            super().__init__()
+            self.key = key
+
+    class Picked(Message):
+        def __init__(self, tag: str) -> None:
+            super().__init__()
+            self.tag = tag
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.rows: list[ProcessRow] = []
+        self.sort_key, self.reverse, self.query = "pid", False, ""
+        self.cursor = 0
+        self._header_spans: list[tuple[int, int, str]] = []
+
+    def show(self, rows: list[ProcessRow], sort_key: str, reverse: bool, query: str) -> None:
+        self.rows, self.sort_key, self.reverse, self.query = rows, sort_key, reverse, query
+        self.cursor = min(self.cursor, max(0, len(rows) - 1))
+        self.invalidate()
+
+    def _widths(self, width: int) -> list[int]:
+        fixed = sum(w + 1 for _, _, w, _ in COLUMNS if w)
+        return [w if w else max(6, width - fixed) for _, _, w, _ in COLUMNS]
+
+    def build_lines(self, width: int) -> list[Strip]:
+        widths = self._widths(width)
+        header, x, self._header_spans = [], 0, []
+        for (key, title, _, right), w in zip(COLUMNS, widths):
+            arrow = ("▼" if self.reverse else "▲") if key == self.sort_key else ""
+            text = (title + arrow).rjust(w) if right else fit(title + arrow, w)
+            style = "procs--sorted" if key == self.sort_key else "procs--header"
+            header += [(text, self.style_of(style)), (" ", self.style_of("procs--header"))]
+            self._header_spans.append((x, x + w, key))
+            x += w + 1
+        lines = [strip(header)]
+        for index, row in enumerate(self.rows):
+            lines.append(self._row_line(row, widths, index == self.cursor))
+        if not self.rows:
+            note = f"no runtime matches “{self.query}”" if self.query else "no Neuron runtime is running"
+            lines.append(strip([(note, self.style_of("procs--muted"))]))
+        footer = (f"{len(self.rows)} runtime(s) · sorted by {self.sort_key}"
+                  f"{' (reversed)' if self.reverse else ''}"
+                  f"{f' · filter: {self.query}' if self.query else ''}"
+                  " · s: next sort column · r: reverse · /: filter · enter: show app")
+        lines += [Strip.blank(0), strip([(footer, self.style_of("procs--muted"))])]
+        return lines
+
+    def _row_line(self, row: ProcessRow, widths: list[int], is_cursor: bool) -> Strip:
+        cells = []
+        for (key, _, _, right), w in zip(COLUMNS, widths):
+            text = _cell(row, key)
+            cells.append(text.rjust(w) if right else fit(text, w))
+        line = " ".join(cells)
+        if is_cursor:
+            return strip([(line, self.style_of("procs--cursor"))])
+        bad = row.status or (row.errors or 0) > 0
+        return strip([(line, self.style_of("procs--error") if bad else None)])
+
+    def action_cursor(self, delta: int) -> None:
+        if self.rows:
+            self.cursor = min(max(self.cursor + delta, 0), len(self.rows) - 1)
+            self.invalidate()
+
+    def action_pick(self) -> None:
+        if self.rows:
+            self.post_message(self.Picked(self.rows[self.cursor].tag))
+
+    def on_click(self, event: events.Click) -> None:
+        if event.y == 0:
+            for start, end, key in self._header_spans:
+                if start <= event.x < end and key != "status":
+                    self.post_message(self.SortChanged(key))
+        elif 1 <= event.y <= len(self.rows):
+            self.cursor = event.y - 1
+            self.invalidate()
