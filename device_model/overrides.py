@@ -26,10 +26,10 @@ from .specs import (DEVICES, INSTANCE_ALIASES, INSTANCES, DeviceSpec, InstanceSp
                     validate_device, validate_instance)
 
 MAX_FILE_BYTES = 1 << 20        # an override file is a few lines; refuse anything huge
-_EMPTY: Mapping = MappingProxyType({})
 _TABLES = ("device", "instance", "costs")
 # Fields where 0 is meaningful: "unsupported" (mx_speedup); a temperature may be any number.
-_ZERO_OK = {"mx_speedup"} | {f.name for f in fields(CostParams) if getattr(DEFAULT_COSTS, f.name) == 0}
+_ZERO_OK = {"mx_speedup"} | {f.name for f in fields(CostParams)
+                             if getattr(DEFAULT_COSTS, f.name) == 0}
 _ANY_SIGN = {"ambient_c"}
 _RATIO_SUFFIXES = ("_fraction", "_ratio", "_efficiency")
 
@@ -50,9 +50,9 @@ class Overrides:
     """Validated override values, keyed by catalog name; `source` names the file in errors."""
 
     source: str = "<defaults>"
-    devices: Mapping[str, Mapping[str, object]] = field(default_factory=lambda: _EMPTY, hash=False)
-    instances: Mapping[str, Mapping[str, object]] = field(default_factory=lambda: _EMPTY, hash=False)
-    costs: Mapping[str, object] = field(default_factory=lambda: _EMPTY, hash=False)
+    devices: Mapping[str, Mapping[str, object]] = field(default_factory=dict, hash=False)
+    instances: Mapping[str, Mapping[str, object]] = field(default_factory=dict, hash=False)
+    costs: Mapping[str, object] = field(default_factory=dict, hash=False)
 
 
 def load_overrides(path: str | Path) -> Overrides:
@@ -99,7 +99,8 @@ def _named_tables(section: object, kind: str, source: str) -> Mapping[str, Mappi
         key = name.lower()
         key = INSTANCE_ALIASES.get(key, key) if kind == "instance" else key
         if key not in known:
-            hint = "; quote names with dots: [instance.\"trn2.48xlarge\"]" if kind == "instance" else ""
+            hint = ('; quote names with dots: [instance."trn2.48xlarge"]'
+                    if kind == "instance" else "")
             raise SpecError(f"{source}: [{kind}.{name}] {unknown_name(kind, name, known)}{hint}")
         label = f'instance."{key}"' if kind == "instance" else f"device.{key}"
         out[key] = _table_values(table, label, allowed_fields, source)
@@ -205,7 +206,8 @@ def apply(overrides: Overrides) -> Catalog:
 
 # --- docs/devices.md: the catalog tabled with the sources of its constants ---------------------
 
-DOC_BEGIN = "<!-- BEGIN GENERATED CATALOG (python -m device_model.overrides --update docs/devices.md) -->"
+DOC_BEGIN = ("<!-- BEGIN GENERATED CATALOG "
+             "(python -m device_model.overrides --update docs/devices.md) -->")
 DOC_END = "<!-- END GENERATED CATALOG -->"
 
 
@@ -261,7 +263,8 @@ def _human(name: str, value: object) -> str:
         return f"{value * 8 / 1e9:g} Gbps"
     if name.endswith("_bw"):
         return f"{value / 1e9:g} GB/s"
-    units = {"_watts": " W", "_c_per_w": " °C/W", "_c": " °C", "_speedup": "×", "_slowdown": "×"}
+    units = {"_watts": " W", "_c_per_w": " °C/W", "_c": " °C",
+             "_speedup": "×", "_slowdown": "×"}
     suffix = next((u for end, u in units.items() if name.endswith(end)), "")
     return f"{value:g}{suffix}"
 
@@ -277,7 +280,8 @@ def _device_section(dev: DeviceSpec, sources: dict[tuple[str, str], str]) -> lis
         value = getattr(dev, f.name)
         if f.name == "marketing_tflops":
             pairs += [(f"marketing_tflops.{k}", f"{v:g} TFLOP/s",
-                       sources.get((dev.name, f"marketing_tflops.{k}"), "")) for k, v in value.items()]
+                       sources.get((dev.name, f"marketing_tflops.{k}"), ""))
+                      for k, v in value.items()]
         elif f.name != "name":
             pairs.append((f.name, _human(f.name, value), sources.get((dev.name, f.name), "")))
     pairs += [(f"peak_flops('{d}') per core", f"{dev.peak_flops(d) / 1e12:.1f} TFLOP/s", "derived")
@@ -295,7 +299,8 @@ def _instance_section(inst: InstanceSpec, base: DeviceSpec,
         value = getattr(inst, f.name)
         if f.name == "device":
             changed = [f"{g.name} = {_human(g.name, getattr(value, g.name))}"
-                       for g in fields(DeviceSpec) if getattr(value, g.name) != getattr(base, g.name)]
+                       for g in fields(DeviceSpec)
+                       if getattr(value, g.name) != getattr(base, g.name)]
             shown = value.name + (f" with {', '.join(changed)}" if changed else "")
             pairs.append(("device", shown, sources.get((inst.name, "device"), "")))
         elif f.name != "name":
@@ -339,12 +344,26 @@ def update_doc(path: str | Path) -> bool:
     return True
 
 
+def main(argv: list[str]) -> int:
+    """`python -m device_model.overrides [--update docs/devices.md]`: print or refresh the doc."""
+    import sys
+
+    try:
+        if argv[:1] == ["--update"] and len(argv) == 2:
+            print("updated" if update_doc(argv[1]) else "up to date", file=sys.stderr)
+        elif not argv:
+            sys.stdout.write(catalog_markdown())
+        else:
+            print("usage: python -m device_model.overrides [--update docs/devices.md]",
+                  file=sys.stderr)
+            return 2
+    except (SpecError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
 if __name__ == "__main__":
     import sys
 
-    if sys.argv[1:2] == ["--update"] and len(sys.argv) == 3:
-        print("updated" if update_doc(sys.argv[2]) else "up to date", file=sys.stderr)
-    elif len(sys.argv) == 1:
-        sys.stdout.write(catalog_markdown())
-    else:
-        sys.exit("usage: python -m device_model.overrides [--update docs/devices.md]")
+    sys.exit(main(sys.argv[1:]))

@@ -172,7 +172,8 @@ def validate_device(dev: DeviceSpec) -> DeviceSpec:
         _require(dev.physical_cores % lnc == 0,
                  f"physical_cores={dev.physical_cores} is not a multiple of LNC={lnc}")
     _require(dev.physical_cores % dev.hbm_stacks == 0,
-             f"physical_cores={dev.physical_cores} is not a multiple of hbm_stacks={dev.hbm_stacks}")
+             f"physical_cores={dev.physical_cores} is not a multiple of "
+             f"hbm_stacks={dev.hbm_stacks}")
     _require(dev.idle_watts <= dev.tdp_watts,
              f"idle_watts={dev.idle_watts} exceeds tdp_watts={dev.tdp_watts}")
     _require(set(dev.dtypes) <= set(_RATE_CLASS), f"unknown dtype in {dev.dtypes}")

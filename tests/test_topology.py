@@ -1,7 +1,9 @@
 """Chip placement: torus links as neuron-ls shows them, hop distances, rings, PCI and NUMA."""
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import math
 
 import pytest
 from hypothesis import given
@@ -162,3 +164,17 @@ def test_ring_of_a_block_uses_links():
 def test_bad_indices_raise_spec_error(call):
     with pytest.raises(SpecError, match="trn"):
         call()
+
+
+@given(st.lists(st.integers(1, 5), min_size=2, max_size=3))
+def test_any_torus_shape_has_symmetric_links_and_a_metric(dims):
+    rank = len(dims)
+    inst = dataclasses.replace(ULTRA if rank == 3 else TRN2, torus_dims=tuple(dims),
+                               devices=math.prod(dims), nodes=dims[0] if rank == 3 else 1,
+                               topology=f"torus{rank}d")
+    for a in range(inst.devices):
+        linked = neighbours(inst, a)
+        assert len(linked) == len(set(linked)) and a not in linked
+        assert all(a in neighbours(inst, b) for b in linked)
+        assert [b for b in range(inst.devices) if hops(inst, a, b) == 1] == sorted(linked)
+    assert sorted(ring_order(inst)) == list(range(inst.devices))
