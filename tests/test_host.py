@@ -168,3 +168,64 @@ def test_unreadable_host_counters_give_group_errors(failure):
     host.virtual_memory = broken
     assert sampler.vcpu_usage().error.startswith("cannot read CPU times")
     assert sampler.memory_info().error.startswith("cannot read memory info")
+
+
+# ---------------------------------------------------------------- direct /proc reading
+STAT = """cpu  {a} 0 0 0 0 0 0 0 0 0
+cpu0 {u0} 0 {s0} {i0} 0 0 0 0 0 0
+cpu1 0 {n1} 0 {i1} {w1} 0 0 0 0 0
+intr 12345 1 2 3
+ctxt {ctxt}
+btime 1700000000
+"""
+MEMINFO = """MemTotal:       16000000 kB
+MemFree:         1000000 kB
+MemAvailable:    4000000 kB
+Buffers:          100000 kB
+SwapTotal:       2000000 kB
+SwapFree:         500000 kB
+"""
+
+
+def write_proc(root, **ticks):
+    values = dict(a=0, u0=0, s0=0, i0=0, n1=0, i1=0, w1=0, ctxt=0) | ticks
+    (root / "stat").write_text(STAT.format(**values))
+    (root / "meminfo").write_text(MEMINFO)
+
+
+def test_procfs_root_is_parsed(tmp_path):
+    write_proc(tmp_path, ctxt=100)
+    now = [0.0]
+    sampler = HostSampler(clock=lambda: now[0], procfs=str(tmp_path))
+    write_proc(tmp_path, u0=300, s0=100, i0=600, n1=50, i1=900, w1=50, ctxt=175)
+    now[0] = 10.0
+    vcpu = sampler.vcpu_usage()
+    assert vcpu.per_cpu[0]["user"] == 0.3 and vcpu.per_cpu[0]["idle"] == 0.6
+    assert vcpu.per_cpu[1] == {"user": 0.0, "nice": 0.05, "system": 0.0, "idle": 0.9,
+                               "io_wait": 0.05, "irq": 0.0, "soft_irq": 0.0}
+    assert vcpu.context_switches == 75 and vcpu.period == 10.0
+    memory = sampler.memory_info()
+    assert (memory.total_bytes, memory.used_bytes) == (16000000 * 1024, 12000000 * 1024)
+    assert (memory.swap_total_bytes, memory.swap_used_bytes) == (2000000 * 1024, 1500000 * 1024)
+
+
+def test_broken_procfs_gives_group_errors(tmp_path):
+    sampler = HostSampler(procfs=str(tmp_path / "missing"))
+    assert sampler.vcpu_usage().error.startswith("cannot read CPU times")
+    assert sampler.memory_info().error.startswith("cannot read memory info")
+    (tmp_path / "stat").write_text("intr 1\n")
+    assert HostSampler(procfs=str(tmp_path)).vcpu_usage().error.startswith("cannot read CPU times")
+
+
+@pytest.mark.skipif(not os.path.isfile("/proc/stat"), reason="Linux /proc only")
+def test_real_procfs_agrees_with_psutil():
+    direct, through_psutil = HostSampler(procfs="/proc"), HostSampler(FixedHostProxy())
+    assert direct.memory_info().total_bytes == through_psutil.memory_info().total_bytes
+    assert direct.memory_info().swap_total_bytes == through_psutil.memory_info().swap_total_bytes
+    assert len(direct.vcpu_usage().per_cpu) == len(through_psutil.vcpu_usage().per_cpu)
+
+
+class FixedHostProxy:
+    """The real psutil, but not the psutil module object: forces the psutil code path."""
+    def __getattr__(self, name):
+        return getattr(psutil, name)
