@@ -1,7 +1,7 @@
 """Typed readers for JSON fields: each validates one value and names its path on failure.
 
-Shared by report.py (documents) and config.py (configuration files). Every failure raises the
-caller's error class with a one-line ``<path>: <problem>`` message.
+Used by report.py. Every failure raises ReportError with a one-line ``<path>: <problem>``
+message.
 """
 from __future__ import annotations
 
