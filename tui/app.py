@@ -164,13 +164,12 @@ class NeuronTopApp(App[None]):
 
     def _update_status(self) -> None:
         report = self.report
-        parts = [self.source.label]
+        parts = ["PAUSED"] if self.paused else []
         bad = sum(self.malformed.values())
         if bad:
             kinds = ",".join(f"{k}:{v}" for k, v in sorted(self.malformed.items()))
             parts.append(f"malformed lines skipped: {bad} ({kinds})")
-        if self.paused:
-            parts.append("PAUSED")
+        parts.append(self.source.label)
         instance = report.instance if report else None
         self.query_one(TitleBar).show(instance.id if instance else "…", instance.type if instance
                                       else "", " · ".join(parts))
@@ -296,5 +295,5 @@ class NeuronTopApp(App[None]):
         self.refresh_views()
 
     def on_process_table_picked(self, message: ProcessTable.Picked) -> None:
-        self.tab = message.tab
+        self.tab = message.tag
         self.action_view("overview")

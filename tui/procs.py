@@ -21,12 +21,13 @@ class ProcessRow:
     status: str  # "" when healthy, else the runtime's error text
 
 
-# (key, header, width, right-aligned)
-COLUMNS = (("pid", "PID", 8, True), ("tag", "TAG", 22, False), ("cores", "CORES", 12, False),
-           ("utilization", "NC UTIL", 8, True), ("device_bytes", "DEV MEM", 9, True),
-           ("host_bytes", "HOST MEM", 9, True), ("vcpu", "vCPU", 7, True),
-           ("executions_per_second", "EXEC/s", 8, True), ("errors", "ERRORS", 7, True),
-           ("latency_p50", "P50 LAT", 9, True), ("status", "STATUS", 0, False))
+# (key, header, width, right-aligned, priority): narrow terminals drop the lowest priority first;
+# width 0 = takes the rest (at least 6).
+COLUMNS = (("pid", "PID", 7, True, 9), ("tag", "TAG", 20, False, 9), ("cores", "CORES", 9, False, 7),
+           ("utilization", "NC UTIL", 7, True, 8), ("device_bytes", "DEV MEM", 8, True, 6),
+           ("host_bytes", "HOST MEM", 8, True, 2), ("vcpu", "vCPU", 6, True, 3),
+           ("executions_per_second", "EXEC/s", 8, True, 5), ("errors", "ERRORS", 6, True, 7),
+           ("latency_p50", "P50 LAT", 8, True, 4), ("status", "STATUS", 0, False, 1))
 SORT_KEYS = tuple(key for key, *_ in COLUMNS if key != "status")
 
 

@@ -122,12 +122,15 @@ class CoreGridView(LineWidget, can_focus=True):
         self.post_message(self.CoreSelected(device * per_device + local))
 
     def on_click(self, event: events.Click) -> None:
-        grid = self.grid
-        if grid is None or event.y < 1:
+        offset = event.get_content_offset(self)
+        if offset is None:
             return
-        device = event.y - 1 + self.top_row
-        local = (event.x - LABEL_WIDTH) // self.column_width(self.size.width)
-        if 0 <= device < grid.devices and 0 <= local < grid.cores_per_device and event.x >= LABEL_WIDTH:
+        grid = self.grid
+        if grid is None or offset.y < 1:
+            return
+        device = offset.y - 1 + self.top_row
+        local = (offset.x - LABEL_WIDTH) // self.column_width(self.size.width)
+        if 0 <= device < grid.devices and 0 <= local < grid.cores_per_device and offset.x >= LABEL_WIDTH:
             self.post_message(self.CoreSelected(device * grid.cores_per_device + local))
 
     def on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:

@@ -1,6 +1,7 @@
 """The help screen: every key, from ``tui.keys``."""
 from __future__ import annotations
 
+from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -24,12 +25,11 @@ class HelpScreen(ModalScreen[None]):
         self.version = version
 
     def compose(self) -> ComposeResult:
-        width = max(len(k) for k, _ in help_lines()) + 2
-        text = Text()
+        text = Table(box=None, show_header=False, padding=(0, 2, 0, 0), expand=True)
+        text.add_column(style="bold", no_wrap=True, max_width=26)
+        text.add_column(ratio=1)
         for key, description in help_lines():
-            text.append(key.ljust(width), style="bold")
-            text.append(description + "\n")
-        text.rstrip()
+            text.add_row(Text(key), Text(description))
         with VerticalScroll() as scroll:
             scroll.border_title = f"neuron-top {self.version}: keys"
             scroll.border_subtitle = "esc / ? closes"

@@ -33,11 +33,16 @@ class TitleBar(LineWidget):
 
     def build_lines(self, width: int) -> list[Strip]:
         kind = f" ({self.instance_type})" if self.instance_type else ""
-        title = f" neuron-top {self.version} running on {self.instance_id or 'unknown instance'}{kind}"
-        room = width - len(title) - 1
-        status = self.status if len(self.status) <= room else self.status[-room:] if room > 0 else ""
-        return [strip([(title, None), (" " * max(0, width - len(title) - len(status) - 1), None),
-                       (status + " ", self.style_of("titlebar--status"))])]
+        title = fit(f" neuron-top {self.version} running on {self.instance_id}{kind}", width)
+        title = title.rstrip()
+        room = width - len(title) - 3
+        status = self.status
+        if room < 8:
+            status = ""
+        elif len(status) > room:
+            status = status[: room - 1] + "…"
+        gap = " " * max(1, width - len(title) - len(status) - 1)
+        return [strip([(title, None), (gap, None), (status + " ", self.style_of("titlebar--status"))])]
 
 
 class Banner(LineWidget):
@@ -189,6 +194,9 @@ class AppsBar(LineWidget):
         return [strip(parts)]
 
     def on_click(self, event: events.Click) -> None:
+        offset = event.get_content_offset(self)
+        if offset is None:
+            return
         for start, end, tab in self._spans:
-            if start <= event.x < end:
+            if start <= offset.x < end:
                 self.post_message(self.TabClicked(tab))

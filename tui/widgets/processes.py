@@ -70,14 +70,18 @@ class ProcessTable(LineWidget, can_focus=True):
         self.cursor = min(self.cursor, max(0, len(rows) - 1))
         self.invalidate()
 
-    def _widths(self, width: int) -> list[int]:
-        fixed = sum(w + 1 for _, _, w, _ in COLUMNS if w)
-        return [w if w else max(6, width - fixed) for _, _, w, _ in COLUMNS]
+    def _columns(self, width: int) -> list[tuple[tuple, int]]:
+        """The columns that fit ``width``, dropping the lowest priority first, with their widths."""
+        kept = list(COLUMNS)
+        while sum(c[2] + 1 for c in kept) + 6 > width and len(kept) > 2:
+            kept.remove(min(kept, key=lambda c: c[4]))
+        fixed = sum(c[2] + 1 for c in kept if c[2])
+        return [(c, c[2] if c[2] else max(6, width - fixed)) for c in kept]
 
     def build_lines(self, width: int) -> list[Strip]:
-        widths = self._widths(width)
+        columns = self._columns(width)
         header, x, self._header_spans = [], 0, []
-        for (key, title, _, right), w in zip(COLUMNS, widths):
+        for (key, title, _, right, _), w in columns:
             arrow = ("▼" if self.reverse else "▲") if key == self.sort_key else ""
             text = (title + arrow).rjust(w) if right else fit(title + arrow, w)
             style = "procs--sorted" if key == self.sort_key else "procs--header"
@@ -86,7 +90,7 @@ class ProcessTable(LineWidget, can_focus=True):
             x += w + 1
         lines = [strip(header)]
         for index, row in enumerate(self.rows):
-            lines.append(self._row_line(row, widths, index == self.cursor))
+            lines.append(self._row_line(row, columns, index == self.cursor))
         if not self.rows:
             note = f"no runtime matches “{self.query}”" if self.query else "no Neuron runtime is running"
             lines.append(strip([(note, self.style_of("procs--muted"))]))
@@ -97,9 +101,9 @@ class ProcessTable(LineWidget, can_focus=True):
         lines += [Strip.blank(0), strip([(footer, self.style_of("procs--muted"))])]
         return lines
 
-    def _row_line(self, row: ProcessRow, widths: list[int], is_cursor: bool) -> Strip:
+    def _row_line(self, row: ProcessRow, columns: list[tuple[tuple, int]], is_cursor: bool) -> Strip:
         cells = []
-        for (key, _, _, right), w in zip(COLUMNS, widths):
+        for (key, _, _, right, _), w in columns:
             text = _cell(row, key)
             cells.append(text.rjust(w) if right else fit(text, w))
         line = " ".join(cells)
@@ -118,10 +122,13 @@ class ProcessTable(LineWidget, can_focus=True):
             self.post_message(self.Picked(self.rows[self.cursor].tag))
 
     def on_click(self, event: events.Click) -> None:
-        if event.y == 0:
+        offset = event.get_content_offset(self)
+        if offset is None:
+            return
+        if offset.y == 0:
             for start, end, key in self._header_spans:
-                if start <= event.x < end and key != "status":
+                if start <= offset.x < end and key != "status":
                     self.post_message(self.SortChanged(key))
-        elif 1 <= event.y <= len(self.rows):
-            self.cursor = event.y - 1
+        elif 1 <= offset.y <= len(self.rows):
+            self.cursor = offset.y - 1
             self.invalidate()

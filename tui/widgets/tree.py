@@ -115,8 +115,11 @@ class MemoryTreeView(LineWidget, can_focus=True):
         self._refresh_rows()
 
     def on_click(self, event: events.Click) -> None:
-        index = event.y - 1 + self.top_row
-        if event.y >= 1 and 0 <= index < len(self._rows):
+        offset = event.get_content_offset(self)
+        if offset is None:
+            return
+        index = offset.y - 1 + self.top_row
+        if offset.y >= 1 and 0 <= index < len(self._rows):
             self.cursor = index
             self.action_toggle() if self._rows[index].node.children else self.invalidate()
 
