@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .costs import CostParams
-from .isa import L_DMA, L_PE_LS, L_PE_MM, LANES
+from .isa import L_DMA, L_PE_MM, LANES
 from .stages import INPUTS, PREFETCH, QUANTITIES, LoweredOp, Stage
 
 COLUMNS = ("lane", "opcode", "op", "queue", "start", "end") + QUANTITIES
@@ -50,7 +50,6 @@ class Scheduler:
     def __init__(self, costs: CostParams, t0: float = 0.0) -> None:
         self.costs = costs
         self.lane_free = np.full(len(LANES), t0)
-        self.pe_last_end = -np.inf
         self.op_start: list[float] = []
         self.op_end: list[float] = []
         self.compute_end: list[float] = []
@@ -58,6 +57,7 @@ class Scheduler:
         self.throttles: list[ThrottleEvent] = []
         self._pending: list[tuple[int, Placed | None, Stage, list[np.ndarray]]] = []
         self.t0 = t0
+        self._pe_used = False
 
     # --- public ------------------------------------------------------------------------------
     def run(self, ops: list[LoweredOp]) -> None:
@@ -124,11 +124,10 @@ class Scheduler:
         end = place(dur, ready, self.lane_free[lane])
         if lane == L_PE_MM and stage.n:
             dur, end = self._throttle(dur, ready, end)
+            self._pe_used = True
         start = end - dur
         if stage.n:
             self.lane_free[lane] = end[-1]
-            if lane in (L_PE_LS, L_PE_MM):
-                self.pe_last_end = max(self.pe_last_end, float(end[-1]))
         p = Placed(stage, op, start, end)
         if dur is not stage.dur:
             p.stage = _with_dur(stage, dur)
@@ -136,19 +135,29 @@ class Scheduler:
         return p
 
     def _throttle(self, dur: np.ndarray, ready: np.ndarray, end: np.ndarray):
-        """P2: after >= 3 us idle, TensorE restarts at ~50% and ramps to full over ~3 us; the
-        ramp costs (1 - start_ratio)/2 of its length. Applied once, then re-placed."""
+        """P2: after >= 3 us idle, TensorE restarts at ~50% and ramps linearly to full over ~3 us
+        of work. Each instruction inside a ramp is slowed by the integral of 1/rate over the part
+        of the ramp it covers; then the stage is placed again."""
         c = self.costs
         start = end - dur
-        prev_end = np.concatenate([[self.pe_last_end], end[:-1]])
+        first_prev = self.lane_free[L_PE_MM] if self._pe_used else -np.inf
+        prev_end = np.concatenate([[first_prev], end[:-1]])
         restart = (start - prev_end) >= c.throttle_idle_s
         if not restart.any():
             return dur, end
-        penalty = c.throttle_ramp_s * (1 - c.throttle_start_ratio) / 2
-        dur = dur + restart * penalty
+        seg = np.cumsum(restart)
+        done = np.cumsum(dur) - dur                       # work before each instruction
+        seg_origin = np.concatenate([[0.0], done[restart]])[seg]
+        ramp, r0 = c.throttle_ramp_s, c.throttle_start_ratio
+        a = np.clip(done - seg_origin, 0.0, ramp)
+        b = np.clip(done - seg_origin + dur, 0.0, ramp)
+        k = (1.0 - r0) / ramp
+        extra = (np.log(r0 + k * b) - np.log(r0 + k * a)) / k - (b - a)
+        extra[seg == 0] = 0.0
+        dur = dur + extra
         end = place(dur, ready, self.lane_free[L_PE_MM])
         for t in (end - dur)[restart]:
-            self.throttles.append(ThrottleEvent(float(t), c.throttle_ramp_s, c.throttle_start_ratio))
+            self.throttles.append(ThrottleEvent(float(t), ramp, r0))
         return dur, end
 
     def _flush(self) -> None:

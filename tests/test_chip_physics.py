@@ -1,0 +1,171 @@
+"""Physics of the chip model: peaks, minimum instruction costs, bandwidth bounds, conservation."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from device_model import CollectiveGroup, Program, instance
+from device_model.isa import E_TENSOR, L_DMA, L_PE_MM
+
+TRN2 = instance("trn2.48xlarge", lnc=1)
+BF16_PEAK_V3 = 2 * 128 * 128 * 2.4e9     # trn2-arch.md §2: 128x128 PEs x 2 FLOP x 2.4 GHz
+
+
+def run(prog: Program, inst=TRN2):
+    return inst.run(prog)
+
+
+def test_large_bf16_matmul_reaches_90_percent_of_peak():
+    p = Program()
+    p.matmul(8192, 8192, 8192, "bf16")
+    m = run(p).metrics()
+    assert m["model_flops"] / m["time_s"] >= 0.9 * BF16_PEAK_V3
+    assert m["mfu"] >= 0.9
+
+
+def test_fp8_double_row_doubles_throughput():
+    times = {}
+    for dtype in ("bf16", "fp8"):
+        p = Program()
+        p.matmul(8192, 8192, 8192, dtype)
+        times[dtype] = run(p).metrics()["time_s"]
+    assert times["bf16"] / times["fp8"] == pytest.approx(2.0, rel=0.05)
+
+
+def test_fp32_matmul_is_four_times_slower():
+    times = {}
+    for dtype in ("bf16", "fp32"):
+        p = Program()
+        p.matmul(4096, 4096, 4096, dtype)
+        times[dtype] = run(p).metrics()["time_s"]
+    assert times["fp32"] / times["bf16"] == pytest.approx(4.0, rel=0.1)
+
+
+def test_tiny_matmul_is_bound_by_64_cycle_minimum():
+    p = Program()
+    p.matmul(8, 8, 8, "bf16", batch=2000, weights=False)   # many tiny matmuls back to back
+    tl = run(p).timeline
+    mm = tl.columns["lane"] == L_PE_MM
+    dur = tl.columns["end"][mm] - tl.columns["start"][mm]
+    assert np.median(dur) == pytest.approx(64 / 2.4e9)     # N2: max(N, 64) cycles, N = 8
+    assert dur.min() >= 64 / 2.4e9 * (1 - 1e-9)
+
+
+def test_large_unfused_elementwise_is_dma_bound():
+    p = Program()
+    p.binary("add", 256 * 1024 * 1024, "bf16")
+    m = run(p).metrics()
+    assert m["engine_active"]["dma"] > 0.95
+    assert m["engine_active"]["vector"] < 0.5
+
+
+def test_small_dma_transfers_run_far_below_peak():
+    def rate(nbytes: int) -> float:
+        p = Program()
+        p.dma(nbytes)
+        tl = run(p).timeline
+        sel = tl.columns["lane"] == L_DMA
+        return tl.columns["hbm_r"][sel].sum() / (tl.columns["end"][sel] - tl.columns["start"][sel]).sum()
+    small, large = rate(512), rate(64 << 20)
+    assert large > 0.9 * TRN2.context().dma_bw
+    assert small < 0.05 * large
+
+
+@pytest.mark.parametrize("build", [
+    lambda p: p.matmul(2048, 4096, 1024, "bf16"),
+    lambda p: (p.layernorm(4096, 4096), p.softmax(4096, 2048, causal=True)),
+    lambda p: (p.embedding(4096, 4096), p.transpose(4096, 4096, engine="tensor"),
+               p.transpose(1024, 1024, engine="vector"), p.cast(1 << 20, "fp32", "bf16")),
+    lambda p: p.collective("all_reduce", 8 << 20, CollectiveGroup(8, 4, 2)),
+])
+def test_engine_active_never_exceeds_wall_time(build):
+    p = Program()
+    build(p)
+    r = run(p)
+    wall = r.timeline.wall
+    for engine, active in r.timeline.engine_active().items():
+        assert 0.0 <= active <= wall * (1 + 1e-9), engine
+    for ratio in r.metrics()["engine_active"].values():
+        assert 0.0 <= ratio <= 1.0
+
+
+def test_flops_and_bytes_agree_between_instructions_and_operators():
+    p = Program()
+    p.matmul(1000, 3000, 700, "bf16")
+    p.activation("gelu", 1000 * 700)
+    p.matmul(1000, 700, 3000, "fp8")
+    tl = run(p).timeline
+    per_op = tl.per_op()
+    for q in ("flops", "hw_flops", "hbm_r", "hbm_w", "sbuf_r", "psum_w"):
+        assert per_op[q].sum() == pytest.approx(tl.total(q))
+    assert per_op["flops"][0] == pytest.approx(2 * 1000 * 3000 * 700)
+    assert per_op["flops"][2] == pytest.approx(2 * 1000 * 700 * 3000)
+
+
+def test_instructions_on_a_lane_never_overlap_and_respect_program_order():
+    p = Program()
+    for _ in range(3):
+        p.matmul(512, 1024, 2048)
+        p.activation("silu", 512 * 2048)
+        p.layernorm(512, 2048)
+    tl = run(p).timeline
+    c = tl.columns
+    for lane in np.unique(c["lane"]):
+        sel = c["lane"] == lane
+        s, e = c["start"][sel], c["end"][sel]
+        assert np.all(e >= s)
+        assert np.all(s[1:] >= e[:-1] - 1e-15)
+
+
+def test_ops_start_after_their_producers_finish_computing():
+    p = Program()
+    a = p.matmul(1024, 1024, 1024)
+    b = p.activation("exp", 1024 * 1024, deps=(a,))
+    tl = run(p).timeline
+    c = tl.columns
+    first_act = c["start"][(c["op"] == b)].min()
+    last_mm = c["end"][(c["op"] == a) & (c["lane"] == L_PE_MM)].max()
+    assert first_act >= last_mm
+
+
+def test_lnc2_halves_per_core_work_and_shares_hbm():
+    p = Program()
+    p.matmul(8192, 8192, 8192)
+    one = instance("trn2.48xlarge", lnc=1).run(p).metrics()
+    two = instance("trn2.48xlarge", lnc=2).run(p).metrics()
+    assert two["time_s"] == pytest.approx(one["time_s"] / 2, rel=0.05)
+    assert two["model_flops"] == pytest.approx(one["model_flops"])
+    ctx1, ctx2 = instance("trn2.48xlarge", lnc=1).context(), instance("trn2.48xlarge", lnc=2).context()
+    assert ctx2.dma_bw <= ctx1.dma_bw
+    assert ctx2.dma_bw == pytest.approx(2.9e12 / 4 / 2, rel=0.01)
+
+
+def test_tensor_engine_throttles_after_idle_gaps():
+    p = Program()
+    p.matmul(512, 512, 512)
+    p.dma(256 << 20)                     # a long DMA leaves TensorE idle
+    p.matmul(512, 512, 512)
+    r = run(p)
+    assert len(r.timeline.throttles) >= 1
+    assert all(t.ratio == pytest.approx(0.5) for t in r.timeline.throttles)
+
+
+def test_collectives_overlap_independent_compute():
+    p = Program()
+    grad = p.matmul(4096, 4096, 4096)
+    p.collective("all_reduce", 64 << 20, CollectiveGroup(16, 1, 16), deps=(grad,))
+    p.matmul(4096, 4096, 4096, deps=(grad,))
+    r = run(p)
+    eng = r.timeline.engine_of_rows()
+    assert r.timeline.wall < (r.timeline.engine_active()["collective"]
+                              + r.timeline.engine_active()["tensor"])
+    assert (eng == E_TENSOR).any()
+
+
+def test_runs_are_deterministic():
+    p = Program()
+    p.matmul(3000, 2000, 1000)
+    p.softmax(3000, 1000, causal=True)
+    a, b = run(p).timeline, run(p).timeline
+    for key in a.columns:
+        np.testing.assert_array_equal(a.columns[key], b.columns[key])
