@@ -7,33 +7,63 @@ this process instead.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO
 
 from monitor.report import Report
-from monitor.stream import ReportStream
+from monitor.stream import DEFAULT_MAX_LINE_BYTES, ReportStream
 
 
 class InputError(Exception):
     """The input cannot be opened (a usage or configuration problem: exit status 2)."""
 
 
-def watched_lines(binary: IO[bytes], after_each: Callable[[], None]) -> Iterator[bytes]:
-    """Lines of `binary`; `after_each` runs once the previous line has been handled.
+def fd_lines(fd: int, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+             chunk: int = 1 << 16) -> Iterator[bytes]:
+    """Lines read with os.read: no buffered-reader lock is held by a thread blocked on input
+    (which would abort interpreter shutdown); a line over the limit is cut at the limit and the
+    rest of it dropped, so memory stays bounded (the stream counts it as too_long)."""
+    buf = bytearray()
+    skipping = False
+    while True:
+        data = os.read(fd, chunk)
+        if not data:
+            if buf and not skipping:
+                yield bytes(buf)
+            return
+        start = 0
+        while (nl := data.find(b"\n", start)) >= 0:
+            if not skipping:
+                buf += data[start:nl + 1]
+                yield bytes(buf)
+            buf.clear()
+            skipping = False
+            start = nl + 1
+        if not skipping:
+            buf += data[start:]
+            if len(buf) > max_line_bytes:
+                yield bytes(buf)
+                buf.clear()
+                skipping = True
+
+
+def watched_lines(lines: Iterable[bytes], after_each: Callable[[], None]) -> Iterator[bytes]:
+    """`lines`, running `after_each` once the previous line has been handled.
 
     ReportStream swallows bad lines, so this is where the exporter learns a bad line was
     counted (its error counter moved) without waiting for the next good report.
     """
-    for line in iter(binary.readline, b""):
+    for line in lines:
         yield line
         after_each()
 
 
-def stdin_stream(binary: IO[bytes], source: str, stderr: IO[str] | None,
+def stdin_stream(fd: int, source: str, stderr: IO[str] | None,
                  after_each: Callable[[], None]) -> ReportStream:
-    return ReportStream(watched_lines(binary, after_each), stderr=stderr, source=source)
+    return ReportStream(watched_lines(fd_lines(fd), after_each), stderr=stderr, source=source)
 
 
 def collector_reports(config: Path | None) -> Iterable[Report]:
@@ -51,5 +81,5 @@ def collector_reports(config: Path | None) -> Iterable[Report]:
         raise InputError(f"--collect: {exc}".splitlines()[0]) from None
 
 
-def default_stdin() -> IO[bytes]:
-    return sys.stdin.buffer
+def default_stdin() -> int:
+    return sys.stdin.fileno()

@@ -1,0 +1,130 @@
+"""`neuron-monitor-prometheus` as a process: flags, bad input through a real pipe, EOF, signals."""
+from __future__ import annotations
+
+import pathlib
+import signal
+import socket
+import subprocess
+import sys
+
+import orjson
+import pytest
+
+FIXTURES = pathlib.Path(__file__).parent / "fixtures"
+sys.path.insert(0, str(FIXTURES / "exporter"))
+from harness import ExporterProcess, console_script  # noqa: E402
+from stream_gen import StreamGen  # noqa: E402
+
+AWS_EXAMPLE = (FIXTURES / "neuron_monitor_aws_example.json").read_bytes().strip() + b"\n"
+
+
+def run_cli(*args: str, timeout: float = 20) -> subprocess.CompletedProcess:
+    return subprocess.run([console_script("neuron-monitor-prometheus"), *args], input=b"",
+                          capture_output=True, timeout=timeout)
+
+
+def test_help_and_version():
+    out = run_cli("--help")
+    assert out.returncode == 0 and b"--cert-file" in out.stdout and b"--collect" in out.stdout
+    out = run_cli("--version")
+    assert out.returncode == 0 and out.stdout.startswith(b"neuron-monitor-prometheus ")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--port", "70000"], "must be between 0 and 65535"),
+    (["--cert-file", "x.pem"], "--cert-file and --key-file go together"),
+    (["-c", "conf.json"], "applies to --collect only"),
+    (["--port", "eighty"], "invalid int value"),
+    (["--no-such-flag"], "unrecognized arguments"),
+    (["--cert-file", "/nonexistent.pem", "--key-file", "/nonexistent.key"], "cannot load"),
+])
+def test_usage_errors_exit_2_with_one_line(args, message):
+    out = run_cli(*args)
+    err = out.stderr.decode()
+    assert out.returncode == 2
+    assert message in err and "Traceback" not in err
+    assert len([line for line in err.splitlines() if "error:" in line]) == 1
+
+
+def test_port_in_use_is_one_line_and_exit_1():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        out = run_cli("--port", str(taken.getsockname()[1]))
+    assert out.returncode == 1
+    assert "cannot listen on 127.0.0.1" in out.stderr.decode()
+    assert len(out.stderr.decode().strip().splitlines()) == 1
+
+
+def _with(doc_bytes: bytes, mutate) -> bytes:
+    doc = orjson.loads(doc_bytes)
+    mutate(doc)
+    return orjson.dumps(doc) + b"\n"
+
+
+BAD_INPUTS = {
+    "not_json": b"hello, this is not JSON\n",
+    "truncated": AWS_EXAMPLE[: len(AWS_EXAMPLE) // 2] + b"\n",
+    "wrong_type": _with(AWS_EXAMPLE, lambda d: d["neuron_runtime_data"][0].update(pid="twelve")),
+    "not_object": b"[1, 2, 3]\n",
+    "unknown_group": _with(AWS_EXAMPLE, lambda d: d["system_data"].update(
+        gpu_counters={"period": 1.0, "error": ""})),
+    "group_error": _with(AWS_EXAMPLE, lambda d: d["neuron_runtime_data"][0]["report"][
+        "neuroncore_counters"].update(error="device busy")),
+    "runtime_error": _with(AWS_EXAMPLE, lambda d: d["neuron_runtime_data"][0].update(
+        error="runtime died")),
+}
+
+
+def test_bad_input_is_counted_reported_once_per_kind_and_last_good_state_kept():
+    with ExporterProcess() as exp:
+        exp.feed(AWS_EXAMPLE)
+        exp.wait_for(lambda: exp.value("neuron_exporter_reports_total") == 1.0)
+        good = exp.value("neuroncore_utilization_ratio", neuroncore="0")
+        assert good == pytest.approx(0.4201)
+        for _ in range(2):  # each kind twice: counted twice, reported once
+            for line in BAD_INPUTS.values():
+                exp.feed(line)
+        exp.close_input()  # EOF
+        exp.wait_for(lambda: exp.value("neuron_exporter_input_errors_total", kind="eof") == 1.0)
+        for kind in BAD_INPUTS:
+            assert exp.value("neuron_exporter_input_errors_total", kind=kind) == 2.0, kind
+        # The report with a group error and the one with a runtime error still count as reports.
+        assert exp.value("neuron_exporter_reports_total") == 7.0
+        assert exp.value("neuroncore_utilization_ratio", neuroncore="0") == good
+        assert exp.proc.poll() is None  # EOF: keeps serving the last state
+        for kind in [*BAD_INPUTS, "eof"]:
+            assert sum(f"({kind})" in line or f"{kind} problems" in line
+                       for line in exp.stderr_lines) == 1, (kind, exp.stderr_lines)
+        assert not any("Traceback" in line for line in exp.stderr_lines)
+        exp.proc.send_signal(signal.SIGTERM)
+        assert exp.proc.wait(10) == 0
+
+
+def test_counters_add_each_period_and_defunct_runtimes_disappear():
+    gen = StreamGen(seed=3, runtimes=2, devices=2)
+    docs = [gen.document() for _ in range(3)]
+    completed = sum(d["neuron_runtime_data"][0]["report"]["execution_stats"]["execution_summary"][
+        "completed"] for d in docs)
+    with ExporterProcess() as exp:
+        for d in docs:
+            exp.feed(orjson.dumps(d) + b"\n")
+        exp.wait_for(lambda: exp.value("neuron_exporter_reports_total") == 3.0)
+        assert exp.value("execution_status_total", runtime_tag="app_0",
+                         status_type="completed") == completed
+        assert exp.value("neuron_core_engine_utilization_ratio", runtime_tag="app_1") is not None
+        last = docs[-1]
+        last["neuron_runtime_data"] = last["neuron_runtime_data"][:1]  # app_1 exits
+        exp.feed(orjson.dumps(last) + b"\n")
+        exp.wait_for(lambda: exp.value("neuron_exporter_reports_total") == 4.0)
+        assert exp.value("neuroncore_utilization_ratio", runtime_tag="app_1") is None
+        assert exp.value("neuron_core_engine_utilization_ratio", runtime_tag="app_1") is None
+        assert exp.value("execution_status_total", runtime_tag="app_1") is None
+        assert exp.value("neuroncore_utilization_ratio", runtime_tag="app_0") is not None
+        assert exp.value("hardware_ecc_events_total", neuron_device_index="1") is not None
+
+
+def test_sigint_stops_cleanly():
+    with ExporterProcess() as exp:
+        exp.proc.send_signal(signal.SIGINT)
+        assert exp.proc.wait(10) == 0

@@ -1,0 +1,193 @@
+"""The HTTP(S) server: content negotiation, cached bodies, keep-alive, TLS with hot reload."""
+from __future__ import annotations
+
+import gzip
+import http.client
+import pathlib
+import shutil
+import ssl
+import subprocess
+
+import pytest
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_om
+from prometheus_client.parser import text_string_to_metric_families as parse_text
+
+from exporters.exporter import PrometheusExporter
+from exporters.exposition import Exposition
+from exporters.server import (MetricsHTTPServer, TlsReloader, accepts_gzip, serve_in_thread,
+                              wants_openmetrics)
+from exporters.textformat import OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE
+from monitor.report import Report
+
+FIXTURES = pathlib.Path(__file__).parent / "fixtures"
+PROMETHEUS_ACCEPT = ("application/openmetrics-text;version=1.0.0,application/openmetrics-text;"
+                     "version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1")
+
+
+@pytest.fixture
+def exporter():
+    exp = PrometheusExporter()
+    exp.ingest(Report.from_json((FIXTURES / "neuron_monitor_extensions.json").read_bytes()))
+    return exp
+
+
+@pytest.fixture
+def server(exporter):
+    srv = MetricsHTTPServer(("127.0.0.1", 0), lambda: exporter.current)
+    serve_in_thread(srv)
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+
+
+def get(port, path="/metrics", headers=None, method="GET", conn=None):
+    own = conn is None
+    conn = conn or http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    conn.request(method, path, headers=headers or {})
+    resp = conn.getresponse()
+    body = resp.read()
+    if own:
+        conn.close()
+    return resp, body
+
+
+@pytest.mark.parametrize("accept, expected", [
+    (PROMETHEUS_ACCEPT, True),
+    ("application/openmetrics-text; version=1.0.0; charset=utf-8", True),
+    ("application/openmetrics-text", True),
+    ("application/openmetrics-text;version=2.0.0", False),
+    ("application/openmetrics-text;q=0", False),
+    ("text/plain;version=0.0.4", False),
+    ("", False),
+    (None, False),
+])
+def test_wants_openmetrics(accept, expected):
+    assert wants_openmetrics(accept) is expected
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("gzip", True), ("gzip, deflate, br", True), ("identity", False), ("gzip;q=0", False),
+    ("*", True), ("", False), (None, False), ("deflate, GZIP;q=0.5", True)])
+def test_accepts_gzip(value, expected):
+    assert accepts_gzip(value) is expected
+
+
+def test_plain_text_by_default(server, exporter):
+    resp, body = get(server.port)
+    assert resp.status == 200
+    assert resp.getheader("Content-Type") == TEXT_CONTENT_TYPE
+    assert int(resp.getheader("Content-Length")) == len(body)
+    assert body == exporter.current.text
+    names = {f.name for f in parse_text(body.decode())}
+    assert {"neuroncore_utilization_ratio", "neuron_core_engine_utilization_ratio"} <= names
+
+
+def test_openmetrics_when_prometheus_asks(server, exporter):
+    resp, body = get(server.port, headers={"Accept": PROMETHEUS_ACCEPT})
+    assert resp.getheader("Content-Type") == OPENMETRICS_CONTENT_TYPE
+    assert body.endswith(b"# EOF\n")
+    families = {f.name: f for f in parse_om(body.decode())}  # the strict OpenMetrics parser
+    assert families["execution_errors"].type == "counter"
+    assert families["instance"].type == "info"
+
+
+def test_gzip_is_compressed_once_and_served_from_cache(server, exporter):
+    first, body1 = get(server.port, headers={"Accept-Encoding": "gzip"})
+    second, body2 = get(server.port, headers={"Accept-Encoding": "gzip"})
+    assert first.getheader("Content-Encoding") == "gzip"
+    assert gzip.decompress(body1) == exporter.current.text
+    assert body1 == body2
+    assert exporter.current.body(False, True)[0] is exporter.current.body(False, True)[0]
+    assert len(body1) * 5 < len(exporter.current.text)
+
+
+def test_new_report_is_served_at_once(server, exporter):
+    before = exporter.current.generation
+    exporter.ingest(Report.from_json((FIXTURES / "neuron_monitor_aws_example.json").read_bytes()))
+    resp, body = get(server.port)
+    assert exporter.current.generation == before + 1
+    assert body == exporter.current.text
+    assert b"neuron_exporter_reports_total 2.0" in body
+
+
+def test_keep_alive_head_and_health(server):
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+    resp, body = get(server.port, method="HEAD", conn=conn)
+    assert resp.status == 200 and body == b"" and int(resp.getheader("Content-Length")) > 1000
+    resp, body = get(server.port, path="/-/healthy", conn=conn)  # same connection
+    assert (resp.status, body) == (200, b"OK\n")
+    resp, body = get(server.port, path="/anything", conn=conn)
+    assert resp.status == 200 and body.startswith(b"# HELP")
+    conn.close()
+
+
+def test_served_before_any_report():
+    exp = PrometheusExporter()
+    srv = MetricsHTTPServer(("127.0.0.1", 0), lambda: exp.current)
+    serve_in_thread(srv)
+    try:
+        resp, body = get(srv.port)
+        assert b"neuron_exporter_reports_total 0.0" in body
+        assert b"neuroncore_utilization_ratio" not in body
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_exposition_gzip_is_deterministic():
+    a = Exposition(1, b"x" * 1000, b"y")
+    b = Exposition(2, b"x" * 1000, b"y")
+    assert a.body(False, True) == b.body(False, True)
+
+
+# ------------------------------------------------------------------------------------ TLS
+def make_cert(directory: pathlib.Path, name: str) -> tuple[pathlib.Path, pathlib.Path]:
+    cert, key = directory / f"{name}.crt", directory / f"{name}.key"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", f"/CN={name}", "-addext", "subjectAltName=IP:127.0.0.1",
+                    "-keyout", str(key), "-out", str(cert)], check=True, capture_output=True)
+    return cert, key
+
+
+def peer_cn(port: int, cafile: pathlib.Path) -> str:
+    ctx = ssl.create_default_context(cafile=str(cafile))
+    conn = http.client.HTTPSConnection("127.0.0.1", port, context=ctx, timeout=10)
+    conn.request("GET", "/metrics")
+    resp = conn.getresponse()
+    assert resp.status == 200 and resp.read().startswith(b"# HELP")
+    subject = dict(x[0] for x in conn.sock.getpeercert()["subject"])
+    conn.close()
+    return subject["commonName"]
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
+def test_tls_and_certificate_hot_reload(tmp_path, exporter):
+    cert, key = make_cert(tmp_path, "first")
+    tls = TlsReloader(cert, key)
+    srv = MetricsHTTPServer(("127.0.0.1", 0), lambda: exporter.current, tls)
+    serve_in_thread(srv)
+    try:
+        assert peer_cn(srv.port, cert) == "first"
+        assert tls.reload_if_changed() is False
+        new_cert, new_key = make_cert(tmp_path, "second")
+        cert.write_bytes(new_cert.read_bytes())
+        key.write_bytes(new_key.read_bytes())
+        assert tls.reload_if_changed() is True
+        assert peer_cn(srv.port, cert) == "second"
+        # A plain-HTTP client gets no answer, and the server keeps serving TLS clients.
+        with pytest.raises((http.client.HTTPException, ConnectionError, OSError)):
+            get(srv.port)
+        assert peer_cn(srv.port, cert) == "second"
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
+def test_broken_replacement_certificate_keeps_the_old_one(tmp_path):
+    cert, key = make_cert(tmp_path, "first")
+    tls = TlsReloader(cert, key)
+    cert.write_text("not a certificate")
+    assert tls.reload_if_changed() is False
+    with pytest.raises(ssl.SSLError):
+        TlsReloader(cert, key)
