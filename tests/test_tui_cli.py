@@ -1,0 +1,121 @@
+"""neuron-top's command line: usage errors exit 2 with one line, and the real binary runs in tmux."""
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.test_tui_support import AWS_EXAMPLE
+from tui.sources import ReplaySource, StreamSource, fd_lines
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+BIN = pathlib.Path(sys.executable).parent / "neuron-top"
+
+
+def run_cli(*args: str, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tui.cli", *args], capture_output=True, text=True,
+                          cwd=ROOT, timeout=60, **kwargs)
+
+
+def test_version_and_help():
+    assert run_cli("--version").stdout.startswith("neuron-top ")
+    out = run_cli("--help").stdout
+    for flag in ("--input", "--replay", "--speed", "--demo", "--stale-after"):
+        assert flag in out
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--input", "/nonexistent/stream.jsonl"], "no such file"),
+    (["--replay", "/"], "is a directory"),
+    (["--replay", str(AWS_EXAMPLE), "--speed", "0"], "--speed must be > 0"),
+    (["--stale-after", "-1"], "--stale-after must be > 0"),
+    (["stream.jsonl"], "unexpected argument"),
+    (["-"], "stdin is a terminal"),
+])
+def test_usage_errors_are_one_line_exit_2(args, message):
+    stdin = None
+    if args == ["-"]:
+        if not os.path.exists("/dev/tty") or not sys.stdin.isatty():
+            pytest.skip("needs a terminal on stdin")
+        stdin = sys.stdin
+    result = run_cli(*args, stdin=stdin)
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_unknown_flag_exits_2():
+    result = run_cli("--bogus")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+
+
+def test_fd_lines_splits_a_pipe_as_it_arrives():
+    read_fd, write_fd = os.pipe()
+    os.write(write_fd, b'{"a": 1}\n{"b"')
+    os.write(write_fd, b": 2}\nlast")
+    os.close(write_fd)
+    import threading
+    assert list(fd_lines(read_fd, threading.Event())) == [b'{"a": 1}', b'{"b": 2}', b"last"]
+    os.close(read_fd)
+
+
+def test_stream_source_counts_malformed_kinds(tmp_path):
+    path = tmp_path / "s.jsonl"
+    good = AWS_EXAMPLE.read_bytes().strip()
+    path.write_bytes(good + b"\n{oops\n42\n\n" + good + b"\n")
+    source = StreamSource(os.open(path, os.O_RDONLY), "s.jsonl")
+    reports = list(source.reports())
+    assert len(reports) == 2
+    assert source.malformed == {"not_json": 1, "not_object": 1}
+    assert "skipped line 2" in source.diagnostics.getvalue()
+
+
+def test_replay_paces_by_period_and_speed(tmp_path):
+    path = tmp_path / "r.jsonl"
+    path.write_bytes((AWS_EXAMPLE.read_bytes().strip() + b"\n") * 3)
+    started = time.monotonic()
+    reports = list(ReplaySource(path, speed=20.0).reports())
+    elapsed = time.monotonic() - started
+    assert len(reports) == 3
+    assert elapsed >= 2 * 1.0 / 20.0 * 0.9  # two gaps of one ~1 s period at 20x
+    looped = ReplaySource(path, speed=1000.0, loop=True)
+    count = 0
+    for _ in looped.reports():
+        count += 1
+        if count == 7:
+            looped.close()
+    assert count == 7
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+def test_real_binary_in_tmux_starts_shows_cores_and_quits(tmp_path):
+    session = f"neuron-top-test-{os.getpid()}"
+    exe = str(BIN) if BIN.exists() else f"{sys.executable} -m tui.cli"
+    marker = tmp_path / "exit-code"
+    # COLUMNS/LINES inherited from a test runner would override the pane size.
+    command = f"unset COLUMNS LINES; cd {ROOT} && {exe} --demo; echo $? > {marker}"
+    tmux = ["tmux", "-L", session, "-f", "/dev/null"]  # a private server: no user config or sessions
+    subprocess.run([*tmux, "new-session", "-d", "-s", session, "-x", "160", "-y", "50", command],
+                   check=True, timeout=30)
+    try:
+        screen = ""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and "ND15" not in screen:
+            time.sleep(0.5)
+            screen = subprocess.run([*tmux, "capture-pane", "-p", "-t", session],
+                                    capture_output=True, text=True, timeout=10).stdout
+        assert "neuron-top" in screen and "running on i-0d3e0000000000001" in screen
+        assert "NeuronCore v3d Utilization (Avg:" in screen and "ND15" in screen and "NC3" in screen
+        subprocess.run([*tmux, "send-keys", "-t", session, "q"], check=True, timeout=10)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and not marker.exists():
+            time.sleep(0.2)
+        assert marker.read_text().strip() == "0"
+    finally:
+        subprocess.run([*tmux, "kill-server"], capture_output=True, timeout=10)
