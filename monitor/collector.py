@@ -1,0 +1,399 @@
+"""The collector behind neuron-monitor: one Report per period from the simulated runtimes.
+
+Each ``collect()`` reads every runtime's counter file once (one consistent snapshot each), turns
+the cumulative counters into the period's values against the previous collection of the same
+group (collector_groups.py), adds the real host groups from HostSampler and the device groups
+summed over the runtimes, and always fills instance_info and neuron_hardware_info.
+
+Groups follow the config's periods: a group appears in a report when its period has elapsed since
+it was last collected (a runtime first seen is due at once). Its baseline is then the previous
+collection, or for a runtime first seen, zero at the runtime's start (like HostSampler's first
+runtime vCPU sample), so the first report already covers real work.
+
+Faults never stop collection: a runtime whose pid is gone is dropped and its file removed; a
+corrupted counter file gives that runtime an entry with ``error`` set and nothing else; a file
+that vanishes between listing and reading is skipped.
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from device_model.errors import SpecError
+from device_model.runtime import shm
+from device_model.specs import InstanceSpec, get_instance
+from monitor import collector_groups as g
+from monitor.config import RUNTIME_GROUPS, MonitorConfig, due_groups
+from monitor.host import HostSampler
+from monitor.report import (
+    DeviceCounter, DeviceCounters, DeviceEcc, HardwareInfo, HwCounters, InstanceInfo,
+    LoadedModel, MemoryUsed, Report, RuntimeReport, Subgraph, SystemData,
+)
+
+__all__ = ["Collector", "NO_DEVICE_HARDWARE"]
+
+NO_DEVICE_HARDWARE = HardwareInfo()  # neuron-monitor's hardware info without a Neuron driver
+_COUNTER_GROUPS = ("neuroncore_counters", "execution_stats", "neuroncore_engine_counters")
+_DEVICE_GROUPS = ("neuron_hw_counters", "neuron_device_counters")
+
+
+@dataclass(slots=True)
+class _Tracked:
+    """What the collector remembers about one runtime between collections."""
+    pid: int
+    tag: str
+    baselines: dict[str, Any] = field(default_factory=dict)  # group -> Sample / device sample
+    collected: dict[str, float] = field(default_factory=dict)  # group -> clock() of last
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Devices:
+    """One runtime's cumulative per-device counters (arrays follow ``index``)."""
+    index: np.ndarray        # device indices
+    energy: np.ndarray       # joules since start
+    power: np.ndarray        # watts now
+    temperature: np.ndarray  # °C now
+    throttle: np.ndarray     # ratio now
+    hbm_read: np.ndarray     # bytes since start
+    hbm_write: np.ndarray
+    ecc: np.ndarray          # (d, 4) events since start
+
+    @classmethod
+    def zeros(cls, like: _Devices) -> _Devices:
+        z = np.zeros_like
+        return cls(like.index, z(like.energy), like.power, like.temperature, like.throttle,
+                   z(like.hbm_read), z(like.hbm_write), z(like.ecc))
+
+
+class Collector:
+    """Build neuron-monitor Reports from the runtimes under ``root`` (default: the per-user
+    runtime directory) according to ``config``. ``clock`` returns unix seconds."""
+
+    def __init__(self, config: MonitorConfig | None = None, root: Path | None = None,
+                 clock: Callable[[], float] = time.time, host: HostSampler | None = None):
+        self.config = config if config is not None else MonitorConfig.default()
+        self.root = root
+        self._clock = clock
+        self._host = host if host is not None else HostSampler()
+        self._created = clock()
+        self._handles: dict[Path, tuple[Any, int]] = {}  # path -> (open handle, inode)
+        self._tracked: dict[int, _Tracked] = {}
+        self._system_collected: dict[str, float] = {}
+        # device group -> pid -> that runtime's device counters when the group was last collected
+        self._device_state: dict[str, dict[int, _Devices]] = {}
+        self.removed = 0  # counter files of dead runtimes removed so far
+        self.corrupt = 0  # runtime entries reported with an error so far
+        self._prime()
+
+    def _prime(self) -> None:
+        """Baselines for the runtimes already running, so that the first report covers the
+        time since the collector started, like every later one covers its period."""
+        for handle in self._live_handles():
+            try:
+                snapshot = handle.read()
+            except shm.CorruptCounters:
+                continue
+            tracked = self._tracked[handle.pid] = _Tracked(handle.pid, snapshot.tag or str(handle.pid))
+            sample = _sample_of(snapshot)
+            tracked.baselines.update(dict.fromkeys(_COUNTER_GROUPS, sample))
+            devices = _devices_of(snapshot)
+            for group in _DEVICE_GROUPS:
+                self._device_state.setdefault(group, {})[handle.pid] = devices
+
+    # ------------------------------------------------------------------ scheduling
+    def next_due(self, now: float | None = None) -> float:
+        """Seconds until some known group falls due (0 when one is due now)."""
+        now = self._clock() if now is None else now
+        waits = [_wait(self.config.system_groups, self._system_collected, now)]
+        for tracked in self._tracked.values():
+            waits.append(_wait(self.config.runtime_groups_for(tracked.tag), tracked.collected, now))
+        return max(0.0, min(waits))
+
+    # ------------------------------------------------------------------ collection
+    def collect(self) -> Report:
+        """One report with every group that is due now (on the first call: every group)."""
+        now = self._clock()
+        instance = _read_instance(self.root)
+        spec = _spec_of(instance)
+        core_version = instance.core_version if instance is not None else ""
+        runtimes: list[RuntimeReport] = []
+        device_samples: dict[int, _Devices] = {}
+        seen: set[int] = set()
+        for handle in self._live_handles():
+            seen.add(handle.pid)
+            entry = self._collect_runtime(handle, now, core_version, device_samples)
+            if entry is not None:
+                runtimes.append(entry)
+        for pid in [p for p in self._tracked if p not in seen]:
+            self._forget(pid)
+        system = self._system(now, instance, spec, device_samples)
+        return Report(tuple(runtimes), system, _instance_info(instance),
+                      _hardware_info(instance, spec))
+
+    def close(self) -> None:
+        for handle, _ in self._handles.values():
+            handle.close()
+        self._handles.clear()
+
+    def _live_handles(self) -> list[Any]:
+        """Handles of live runtimes, kept open between collections; dead ones are removed."""
+        listed = shm.list_runtimes(self.root)
+        paths = {h.path for h in listed}
+        for path in [p for p in self._handles if p not in paths]:
+            self._handles.pop(path)[0].close()
+        live = []
+        for fresh in listed:
+            try:
+                inode = fresh.path.stat().st_ino
+            except OSError:  # removed since the listing
+                continue
+            cached = self._handles.get(fresh.path)
+            if cached is None or cached[1] != inode:  # new, or a new file under a reused pid
+                if cached is not None:
+                    cached[0].close()
+                cached = self._handles[fresh.path] = (fresh, inode)
+            handle = cached[0]
+            if handle.is_alive():
+                live.append(handle)
+            else:
+                self._handles.pop(fresh.path)
+                handle.remove()
+                self.removed += 1
+                self._forget(handle.pid)
+        return live
+
+    def _collect_runtime(self, handle: Any, now: float, core_version: str,
+                         device_samples: dict[int, _Devices]) -> RuntimeReport | None:
+        pid = handle.pid
+        tracked = self._tracked.get(pid)
+        try:
+            snapshot = handle.read()
+        except shm.CorruptCounters as exc:
+            if not handle.path.exists():  # exited and cleaned up since the listing
+                return None
+            handle.close()  # reopen next time: the file may be rewritten
+            tag = tracked.tag if tracked is not None else str(pid)
+            if not self.config.runtime_groups_for(tag):
+                return None
+            self.corrupt += 1
+            return RuntimeReport(pid, tag, error=f"cannot read runtime counters: {exc}")
+        tag = snapshot.tag or str(pid)
+        if tracked is None or tracked.tag != tag:  # a new runtime (or a pid reused under a new tag)
+            tracked = self._tracked[pid] = _Tracked(pid, tag)
+        device_samples[pid] = _devices_of(snapshot)
+        due = set(due_groups(self.config.runtime_groups_for(tag), tracked.collected, now))
+        if not due:
+            return None
+        groups = self._runtime_groups(tracked, snapshot, due, now, core_version)
+        for group in due:
+            tracked.collected[group] = now
+        return RuntimeReport(pid, tag, **groups)
+
+    def _runtime_groups(self, tracked: _Tracked, snapshot: Any, due: set[str], now: float,
+                        core_version: str) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if due.intersection(_COUNTER_GROUPS):
+            sample = _sample_of(snapshot)
+            for group in _COUNTER_GROUPS:
+                if group not in due:
+                    continue
+                prev = tracked.baselines.get(group)
+                if prev is None:  # first sight: the counters started at zero with the runtime
+                    prev = g.zero_like(sample, _started_at(snapshot))
+                tracked.baselines[group] = sample
+                if group == "neuroncore_counters":
+                    out["neuroncore_counters"] = g.neuroncore_counters(prev, sample, core_version)
+                elif group == "execution_stats":
+                    out["execution_stats"] = g.execution_stats(prev, sample)
+                else:
+                    out["engine_counters"] = g.engine_counters(prev, sample)
+        if "memory_used" in due:
+            period = now - tracked.collected.get("memory_used", self._created)
+            out["memory_used"] = _memory_used(snapshot, max(0.0, period))
+        if "neuron_runtime_vcpu_usage" in due:
+            out["vcpu"] = self._host.process_vcpu(tracked.pid)
+        return out
+
+    def _forget(self, pid: int) -> None:
+        self._tracked.pop(pid, None)
+        for baselines in self._device_state.values():
+            baselines.pop(pid, None)
+        self._host.forget(self._tracked)
+
+    # ------------------------------------------------------------------ system groups
+    def _system(self, now: float, instance: Any, spec: Any,
+                device_samples: dict[int, _Devices]) -> SystemData:
+        due = set(due_groups(self.config.system_groups, self._system_collected, now))
+        host = self._host.sample(due)
+        hw = dev = None
+        if due & set(_DEVICE_GROUPS):
+            periods = {k: now - self._system_collected.get(k, self._created)
+                       for k in _DEVICE_GROUPS}
+            hw, dev = self._device_groups(instance, spec, device_samples, due, periods)
+        for group in due:
+            self._system_collected[group] = now
+        return SystemData(hw_counters=hw, vcpu=host.vcpu, memory=host.memory,
+                          device_counters=dev)
+
+    def _device_groups(self, instance: Any, spec: Any, samples: dict[int, _Devices],
+                       due: set[str], periods: dict[str, float]
+                       ) -> tuple[HwCounters | None, DeviceCounters | None]:
+        if instance is None or spec is None:
+            hw = HwCounters(periods["neuron_hw_counters"], "", None)
+            return (hw if "neuron_hw_counters" in due else None), None
+        hw = dev = None
+        if "neuron_hw_counters" in due:
+            totals = self._device_totals("neuron_hw_counters", spec, samples)
+            ecc = totals.ecc.astype(np.int64).tolist()
+            hw = HwCounters(periods["neuron_hw_counters"], "",
+                            tuple(DeviceEcc(i, *ecc[i]) for i in range(spec.devices)))
+        if "neuron_device_counters" in due:
+            totals = self._device_totals("neuron_device_counters", spec, samples)
+            dev = totals.device_counters(spec, periods["neuron_device_counters"])
+        return hw, dev
+
+    def _device_totals(self, group: str, spec: Any, samples: dict[int, _Devices]) -> _DeviceTotals:
+        """Per-device sums over the runtimes of what grew since this group's last collection."""
+        baselines = self._device_state.setdefault(group, {})
+        totals = _DeviceTotals.zeros(spec.devices)
+        for pid, cur in samples.items():
+            totals.add(baselines.get(pid), cur)
+            baselines[pid] = cur
+        for pid in [p for p in baselines if p not in samples]:
+            del baselines[pid]
+        return totals
+
+
+# --------------------------------------------------------------------------- device sums
+@dataclass(slots=True)
+class _DeviceTotals:
+    """Per-device values summed over the runtimes sharing each device."""
+    sharers: np.ndarray   # runtimes reporting each device
+    energy: np.ndarray    # joules in the period
+    power: np.ndarray     # watts now, summed
+    temperature: np.ndarray  # °C now, hottest report
+    throttle: np.ndarray  # ratio now, largest report
+    hbm_read: np.ndarray
+    hbm_write: np.ndarray
+    ecc: np.ndarray       # (devices, 4) events in the period
+
+    @classmethod
+    def zeros(cls, devices: int) -> _DeviceTotals:
+        z = np.zeros(devices)
+        return cls(np.zeros(devices, dtype=np.int64), z.copy(), z.copy(), np.full(devices, -np.inf),
+                   z.copy(), z.copy(), z.copy(), np.zeros((devices, 4)))
+
+    def add(self, prev: _Devices | None, cur: _Devices) -> None:
+        idx = cur.index
+        ok = idx < self.sharers.size  # a runtime claiming a device the instance lacks adds nothing
+        idx = idx[ok]
+        np.add.at(self.sharers, idx, 1)
+        np.add.at(self.power, idx, cur.power[ok])
+        np.maximum.at(self.temperature, idx, cur.temperature[ok])
+        np.maximum.at(self.throttle, idx, cur.throttle[ok])
+        if prev is None or not np.array_equal(prev.index, cur.index):
+            prev = _Devices.zeros(cur)  # a runtime started since: its counters began at zero
+        for total, before, now in ((self.energy, prev.energy, cur.energy),
+                                   (self.hbm_read, prev.hbm_read, cur.hbm_read),
+                                   (self.hbm_write, prev.hbm_write, cur.hbm_write)):
+            np.add.at(total, idx, np.clip(now[ok] - before[ok], 0.0, None))
+        np.add.at(self.ecc, idx, np.clip(cur.ecc[ok].astype(np.float64) - prev.ecc[ok], 0, None))
+
+    def device_counters(self, spec: Any, period: float) -> DeviceCounters:
+        dev = spec.device
+        idle = dev.idle_watts
+        shared = np.maximum(self.sharers - 1, 0)
+        used = self.sharers > 0
+        # Each runtime models its device whole (idle floor plus its own activity): runtimes
+        # sharing a device must not count the idle floor twice.
+        power = np.where(used, np.maximum(self.power - shared * idle, idle), idle)
+        energy = np.where(used, np.maximum(self.energy - shared * idle * period, 0.0),
+                          idle * period)
+        still = dev.ambient_c + dev.thermal_resistance_c_per_w * idle
+        temperature = np.where(used, self.temperature, still)
+        bandwidth = np.clip((self.hbm_read + self.hbm_write) / (dev.hbm_bw * period), 0.0, None) \
+            if period > 0 else np.zeros_like(self.hbm_read)
+        rows = zip(np.rint(self.hbm_read).astype(np.int64).tolist(),
+                   np.rint(self.hbm_write).astype(np.int64).tolist(), bandwidth.tolist(),
+                   power.tolist(), energy.tolist(), temperature.tolist(), self.throttle.tolist())
+        return DeviceCounters(period, "", tuple(DeviceCounter(i, *row)
+                                                for i, row in enumerate(rows)))
+
+
+# --------------------------------------------------------------------------- reading shm
+def _wait(periods: dict[str, float], collected: dict[str, float], now: float) -> float:
+    waits = [collected.get(k, -math.inf) + p - now for k, p in periods.items()]
+    return min(waits, default=math.inf)
+
+
+def _read_instance(root: Path | None) -> Any:
+    try:
+        return shm.read_instance(root)
+    except shm.CorruptCounters:  # a damaged instance file reads as no instance (no driver)
+        return None
+
+
+def _spec_of(instance: Any) -> InstanceSpec | None:
+    if instance is None:
+        return None
+    try:
+        return get_instance(instance.catalog_name)
+    except SpecError:
+        return None
+
+
+def _started_at(snapshot: Any) -> float:
+    return min(snapshot.started_at, snapshot.wall_time)
+
+
+def _sample_of(s: Any) -> g.Sample:
+    lnc = max(1, s.lnc)
+    return g.Sample(
+        s.wall_time, s.cores, tuple(map(tuple, s.physical_cores.tolist())), s.core_busy_s,
+        s.phys_busy_s, s.engine_active_s.sum(axis=1) / lnc, s.flops[:, 0], s.flops[:, 1],
+        s.hbm_read_bytes, s.hbm_write_bytes, s.dma_bytes, s.collective_bytes, s.collective_s,
+        np.fromiter((s.exec_status.get(k, 0) for k in g.STATUS_KEYS), np.int64, len(g.STATUS_KEYS)),
+        np.fromiter((s.errors.get(k, 0) for k in g.ERROR_KEYS), np.int64, len(g.ERROR_KEYS)),
+        s.latency_count, s.latency_total, s.latency_device)
+
+
+def _devices_of(s: Any) -> _Devices:
+    return _Devices(np.asarray(s.devices, dtype=np.int64), s.dev_energy_j,
+                    s.dev_power_w, s.dev_temperature_c, s.dev_throttle, s.dev_hbm_read_bytes,
+                    s.dev_hbm_write_bytes, s.dev_ecc)
+
+
+def _memory_used(s: Any, period: float) -> MemoryUsed:
+    per_core = s.device_memory.astype(np.int64).tolist()
+    cores = {core: dict(zip(shm.DEVICE_MEMORY, per_core[i])) for i, core in enumerate(s.cores)}
+    running = s.phase == "executing"
+    models = tuple(LoadedModel(m.name, m.uuid, m.model_id, running, {
+        sg.name: Subgraph(sg.core, sg.device, sum(sg.host_memory.values()),
+                          sum(sg.device_memory.values()), dict(sg.host_memory),
+                          dict(sg.device_memory)) for sg in m.subgraphs}) for m in s.models)
+    return MemoryUsed(period, "", sum(s.host_memory.values()), int(s.device_memory.sum()),
+                      dict(s.host_memory), cores, models)
+
+
+def _instance_info(instance: Any) -> InstanceInfo:
+    if instance is None:
+        return InstanceInfo()
+    return InstanceInfo(instance.instance_name, instance.instance_id, instance.instance_type,
+                        instance.availability_zone, instance.availability_zone_id,
+                        instance.region, instance.ami_id, instance.subnet_id)
+
+
+def _hardware_info(instance: Any, spec: InstanceSpec | None) -> HardwareInfo:
+    if instance is None:
+        return NO_DEVICE_HARDWARE
+    # logical_neuroncore_config exists only where LNC can be chosen (Trn2 and later).
+    has_lnc = spec is None or len(spec.device.lnc_options) > 1
+    return HardwareInfo(instance.device_type, instance.device_version, instance.core_version,
+                        instance.device_count, instance.device_memory_bytes,
+                        instance.cores_per_device, instance.lnc if has_lnc else None)

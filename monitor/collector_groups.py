@@ -1,0 +1,143 @@
+"""Turn two cumulative counter samples of one runtime into the period's Report groups.
+
+A runtime publishes counters that only grow (busy seconds, FLOPs, bytes, execution counts) and
+a bounded ring of its most recent latencies. A report covers the interval between two samples:
+utilization is Δbusy / Δt, FLOP/s is ΔFLOPs / Δt, counts are the increase within the interval,
+and latency percentiles are over the executions that finished in it.
+
+Everything is vectorised over cores with numpy; Python loops run once per core only to build the
+output mappings (the Report contract holds plain dicts).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from monitor.report import (
+    CoreCounters, CoreEngineCounters, EngineCounters, ExecutionStats, Latency,
+    NeuronCoreCounters,
+)
+
+__all__ = ["Sample", "ENGINES", "DMA_QUEUES", "STATUS_KEYS", "ERROR_KEYS", "neuroncore_counters",
+           "engine_counters", "execution_stats", "zero_like"]
+
+ENGINES = ("tensor", "vector", "scalar", "gpsimd", "dma")
+DMA_QUEUES = ("input", "output", "weight", "collective")
+STATUS_KEYS = ("completed", "completed_with_err", "completed_with_num_err", "timed_out",
+               "incorrect_input", "failed_to_queue")
+ERROR_KEYS = ("generic", "numerical", "transient", "model", "runtime", "hardware")
+_PERCENT_POINTS = np.array([0.0, 1.0, 25.0, 50.0, 75.0, 99.0, 100.0])
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Sample:
+    """One runtime's cumulative counters at one instant; per-core arrays follow ``cores``."""
+    wall_time: float            # unix seconds the counters refer to
+    cores: tuple[int, ...]      # logical NeuronCore ids
+    physical: tuple[tuple[int, ...], ...]  # physical core ids of each logical core
+    busy: np.ndarray            # (n,) seconds
+    physical_busy: np.ndarray   # (n, lnc) seconds
+    engine_active: np.ndarray   # (n, len(ENGINES)) seconds
+    model_flops: np.ndarray     # (n,)
+    hardware_flops: np.ndarray  # (n,)
+    hbm_read: np.ndarray        # (n,) bytes
+    hbm_write: np.ndarray       # (n,) bytes
+    dma_bytes: np.ndarray       # (n, len(DMA_QUEUES)) bytes
+    collective_bytes: np.ndarray  # (n,)
+    collective_time: np.ndarray   # (n,) seconds
+    statuses: np.ndarray        # (len(STATUS_KEYS),) executions since start
+    errors: np.ndarray          # (len(ERROR_KEYS),)
+    finished: int               # executions finished since start (indexes the latency ring)
+    total_latency: np.ndarray   # most recent latencies, oldest first, seconds
+    device_latency: np.ndarray
+
+
+def zero_like(s: Sample, wall_time: float) -> Sample:
+    """The same runtime with every counter at zero: the baseline at the runtime's start."""
+    z = np.zeros_like
+    return Sample(wall_time, s.cores, s.physical, z(s.busy), z(s.physical_busy),
+                  z(s.engine_active), z(s.model_flops), z(s.hardware_flops), z(s.hbm_read),
+                  z(s.hbm_write), z(s.dma_bytes), z(s.collective_bytes), z(s.collective_time),
+                  z(s.statuses), z(s.errors), 0, s.total_latency[:0], s.device_latency[:0])
+
+
+def _interval(prev: Sample, cur: Sample) -> float:
+    return max(0.0, cur.wall_time - prev.wall_time)
+
+
+def _rates(delta: np.ndarray, dt: float) -> np.ndarray:
+    # A counter that went backwards (a restarted runtime reusing the file) counts as no work.
+    return np.clip(delta, 0.0, None) / dt if dt > 0 else np.zeros_like(delta, dtype=float)
+
+
+def _aligned(prev: Sample, cur: Sample) -> bool:
+    return prev.cores == cur.cores and prev.physical_busy.shape == cur.physical_busy.shape
+
+
+def neuroncore_counters(prev: Sample, cur: Sample, core_version: str) -> NeuronCoreCounters:
+    """``neuroncore_counters``: utilization and FLOP/s per logical core, plus the per-physical
+    core breakdown keyed ``<core_version>`` / ``nc_<v>.<physical id>`` when a logical core spans
+    several physical cores (Trn2 at LNC=2: ``v3d`` / ``nc_v3.0``)."""
+    if not _aligned(prev, cur):
+        prev = zero_like(cur, prev.wall_time)
+    dt = _interval(prev, cur)
+    util = np.minimum(_rates(cur.busy - prev.busy, dt), 1.0).tolist()
+    flops = np.rint(_rates(cur.hardware_flops - prev.hardware_flops, dt)).astype(np.int64).tolist()
+    cores: dict[int, CoreCounters] = {}
+    if cur.physical_busy.shape[1] > 1:
+        phys = np.minimum(_rates(cur.physical_busy - prev.physical_busy, dt), 1.0).tolist()
+        prefix = "nc_" + core_version.rstrip("d") + "."
+        for i, core in enumerate(cur.cores):
+            breakdown = {f"{prefix}{p}": phys[i][j] for j, p in enumerate(cur.physical[i])}
+            cores[core] = CoreCounters(util[i], flops[i], breakdown, core_version)
+    else:
+        for i, core in enumerate(cur.cores):
+            cores[core] = CoreCounters(util[i], flops[i])
+    return NeuronCoreCounters(dt, "", cores)
+
+
+def engine_counters(prev: Sample, cur: Sample) -> EngineCounters:
+    """``neuroncore_engine_counters`` (extension): engine busy shares and totals in the period."""
+    if not _aligned(prev, cur):
+        prev = zero_like(cur, prev.wall_time)
+    dt = _interval(prev, cur)
+    util = np.minimum(_rates(cur.engine_active - prev.engine_active, dt), 1.0).tolist()
+
+    def grown(a: np.ndarray, b: np.ndarray) -> list:
+        return np.rint(np.clip(b - a, 0, None)).astype(np.int64).tolist()
+
+    model, hw = grown(prev.model_flops, cur.model_flops), grown(prev.hardware_flops,
+                                                                 cur.hardware_flops)
+    rd, wr = grown(prev.hbm_read, cur.hbm_read), grown(prev.hbm_write, cur.hbm_write)
+    dma, coll = grown(prev.dma_bytes, cur.dma_bytes), grown(prev.collective_bytes,
+                                                            cur.collective_bytes)
+    coll_time = np.clip(cur.collective_time - prev.collective_time, 0.0, None).tolist()
+    cores = {core: CoreEngineCounters(dict(zip(ENGINES, util[i])), model[i], hw[i], rd[i], wr[i],
+                                      dict(zip(DMA_QUEUES, dma[i])), coll[i], coll_time[i])
+             for i, core in enumerate(cur.cores)}
+    return EngineCounters(dt, "", cores)
+
+
+def execution_stats(prev: Sample, cur: Sample) -> ExecutionStats:
+    """``execution_stats``: counts within the period; latency percentiles over the executions
+    that finished in it (None when none did, which the JSON writes as null)."""
+    dt = _interval(prev, cur)
+    statuses = dict(zip(STATUS_KEYS, np.clip(cur.statuses - prev.statuses, 0, None).tolist()))
+    errors = dict(zip(ERROR_KEYS, np.clip(cur.errors - prev.errors, 0, None).tolist()))
+    new = cur.finished - prev.finished if cur.finished >= prev.finished else cur.finished
+    return ExecutionStats(dt, "", errors, statuses, _percentiles(cur.total_latency, new),
+                          _percentiles(cur.device_latency, new))
+
+
+def _percentiles(ring: np.ndarray, new: int) -> Latency | None:
+    # The ring is bounded: when more finished than it holds, the newest it holds stand in.
+    recent = ring[len(ring) - min(new, len(ring)):] if new > 0 else ring[:0]
+    if recent.size == 0:
+        return None
+    return Latency(*np.percentile(recent, _PERCENT_POINTS).tolist())
+
+
+def as_int_map(keys: tuple[str, ...], values: np.ndarray) -> Mapping[str, int]:
+    return dict(zip(keys, np.asarray(values, dtype=np.int64).tolist()))
