@@ -1,0 +1,194 @@
+"""`neuron-profile`: capture, view, diff and advise (AWS's command names and flags, §4)."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from device_model.errors import SpecError
+
+from . import __version__
+from .model import ProfileError
+
+FORMATS = ("summary-text", "summary-json", "json", "chrome", "perfetto")
+DEFAULT_SESSION = "profile.nsprof"
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="neuron-profile",
+                                description="Capture Trainium runs on the chip model and analyse them.")
+    p.add_argument("--version", action="version", version=f"neuron-profile {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+    _capture_parser(sub)
+    _view_parser(sub)
+    d = sub.add_parser("diff", help="compare two profiles per operator and per engine")
+    d.add_argument("a", metavar="A", help="baseline profile")
+    d.add_argument("b", metavar="B", help="profile to compare")
+    d.add_argument("--by", choices=("name", "kind"), default="name", help="group operators by")
+    d.add_argument("--limit", type=_positive, default=20, help="operator rows to show")
+    d.add_argument("--json", action="store_true", help="print JSON")
+    a = sub.add_parser("advise", help="ranked findings with evidence and a fix")
+    a.add_argument("-s", "--session-file", required=True, metavar="PROFILE")
+    a.add_argument("--json", action="store_true", help="print JSON")
+    return p
+
+
+def _capture_parser(sub) -> None:
+    from .workloads import available
+    c = sub.add_parser(
+        "capture", help="capture a built-in run or a PyTorch script",
+        description="Capture a built-in run (--workload) or a real PyTorch script given after "
+                    "`--`, e.g. `neuron-profile capture -s out.nsprof -- python train.py`. "
+                    "Workloads: " + "; ".join(f"{k} ({v})" for k, v in available().items()))
+    c.add_argument("-s", "--session-file", default=DEFAULT_SESSION, metavar="OUT",
+                   help=f"profile to write (default {DEFAULT_SESSION})")
+    c.add_argument("--workload", "-w", metavar="SPEC", help="NAME[:key=value,...], e.g. mlp:layers=4")
+    c.add_argument("--instance", "-i", default="trn2.48xlarge", metavar="TYPE")
+    c.add_argument("--lnc", type=int, choices=(1, 2), help="logical NeuronCore config")
+    for flag in ("tp", "pp", "dp"):
+        c.add_argument(f"--{flag}", type=_positive, metavar="N", help=f"{flag.upper()} degree")
+    c.add_argument("--num-exec", type=_positive, default=1, metavar="N", help="executions to run")
+    c.add_argument("--profile-nth-exec", type=_positive, default=1, metavar="N",
+                   help="keep every Nth execution at instruction level (2 skips warm-up)")
+    c.add_argument("--auto-cast", choices=("none", "matmult", "all"), default="matmult",
+                   help="scripts: cast FP32 to BF16 for matmuls (compiler default) or everywhere")
+    c.add_argument("--detail-steps", type=int, default=4, metavar="N",
+                   help="scripts: steps kept at instruction level (the last N; 0 = all)")
+    c.add_argument("--progress", choices=("auto", "on", "off"), default="auto")
+
+
+def _view_parser(sub) -> None:
+    v = sub.add_parser("view", help="summaries and traces of a profile")
+    v.add_argument("-s", "--session-file", required=True, metavar="PROFILE")
+    v.add_argument("--output-format", default="summary-text", choices=FORMATS, metavar="FORMAT",
+                   help="one of " + ", ".join(FORMATS))
+    v.add_argument("--output-file", metavar="F", help="default: stdout for summaries, "
+                   "<profile>.json[.gz] for chrome, <profile>.pftrace for perfetto")
+    v.add_argument("--limit", type=_positive, default=15, help="top operators to list")
+
+
+def _instance(args):
+    from device_model import instance
+    return instance(args.instance, args.lnc)
+
+
+def cmd_capture(args, script: list[str]) -> int:
+    inst = _instance(args)
+    if script and args.workload:
+        raise SpecError("give either --workload or a script after --, not both")
+    if script:
+        from .script import capture_script
+        return capture_script(script, inst, args)
+    if not args.workload:
+        raise SpecError("nothing to capture: give --workload SPEC or `-- python script.py ...`")
+    from device_model.workloads import Placement
+    from .capture import capture_workload
+    from .fileformat import save
+    from .progress import progress_bar
+    placement = Placement(tp=args.tp, pp=args.pp, dp=args.dp)
+    with progress_bar(args.progress, args.num_exec, "capturing") as tick:
+        profile = capture_workload(args.workload, inst, placement, num_exec=args.num_exec,
+                                   nth_exec=args.profile_nth_exec, progress=tick)
+    path = save(profile, args.session_file)
+    _report_written(path, profile)
+    return 0
+
+
+def _report_written(path: Path, profile) -> None:
+    print(f"neuron-profile: wrote {path} ({profile.rows('steps')} steps, {profile.rows('ops')} "
+          f"operators, {profile.rows('instructions')} instructions)", file=sys.stderr)
+
+
+def _write(data: bytes, output: str | None) -> None:
+    if output is None:
+        sys.stdout.buffer.write(data)
+        sys.stdout.flush()
+    else:
+        from .traceio import write_atomic
+        write_atomic(output, data)
+
+
+def cmd_view(args) -> int:
+    from .fileformat import load
+    profile = load(args.session_file)
+    fmt = args.output_format
+    if fmt in ("summary-text", "summary-json", "json"):
+        from . import render
+        data = {"summary-text": lambda: render.summary_text(profile, args.limit).encode(),
+                "summary-json": lambda: render.summary_json(profile, args.limit),
+                "json": lambda: render.profile_json(profile)}[fmt]()
+        _write(data, args.output_file)
+        return 0
+    stem = str(Path(args.session_file).with_suffix(""))
+    if fmt == "chrome":
+        from .chrome import write_chrome
+        out = args.output_file or stem + ".json"
+        n = write_chrome(profile, out)
+    else:
+        from .perfetto import write_perfetto
+        out = args.output_file or stem + ".pftrace"
+        n = write_perfetto(profile, out)
+    print(f"neuron-profile: wrote {out} ({n} events)", file=sys.stderr)
+    return 0
+
+
+def cmd_diff(args) -> int:
+    from .diff import diff_profiles, diff_text, diff_json
+    from .fileformat import load
+    result = diff_profiles(load(args.a), load(args.b), by=args.by)
+    _write(diff_json(result) if args.json else diff_text(result, args.limit).encode(), None)
+    return 0
+
+
+def cmd_advise(args) -> int:
+    from .advise import advise, findings_json, findings_text
+    from .fileformat import load
+    findings = advise(load(args.session_file))
+    _write(findings_json(findings) if args.json else findings_text(findings).encode(), None)
+    return 0
+
+
+def split_script(argv: list[str]) -> tuple[list[str], list[str]]:
+    """`capture [opts] -- cmd args`: the command after the first `--` is the script to run."""
+    if "--" in argv:
+        i = argv.index("--")
+        return argv[:i], argv[i + 1:]
+    return argv, []
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    own, script = split_script(argv)
+    args = build_parser().parse_args(own)
+    if script and args.command != "capture":
+        print("neuron-profile: error: only `capture` runs a command after --", file=sys.stderr)
+        return 2
+    try:
+        if args.command == "capture":
+            return cmd_capture(args, script)
+        return {"view": cmd_view, "diff": cmd_diff, "advise": cmd_advise}[args.command](args)
+    except (SpecError, ProfileError) as e:
+        print(f"neuron-profile: error: {e}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 0
+    except OSError as e:
+        print(f"neuron-profile: error: {e.filename or ''}: {e.strerror}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("neuron-profile: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
