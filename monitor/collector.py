@@ -29,7 +29,7 @@ from device_model.errors import SpecError
 from device_model.runtime import shm
 from device_model.specs import InstanceSpec, get_instance
 from monitor import collector_groups as g
-from monitor.config import RUNTIME_GROUPS, MonitorConfig, due_groups
+from monitor.config import MonitorConfig
 from monitor.host import HostSampler
 from monitor.report import (
     DeviceCounter, DeviceCounters, DeviceEcc, HardwareInfo, HwCounters, InstanceInfo,
@@ -107,6 +107,12 @@ class Collector:
                 self._device_state.setdefault(group, {})[handle.pid] = devices
 
     # ------------------------------------------------------------------ scheduling
+    def _due(self, periods: dict[str, float], collected: dict[str, float], now: float) -> list[str]:
+        """Groups whose period has elapsed. A quarter of the tick's slack absorbs a late
+        wake-up, so that a tick that comes a little early after a late one still collects."""
+        slack = 0.25 * self.config.base_period
+        return [k for k, p in periods.items() if now - collected.get(k, -math.inf) >= p - slack]
+
     def next_due(self, now: float | None = None) -> float:
         """Seconds until some known group falls due (0 when one is due now)."""
         now = self._clock() if now is None else now
@@ -125,7 +131,8 @@ class Collector:
         runtimes: list[RuntimeReport] = []
         device_samples: dict[int, _Devices] = {}
         seen: set[int] = set()
-        for handle in self._live_handles():
+        # Without an instance there is no device: the real tool then reports no runtimes at all.
+        for handle in self._live_handles() if instance is not None else ():
             seen.add(handle.pid)
             entry = self._collect_runtime(handle, now, core_version, device_samples)
             if entry is not None:
@@ -187,7 +194,7 @@ class Collector:
         if tracked is None or tracked.tag != tag:  # a new runtime (or a pid reused under a new tag)
             tracked = self._tracked[pid] = _Tracked(pid, tag)
         device_samples[pid] = _devices_of(snapshot)
-        due = set(due_groups(self.config.runtime_groups_for(tag), tracked.collected, now))
+        due = set(self._due(self.config.runtime_groups_for(tag), tracked.collected, now))
         if not due:
             return None
         groups = self._runtime_groups(tracked, snapshot, due, now, core_version)
@@ -229,7 +236,7 @@ class Collector:
     # ------------------------------------------------------------------ system groups
     def _system(self, now: float, instance: Any, spec: Any,
                 device_samples: dict[int, _Devices]) -> SystemData:
-        due = set(due_groups(self.config.system_groups, self._system_collected, now))
+        due = set(self._due(self.config.system_groups, self._system_collected, now))
         host = self._host.sample(due)
         hw = dev = None
         if due & set(_DEVICE_GROUPS):
