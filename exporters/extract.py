@@ -194,6 +194,28 @@ def extract(report: Report, ctx: Context, problems: list[Problem]) -> Iterator[G
             yield GroupSamples(group_name, None, tuple(fn(group, base, ctx)))
     for name in system.extra_groups:
         problems.append(Problem("unknown_group", f"unknown system group {name} ignored"))
+    memory = _device_memory(report, ctx)
+    if memory is not None:
+        yield memory
+
+
+def _device_memory(report: Report, ctx: Context) -> GroupSamples | None:
+    """Per-device HBM in use: every healthy runtime's per-core usage, summed by device."""
+    hw = report.hardware
+    if ctx.cores_per_device <= 0 or hw.error or hw.device_count <= 0:
+        return None
+    used = dict.fromkeys(range(hw.device_count), 0)
+    for runtime in report.runtimes:
+        mem = runtime.memory_used
+        if runtime.error or mem is None or mem.error:
+            continue
+        for core, kinds in mem.core_breakdown.items():
+            device = core // ctx.cores_per_device
+            used[device] = used.get(device, 0) + sum(kinds.values())
+    used_spec, total_spec = mt.specs_of_group(mt.DEVICE_MEMORY_GROUP)
+    return GroupSamples(mt.DEVICE_MEMORY_GROUP, None, (
+        (used_spec, [((str(d),), float(v)) for d, v in used.items()]),
+        (total_spec, [((str(d),), float(hw.device_memory_bytes)) for d in used])))
 
 
 def _usable(group: Any, name: str, tag: str | None, problems: list[Problem]) -> bool:

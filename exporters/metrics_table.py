@@ -116,6 +116,7 @@ _DEVICE = ("neuron_device_index",)
 ENGINE_GROUP = "neuroncore_engine_counters"
 DEVICE_GROUP = "neuron_device_counters"
 EXPORTER_GROUP = "exporter"
+DEVICE_MEMORY_GROUP = "device_memory"
 
 
 def _ext(name: str, kind: Kind, help_text: str, labels: tuple[str, ...], group: str, source: str,
@@ -164,6 +165,12 @@ EXTRA_METRICS: tuple[MetricSpec, ...] = (
     _ext("neuron_device_modelled", "gauge",
          "1 when the device counters come from the performance model rather than hardware.",
          _DEVICE, DEVICE_GROUP, "modelled", "boolean"),
+    _ext("neuron_device_memory_used_bytes", "gauge",
+         "Device memory (HBM) in use on the device, all runtimes together.", _DEVICE,
+         DEVICE_MEMORY_GROUP, "sum of neuroncore_memory_usage over the device's cores and runtimes",
+         "bytes"),
+    _ext("neuron_device_memory_total_bytes", "gauge", "Device memory (HBM) capacity of the device.",
+         _DEVICE, DEVICE_MEMORY_GROUP, "neuron_hardware_info.neuron_device_memory_size", "bytes"),
     _ext("neuron_exporter_scrape_duration_seconds", "gauge",
          "Time the exporter took to turn the latest report into the exposition it serves.", (),
          EXPORTER_GROUP, "ingest + render of the last report", "seconds"),
