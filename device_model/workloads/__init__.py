@@ -7,13 +7,16 @@ from typing import Any, Callable
 from ..core import Instance
 from ..errors import SpecError
 from . import micro
+from .estimate_model import MODEL_PARAMS, Execution, StepPlan, build_model_step, estimate_model
+from .presets import PRESETS
 from .spec import Param, bind, split_spec
 
 
 @dataclass(frozen=True, slots=True)
 class Placement:
-    """How a job is spread: logical cores per replica, instances, parallelism degrees."""
-    cores: int = 1
+    """How a job is spread: logical cores (None: all of `nodes` instances; microbenchmarks: 1),
+    instances, and parallelism degrees (None: derived from the others)."""
+    cores: int | None = None
     nodes: int = 1
     tp: int | None = None
     pp: int | None = None
@@ -26,6 +29,7 @@ class Workload:
     params: tuple[Param, ...]
     estimate: Callable[[Instance, dict[str, Any], Placement], dict]
     help: str
+    build: Callable[[Instance, dict[str, Any], Placement], StepPlan] | None = None
 
 
 REGISTRY: dict[str, Workload] = {}
@@ -37,12 +41,19 @@ def register(workload: Workload) -> Workload:
 
 
 register(Workload("matmul", micro.MATMUL_PARAMS,
-                  lambda inst, o, pl: micro.estimate_matmul(inst, o, pl.cores),
+                  lambda inst, o, pl: micro.estimate_matmul(inst, o, pl.cores or 1),
                   "one [m,k] @ [k,n] matmul on a logical core"))
 for _spec_name, _kind in micro.COLLECTIVE_KINDS.items():
     register(Workload(_spec_name, micro.COLLECTIVE_PARAMS,
                       lambda inst, o, pl, _k=_kind: micro.estimate_collective(inst, _k, o),
                       f"one {_kind.replace('_', '-')} over ranks placed on the instance"))
+
+for _name, _cfg in PRESETS.items():
+    register(Workload(
+        _name, MODEL_PARAMS,
+        lambda inst, o, pl, _c=_cfg: estimate_model(_c, inst, o, pl),
+        f"{_cfg.family} model, {_cfg.params() / 1e9:.3g}B parameters: mode=train|prefill|decode",
+        lambda inst, o, pl, _c=_cfg, _n=_name: build_model_step(_n, _c, inst, o, pl)))
 
 
 def resolve(spec: str) -> tuple[Workload, dict[str, Any]]:
@@ -57,3 +68,17 @@ def estimate(spec: str, inst: Instance, placement: Placement = Placement()) -> d
     workload, opts = resolve(spec)
     result = workload.estimate(inst, opts, placement)
     return {"workload": spec, "instance": inst.spec.name, "lnc": inst.lnc, **result}
+
+
+def build_step(spec: str, inst: Instance, placement: Placement = Placement()) -> StepPlan:
+    """The programs of one step (per pipeline stage, one representative rank) and how many
+    executions, sequences and tokens a step is. SpecError for workloads without programs."""
+    workload, opts = resolve(spec)
+    if workload.build is None:
+        raise SpecError(f"workload {workload.name!r} has no step programs; models do: "
+                        f"{', '.join(PRESETS)}")
+    return workload.build(inst, opts, placement)
+
+
+__all__ = ["REGISTRY", "Execution", "Placement", "StepPlan", "Workload", "build_step", "estimate",
+           "register", "resolve"]

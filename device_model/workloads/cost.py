@@ -1,0 +1,92 @@
+"""Run a program on the chip model and reduce it to what a step estimate adds up: critical-path
+time split into compute, DMA and collectives, engine busy time, FLOPs and HBM bytes.
+
+Costs are additive (`+`) and scale (`*`), so one simulated layer stands for all identical ones.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from ..core import Instance
+from ..isa import E_CC, E_DMA, ENGINES
+from ..program import Program
+
+ENGINE_KEYS = ("tensor", "vector", "scalar", "gpsimd", "dma")
+_N_ENGINES = len(ENGINES)
+_COMPUTE = [ENGINES.index(e) for e in ("tensor", "vector", "scalar", "gpsimd")]
+
+
+@dataclass(frozen=True, slots=True)
+class Cost:
+    """Seconds, FLOPs and bytes of one logical core. `compute + dma + collective == time`."""
+    time: float = 0.0
+    compute: float = 0.0          # critical-path time in ops bound by a compute engine
+    dma: float = 0.0              # ... in ops bound by their DMA transfers
+    collective: float = 0.0       # ... waiting on collectives
+    tensor: float = 0.0           # busy seconds per engine
+    vector: float = 0.0
+    scalar: float = 0.0
+    gpsimd: float = 0.0
+    dma_active: float = 0.0
+    collective_active: float = 0.0
+    model_flops: float = 0.0      # BF16-normalised model FLOPs, recompute excluded (P1 MFU)
+    hardware_flops: float = 0.0   # BF16-normalised hardware FLOPs incl. recompute, transposes
+    raw_flops: float = 0.0        # model FLOPs as executed (not normalised), recompute excluded
+    hbm_bytes: float = 0.0
+    instructions: float = 0.0
+
+    def __add__(self, other: "Cost") -> "Cost":
+        return Cost(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(Cost)))
+
+    def __mul__(self, k: float) -> "Cost":
+        return Cost(*(getattr(self, f.name) * k for f in fields(Cost)))
+
+    __rmul__ = __mul__
+
+    def engine_seconds(self) -> dict[str, float]:
+        return {"tensor": self.tensor, "vector": self.vector, "scalar": self.scalar,
+                "gpsimd": self.gpsimd, "dma": self.dma_active}
+
+
+ZERO = Cost()
+
+
+def measure(inst: Instance, program: Program, busy_cores_per_stack: int | None = None) -> Cost:
+    """Simulate `program` once on one logical core and attribute its critical path."""
+    if not program.ops:
+        return ZERO
+    run = inst.run(program, busy_cores_per_stack=busy_cores_per_stack)
+    tl, m = run.timeline, run.metrics()
+    wall = tl.wall
+    n_ops = len(tl.op_names)
+    ends = tl.op_end - tl.t0
+    reach = np.maximum.accumulate(np.concatenate([[0.0], ends[:-1]]))
+    increment = np.maximum(0.0, ends - reach)
+    if increment.sum() > 0:
+        increment *= wall / increment.sum()
+    cols = tl.columns
+    busy = np.bincount(cols["op"].astype(np.int64) * _N_ENGINES + tl.engine_of_rows(),
+                       weights=cols["end"] - cols["start"], minlength=n_ops * _N_ENGINES)
+    busy = busy.reshape(n_ops, _N_ENGINES)
+    is_coll = np.array([k == "collective" for k in tl.op_kinds]) | (busy[:, E_CC] > 0)
+    is_dma = ~is_coll & (busy[:, E_DMA] > busy[:, _COMPUTE].max(axis=1))
+    per_op = tl.per_op()
+    counted = np.array([not n.startswith("recompute.") for n in tl.op_names])
+    lnc = inst.lnc
+    active = m["engine_active"]
+    return Cost(
+        time=wall,
+        compute=float(increment[~is_coll & ~is_dma].sum()),
+        dma=float(increment[is_dma].sum()),
+        collective=float(increment[is_coll].sum()),
+        tensor=active["tensor"] * wall, vector=active["vector"] * wall,
+        scalar=active["scalar"] * wall, gpsimd=active["gpsimd"] * wall,
+        dma_active=active["dma"] * wall, collective_active=m["collective_active"] * wall,
+        model_flops=float(per_op["adj_flops"][counted].sum()) * lnc,
+        hardware_flops=float(per_op["adj_hw_flops"].sum()) * lnc,
+        raw_flops=float(per_op["flops"][counted].sum()) * lnc,
+        hbm_bytes=(m["hbm_read_bytes"] + m["hbm_write_bytes"]),
+        instructions=float(m["instructions"]),
+    )

@@ -1,0 +1,221 @@
+"""Model workloads by preset name: option schema, `estimate` (what `neuron-sim estimate` prints)
+and `build_step` (the programs one step runs, for the simulated runtime and the profiler)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..core import Instance
+from ..errors import SpecError
+from ..program import Program
+from ..specs import check_dtype
+from .cost import ENGINE_KEYS, Cost
+from .inference import InferencePlan, InferSpec
+from .memory import CHECKPOINTS
+from .parallel import Layout, resolve_layout
+from .presets import ModelConfig
+from .spec import Param, parse_int
+from .training import TrainingPlan, TrainSpec, estimate_step
+from .transformer import PRECISIONS, precision
+
+MODES = ("train", "prefill", "decode")
+_TRAIN_ONLY = ("seq", "mbs", "gbs", "zero1", "ckpt", "sp")
+_INFER_ONLY = ("batch", "in", "out", "bucket")
+
+
+def _on_off(text: str) -> bool:
+    return {"on": True, "off": False}[text]
+
+
+def _bucket(text: str) -> int:
+    return 0 if text == "pow2" else parse_int(text)
+
+
+MODEL_PARAMS = (
+    Param("mode", str, "train", choices=MODES),
+    Param("dtype", str, "bf16", choices=PRECISIONS, help="matmul precision"),
+    Param("seq", parse_int, 0, help="training sequence length"),
+    Param("mbs", parse_int, 0, help="micro-batch size per data-parallel rank"),
+    Param("gbs", parse_int, 0, help="global batch size in sequences"),
+    Param("zero1", str, "", choices=("on", "off")),
+    Param("ckpt", str, "", choices=CHECKPOINTS),
+    Param("sp", str, "", choices=("on", "off")),
+    Param("batch", parse_int, 0, help="inference batch size per replica"),
+    Param("in", parse_int, 0, help="prompt tokens"),
+    Param("out", parse_int, 0, help="generated tokens"),
+    Param("bucket", _bucket, -1, help="pow2 or a length multiple"),
+)
+_UNSET = {"seq": 0, "mbs": 0, "gbs": 0, "zero1": "", "ckpt": "", "sp": "", "batch": 0, "in": 0,
+          "out": 0, "bucket": -1}
+
+
+@dataclass(frozen=True, slots=True)
+class Execution:
+    """One compiled graph the runtime executes `count` times per step."""
+    name: str
+    program: Program
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class StepPlan:
+    """What one step of a workload is, per pipeline stage (index 0 .. pp-1; one stage for
+    inference): the executions of one representative rank, and the work the whole job does."""
+    workload: str
+    mode: str
+    layout: Layout
+    stages: tuple[tuple[Execution, ...], ...]
+    sequences_per_step: int
+    tokens_per_step: int
+
+
+def _check_keys(cfg: ModelConfig, opts: dict[str, Any]) -> None:
+    given = {k for k, v in opts.items() if k in _UNSET and v != _UNSET[k]}
+    wrong = _INFER_ONLY if opts["mode"] == "train" else _TRAIN_ONLY
+    bad = sorted(given & set(wrong))
+    if bad:
+        raise SpecError(f"{cfg.name}: option {bad[0]!r} does not apply to mode={opts['mode']}")
+    if cfg.family == "bert" and opts["mode"] == "decode":
+        raise SpecError(f"{cfg.name} is an encoder; allowed modes: train, prefill")
+
+
+def _layout(cfg: ModelConfig, inst: Instance, opts: dict, placement) -> Layout:
+    return resolve_layout(inst, placement.nodes, placement.cores, placement.tp, placement.pp,
+                          placement.dp, heads=cfg.heads, training=opts["mode"] == "train")
+
+
+def train_plan(cfg: ModelConfig, inst: Instance, opts: dict, placement) -> TrainingPlan:
+    lay = _layout(cfg, inst, opts, placement)
+    mbs = opts["mbs"] or 1
+    spec = TrainSpec(cfg, opts["seq"] or cfg.default_seq, mbs, opts["gbs"] or mbs * lay.dp,
+                     precision(opts["dtype"], True), opts["zero1"] != "off" and lay.dp > 1,
+                     opts["ckpt"] or "none", opts["sp"] != "off", lay)
+    return TrainingPlan(inst, spec)
+
+
+def infer_plan(cfg: ModelConfig, inst: Instance, opts: dict, placement) -> InferencePlan:
+    lay = _layout(cfg, inst, opts, placement)
+    spec = InferSpec(cfg, opts["batch"] or 1, opts["in"] or 128,
+                     opts["out"] or (128 if opts["mode"] == "decode" else 1),
+                     max(0, opts["bucket"]), precision(opts["dtype"], False), lay)
+    return InferencePlan(inst, spec)
+
+
+def _prepare(cfg: ModelConfig, inst: Instance, opts: dict, placement):
+    _check_keys(cfg, opts)
+    check_dtype(inst.spec, opts["dtype"])
+    if opts["mode"] == "train":
+        return train_plan(cfg, inst, opts, placement)
+    return infer_plan(cfg, inst, opts, placement)
+
+
+# --- estimate ----------------------------------------------------------------------------------
+def _ratios(inst: Instance, cost: Cost, time: float, ranks_work_flops: tuple[float, float] | None,
+            ranks: int) -> dict:
+    dev = inst.device
+    peak = 2.0 * dev.pe_rows * dev.pe_cols * dev.tensor_hz * inst.lnc     # BF16, one logical core
+    model, hw = ranks_work_flops or (cost.model_flops * ranks, cost.hardware_flops * ranks)
+    busy = cost.engine_seconds()
+    return {
+        "mfu": model / (peak * time * ranks),
+        "hfu": hw / (peak * time * ranks),
+        "mbu": cost.hbm_bytes / time / dev.hbm_bw_per_stack,
+        "engine_active": {e: min(1.0, busy[e] / time) for e in ENGINE_KEYS},
+        "collective_active": min(1.0, cost.collective_active / time),
+        "model_flops": model, "hardware_flops": hw,
+    }
+
+
+def _model_info(cfg: ModelConfig) -> dict:
+    return {"name": cfg.name, "params": cfg.params(), "layers": cfg.layers, "hidden": cfg.hidden,
+            "heads": cfg.heads, "kv_heads": cfg.kv_heads, "ffn": cfg.ffn, "vocab": cfg.vocab}
+
+
+def estimate_train(plan: TrainingPlan) -> dict:
+    spec, lay = plan.spec, plan.spec.layout
+    mem = plan.check_memory()
+    est = estimate_step(plan)
+    t = est.step_time
+    return {
+        "mode": "train", "model": _model_info(plan.cfg),
+        "parallel": {**lay.describe(), "sp": plan.shard.sp, "zero1": spec.zero1,
+                     "ckpt": spec.ckpt, "microbatches": spec.microbatches,
+                     "layers_per_stage": plan.layers, "critical_stage": est.stage},
+        "dtype": spec.prec.name, "seq": spec.seq, "mbs": spec.mbs, "gbs": spec.gbs,
+        "time_s": t, "step_time_s": t,
+        "sequences_per_s": spec.gbs / t, "tokens_per_s": spec.gbs * spec.seq / t,
+        **_ratios(plan.inst, est.rank_cost, t, (est.job_model_flops, est.job_hardware_flops),
+                  lay.ranks),
+        "breakdown": est.breakdown,
+        "memory": mem.as_dict(),
+    }
+
+
+def _breakdown(cost: Cost, overhead: float) -> dict:
+    return {"compute_s": cost.compute, "dma_s": cost.dma, "collective_exposed_s": cost.collective,
+            "collective_hidden_s": 0.0, "bubble_s": 0.0, "optimizer_s": 0.0, "overhead_s": overhead}
+
+
+def estimate_infer(plan: InferencePlan) -> dict:
+    spec, lay, inst = plan.spec, plan.spec.layout, plan.inst
+    mem = plan.check_memory()
+    overhead = inst.costs.exec_overhead_s
+    ttft = plan.prefill.time + overhead
+    tpot = plan.tpot()
+    out = {"mode": spec_mode(plan), "model": _model_info(plan.cfg),
+           "parallel": lay.describe(), "dtype": spec.prec.name, "batch": spec.batch,
+           "input_tokens": spec.input_len, "output_tokens": spec.output_len,
+           "padded_input_tokens": plan.prefill_len, "ttft_s": ttft}
+    if plan.decode_buckets:
+        common = plan.decode_buckets.most_common(1)[0][0]
+        step = plan.decode[common]
+        e2e = ttft + (spec.output_len - 1) * tpot
+        out.update({"tpot_s": tpot, "e2e_latency_s": e2e, "time_s": tpot, "step_time_s": tpot,
+                    "tokens_per_s": lay.dp * spec.batch / tpot,
+                    "sequences_per_s": lay.dp * spec.batch / e2e,
+                    "decode_buckets": {str(k): v for k, v in sorted(plan.decode_buckets.items())}})
+        t = step.time + overhead
+    else:
+        step, t = plan.prefill, ttft
+        out.update({"time_s": ttft, "step_time_s": ttft,
+                    "sequences_per_s": lay.dp * spec.batch / ttft,
+                    "tokens_per_s": lay.dp * spec.batch * spec.input_len / ttft})
+    out.update(_ratios(inst, step, t, None, lay.tp))
+    out["breakdown"] = _breakdown(step, overhead)
+    out["memory"] = mem.as_dict()
+    return out
+
+
+def spec_mode(plan: InferencePlan) -> str:
+    return "decode" if plan.spec.output_len > 1 or plan.decode_buckets else "prefill"
+
+
+def estimate_model(cfg: ModelConfig, inst: Instance, opts: dict, placement) -> dict:
+    plan = _prepare(cfg, inst, opts, placement)
+    if isinstance(plan, TrainingPlan):
+        return estimate_train(plan)
+    result = estimate_infer(plan)
+    result["mode"] = opts["mode"]
+    return result
+
+
+# --- build_step ----------------------------------------------------------------------------------
+def build_model_step(name: str, cfg: ModelConfig, inst: Instance, opts: dict, placement) -> StepPlan:
+    plan = _prepare(cfg, inst, opts, placement)
+    if isinstance(plan, TrainingPlan):
+        spec, lay = plan.spec, plan.spec.layout
+        stages = tuple((Execution("microbatch", plan.microbatch_program(s), spec.microbatches),
+                        Execution("optimizer", _joined(plan.sync_program(s), plan.optimizer_program(s)), 1))
+                       for s in range(lay.pp))
+        return StepPlan(name, "train", lay, stages, spec.gbs, spec.gbs * spec.seq)
+    spec = plan.spec
+    execs = [Execution("prefill", plan.prefill_program(), 1)]
+    if opts["mode"] == "decode":
+        execs += [Execution(f"decode@{kv}", plan.decode_program(kv), n)
+                  for kv, n in sorted(plan.decode_buckets.items())]
+    tokens = spec.batch * (spec.output_len if opts["mode"] == "decode" else spec.input_len)
+    return StepPlan(name, opts["mode"], spec.layout, (tuple(execs),), spec.batch, tokens)
+
+
+def _joined(first: Program, second: Program) -> Program:
+    return Program(ops=first.ops + second.ops, phase="optimizer")

@@ -1,0 +1,119 @@
+"""Inference on one tensor-parallel replica: prefill (context encoding) of the prompt padded to
+its compiled length bucket, then one decode (token generation) execution per output token that
+reads the KV cache padded to its bucket, as Neuron's inference libraries compile them.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from functools import cached_property
+
+from ..core import Instance
+from ..errors import SpecError
+from ..program import Program
+from .cost import Cost, measure
+from .memory import RUNTIME_RESERVE_BYTES, Memory, check_fits
+from .parallel import Layout
+from .presets import ModelConfig
+from .recipe import emit_forward
+from .transformer import (Precision, embedding_recipe, head_recipe, layer_recipe, make_shard,
+                          shard_layer_params)
+
+MIN_BUCKET = 128      # assumption: smallest compiled length (transformers-neuronx default)
+
+
+@dataclass(frozen=True, slots=True)
+class InferSpec:
+    model: ModelConfig
+    batch: int
+    input_len: int
+    output_len: int
+    bucket: int            # 0: powers of two from MIN_BUCKET; N: multiples of N
+    prec: Precision
+    layout: Layout
+
+
+def padded(length: int, bucket: int, limit: int) -> int:
+    """The compiled length a sequence of `length` runs at."""
+    if bucket:
+        size = -(-length // bucket) * bucket
+    else:
+        size = MIN_BUCKET
+        while size < length:
+            size *= 2
+    return min(size, limit)
+
+
+class InferencePlan:
+    def __init__(self, inst: Instance, spec: InferSpec) -> None:
+        cfg = spec.model
+        total = spec.input_len + spec.output_len
+        if total > cfg.max_seq:
+            raise SpecError(f"in+out = {total} tokens is longer than {cfg.name} allows "
+                            f"({cfg.max_seq})")
+        self.inst, self.spec, self.cfg = inst, spec, cfg
+        self.shard = make_shard(cfg, spec.layout.tp, False)
+        self.prefill_len = padded(spec.input_len, spec.bucket, cfg.max_seq)
+        # decode step i (i = 1 .. out-1) attends to in + i positions of the cache
+        self.decode_buckets = Counter(padded(spec.input_len + i, spec.bucket, cfg.max_seq)
+                                      for i in range(1, spec.output_len))
+
+    def _program(self, q_len: int, kv_len: int, layers: int) -> Program:
+        cfg, sh, spec, group = self.cfg, self.shard, self.spec, self.spec.layout.tp_group
+        b = spec.batch
+        p = Program()
+        emit_forward(p, embedding_recipe(cfg, sh, spec.prec, b * q_len, group, training=False), "embed.")
+        layer = layer_recipe(cfg, sh, spec.prec, b, q_len, kv_len, group, training=False,
+                             cache_write=cfg.family != "bert")
+        for i in range(layers):
+            emit_forward(p, layer, f"layer{i}.")
+        emit_forward(p, head_recipe(cfg, sh, spec.prec, b, group, training=False), "head.")
+        return p
+
+    def prefill_program(self, layers: int | None = None) -> Program:
+        n = self.cfg.layers if layers is None else layers
+        return self._program(self.prefill_len, self.prefill_len, n)
+
+    def decode_program(self, kv_len: int, layers: int | None = None) -> Program:
+        return self._program(1, kv_len, self.cfg.layers if layers is None else layers)
+
+    def _cost(self, q_len: int, kv_len: int) -> Cost:
+        """Embedding and head once, one simulated layer scaled to all."""
+        ends = measure(self.inst, self._program(q_len, kv_len, 0))
+        one = measure(self.inst, self._program(q_len, kv_len, 1))
+        return ends + (one + ends * -1) * self.cfg.layers
+
+    @cached_property
+    def prefill(self) -> Cost:
+        return self._cost(self.prefill_len, self.prefill_len)
+
+    @cached_property
+    def decode(self) -> dict[int, Cost]:
+        return {kv: self._cost(1, kv) for kv in self.decode_buckets}
+
+    def tpot(self) -> float:
+        overhead = self.inst.costs.exec_overhead_s
+        if not self.decode_buckets:
+            return 0.0
+        n = sum(self.decode_buckets.values())
+        return sum(self.decode[kv].time * k for kv, k in self.decode_buckets.items()) / n + overhead
+
+    def memory(self) -> Memory:
+        cfg, sh, spec, prec = self.cfg, self.shard, self.spec, self.spec.prec
+        h = cfg.hidden
+        params = (cfg.layers * shard_layer_params(cfg, sh) + 2 * sh.vocab * h
+                  + cfg.embedding_params() - cfg.vocab * h)
+        longest = padded(spec.input_len + spec.output_len, spec.bucket, cfg.max_seq)
+        kv = (spec.batch * longest * 2 * sh.kv_heads * sh.head_dim * cfg.layers * prec.act_bytes
+              if cfg.family != "bert" else 0.0)
+        tokens = spec.batch * self.prefill_len
+        work = tokens * (4 * h + (sh.heads + 2 * sh.kv_heads) * sh.head_dim + 3 * sh.ffn) * prec.act_bytes
+        work += tokens * sh.heads * self.prefill_len * prec.act_bytes
+        cap = self.inst.device.hbm_bytes / self.inst.device.logical_cores(self.inst.lnc)
+        return Memory(params * prec.weight_bytes, 0.0, 0.0, work, kv, RUNTIME_RESERVE_BYTES, cap)
+
+    def check_memory(self) -> Memory:
+        mem = self.memory()
+        check_fits(f"{self.cfg.name} inference", mem,
+                   "try a larger --tp, dtype=fp8, or a smaller batch or length")
+        return mem

@@ -1,0 +1,82 @@
+"""HBM use per logical core: weights, gradients, optimizer state, activations, KV cache.
+
+Activation bytes per layer are counted from the tensors a layer keeps for its backward pass
+(Korthikanti et al. 2022, "Reducing activation recomputation", adapted to SwiGLU and GQA):
+inputs of every matmul and norm, the attention probabilities unless recomputed, dropout masks.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..errors import SpecError
+from .presets import ModelConfig
+from .transformer import Precision, Shard
+
+GiB = 1 << 30
+RUNTIME_RESERVE_BYTES = 1 * GiB   # assumption: runtime scratchpad, collective buffers, NEFF code
+CHECKPOINTS = ("none", "selective", "full")
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    weights: float
+    gradients: float
+    optimizer: float
+    activations: float
+    kv_cache: float
+    reserved: float
+    capacity: float
+
+    @property
+    def total(self) -> float:
+        return (self.weights + self.gradients + self.optimizer + self.activations
+                + self.kv_cache + self.reserved)
+
+    def as_dict(self) -> dict:
+        return {"weights_bytes": self.weights, "gradients_bytes": self.gradients,
+                "optimizer_bytes": self.optimizer, "activations_bytes": self.activations,
+                "kv_cache_bytes": self.kv_cache, "reserved_bytes": self.reserved,
+                "total_bytes": self.total, "capacity_bytes": self.capacity,
+                "fits": self.total <= self.capacity}
+
+
+def layer_activation_bytes(cfg: ModelConfig, sh: Shard, prec: Precision, batch: int, seq: int,
+                           ckpt: str) -> float:
+    """Bytes one layer keeps per micro-batch between its forward and backward pass."""
+    a = prec.act_bytes
+    tokens = batch * seq
+    split = sh.tp if sh.sp else 1
+    h, d = cfg.hidden, sh.head_dim
+    if ckpt == "full":
+        return tokens * h * a / split                      # the layer input only
+    norm_region = 4 * tokens * h * a / split               # two norm inputs, two matmul inputs
+    qkv = tokens * (sh.heads + 2 * sh.kv_heads) * d * a
+    context = tokens * sh.heads * d * a
+    mlp = (3 if cfg.mlp == "swiglu" else 2) * tokens * sh.ffn * a
+    masks = (2 * tokens * h / split) if cfg.dropout else 0.0
+    probs = 0.0
+    if ckpt == "none":
+        probs = batch * sh.heads * seq * seq * (2 * a + (1 if cfg.dropout else 0))
+    return norm_region + qkv + context + mlp + masks + probs
+
+
+def check_fits(name: str, mem: Memory, hint: str) -> None:
+    if mem.total > mem.capacity:
+        over = mem.total - mem.capacity
+        raise SpecError(
+            f"{name} does not fit: needs {mem.total / GiB:.1f} GiB per core (weights "
+            f"{mem.weights / GiB:.1f}, gradients {mem.gradients / GiB:.1f}, optimizer "
+            f"{mem.optimizer / GiB:.1f}, activations {mem.activations / GiB:.1f}, KV cache "
+            f"{mem.kv_cache / GiB:.1f}, reserved {mem.reserved / GiB:.1f}) but HBM holds "
+            f"{mem.capacity / GiB:.1f} GiB; over by {over / GiB:.1f} GiB "
+            f"({over / mem.capacity * 100:.0f}%); {hint}")
+
+
+def in_flight_microbatches(stage: int, pp: int, microbatches: int) -> int:
+    """1F1B: stage s holds the activations of min(pp - s, m) micro-batches at its peak."""
+    return max(1, min(pp - stage, microbatches))
+
+
+def ceil_div(a: int, b: int) -> int:
+    return math.ceil(a / b)

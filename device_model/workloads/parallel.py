@@ -1,0 +1,104 @@
+"""Parallel layout: tensor (tp) x pipeline (pp) x data (dp) ranks over logical cores, chips and
+instances, and the collective groups each rank takes part in.
+
+Ranks are numbered tp fastest, then pp, then dp, and filled core by core, chip by chip, node by
+node. A TP group is therefore contiguous (on one chip or neighbouring chips: NeuronLink), and a
+DP group strides over whole pipelines, which on a multi-node job means across EFA.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..core import Instance
+from ..errors import SpecError
+from ..program import CollectiveGroup
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    tp: int
+    pp: int
+    dp: int
+    cores_per_device: int
+    devices_per_node: int
+    nodes: int
+    topology: str
+
+    @property
+    def ranks(self) -> int:
+        return self.tp * self.pp * self.dp
+
+    @property
+    def cores_per_node(self) -> int:
+        return self.cores_per_device * self.devices_per_node
+
+    def group(self, size: int, stride: int) -> CollectiveGroup:
+        """The group of ranks 0, stride, 2*stride, ...: how many share a chip, chips, nodes."""
+        members = [i * stride for i in range(size)]
+        devices = [r // self.cores_per_device for r in members]
+        per_device = max(devices.count(d) for d in set(devices))
+        nodes = len({r // self.cores_per_node for r in members})
+        return CollectiveGroup(size, per_device, len(set(devices)), nodes, self.topology)
+
+    @property
+    def tp_group(self) -> CollectiveGroup:
+        return self.group(self.tp, 1)
+
+    @property
+    def pp_pair(self) -> CollectiveGroup:
+        """Neighbouring pipeline stages (a send/recv pair)."""
+        return self.group(2, self.tp)
+
+    @property
+    def dp_group(self) -> CollectiveGroup:
+        return self.group(self.dp, self.tp * self.pp)
+
+    def describe(self) -> dict:
+        def where(g: CollectiveGroup) -> str:
+            if g.nodes > 1:
+                return "efa"
+            return "neuronlink" if g.devices > 1 else "chip"
+        return {"tp": self.tp, "pp": self.pp, "dp": self.dp, "ranks": self.ranks,
+                "nodes": self.nodes, "tp_link": where(self.tp_group),
+                "pp_link": where(self.pp_pair) if self.pp > 1 else None,
+                "dp_link": where(self.dp_group) if self.dp > 1 else None}
+
+
+def _largest_divisor(n: int, limit: int, also: int) -> int:
+    """Largest d <= limit dividing both n and also."""
+    return max(d for d in range(1, max(1, limit) + 1) if n % d == 0 and also % d == 0)
+
+
+def resolve_layout(inst: Instance, nodes: int, cores: int | None, tp: int | None, pp: int | None,
+                   dp: int | None, *, heads: int, training: bool) -> Layout:
+    """Fill in missing degrees and check tp*pp*dp equals the ranks available.
+
+    Ranks are all logical cores of `nodes` instances unless `cores` limits them. Defaults: for
+    training tp=1, pp=1 and dp takes the rest; for inference the largest tp that divides the
+    heads and fits one node, with replicas (dp) on the rest."""
+    per_device = inst.device.logical_cores(inst.lnc)
+    per_node = per_device * inst.spec.devices
+    available = per_node * nodes
+    ranks = available if cores is None else cores
+    if ranks > available:
+        raise SpecError(f"--cores {ranks} exceeds the {available} logical cores of {nodes} x "
+                        f"{inst.spec.name}")
+    fixed = (pp or 1) * (dp or 1)
+    if tp is None:
+        if pp is not None and dp is not None:
+            tp = max(1, ranks // fixed)
+        elif training:
+            tp = 1
+        else:
+            tp = _largest_divisor(heads, min(per_node, ranks // fixed), max(1, ranks // fixed))
+    if pp is None:
+        pp = 1 if dp is None else max(1, ranks // (tp * dp))
+    if dp is None:
+        dp = max(1, ranks // (tp * pp))
+    if tp * pp * dp != ranks:
+        raise SpecError(f"tp*pp*dp = {tp}*{pp}*{dp} = {tp * pp * dp} does not equal the {ranks} "
+                        f"ranks (logical cores) of {nodes} x {inst.spec.name} at LNC={inst.lnc}")
+    if not training and pp > 1:
+        raise SpecError("pipeline parallelism (pp > 1) is modelled for mode=train only")
+    topology = inst.spec.topology
+    return Layout(tp, pp, dp, per_device, inst.spec.devices, nodes, topology)

@@ -1,0 +1,121 @@
+"""Layer recipes: a layer's forward ops, each with the ops its backward pass runs.
+
+A `Recipe` records `Program` builder calls. `emit_forward` replays them; `emit_backward` replays
+each step's gradient ops in reverse order; `emit_forward(..., only="attn")` replays the steps a
+selective activation checkpoint recomputes. One recipe serves training, recompute and inference.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..program import CollectiveGroup, Program
+
+Call = tuple[str, tuple, tuple[tuple[str, Any], ...]]
+_GRAD_OF = {"silu": "silu_dx", "gelu": "gelu_dx", "gelu_apprx_tanh": "gelu_dx"}
+_MIRROR = {"all_gather": "reduce_scatter", "reduce_scatter": "all_gather",
+           "all_reduce": "all_reduce", "send_recv": "send_recv"}
+
+
+def _call(method: str, *args: Any, **kwargs: Any) -> Call:
+    return method, args, tuple(sorted(kwargs.items()))
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    name: str
+    forward: tuple[Call, ...]
+    backward: tuple[Call, ...]
+    tag: str = ""            # "attn": recomputed by selective checkpointing
+
+
+@dataclass(slots=True)
+class Recipe:
+    """`act` is the dtype of activations and elementwise math; `grad` the dtype weight gradients
+    are written in (FP32 for mixed precision, so accumulation over micro-batches is exact)."""
+    mm_dtype: str = "bf16"
+    act: str = "bf16"
+    grad: str = "fp32"
+    steps: list[Step] = field(default_factory=list)
+    tag: str = ""
+
+    def _add(self, name: str, fwd: list[Call], bwd: list[Call]) -> None:
+        self.steps.append(Step(name, tuple(fwd), tuple(bwd), self.tag))
+
+    # --- builders --------------------------------------------------------------------------
+    def linear(self, name: str, m: int, k: int, n: int) -> None:
+        """X[m,k] @ W[k,n]; backward dX = dY @ W^T and dW = X^T @ dY."""
+        dt = self.mm_dtype
+        self._add(name, [_call("matmul", m, k, n, dt, name=name)],
+                  [_call("matmul", m, n, k, dt, name=f"{name}.dx"),
+                   _call("matmul", k, m, n, dt, weights=False, out_dtype=self.grad, name=f"{name}.dw")])
+
+    def bmm(self, name: str, batch: int, m: int, k: int, n: int) -> None:
+        """Activation @ activation (attention): both operands get gradients."""
+        dt = self.mm_dtype
+        self._add(name, [_call("matmul", m, k, n, dt, batch=batch, weights=False, name=name)],
+                  [_call("matmul", m, n, k, dt, batch=batch, weights=False, name=f"{name}.da"),
+                   _call("matmul", k, m, n, dt, batch=batch, weights=False, name=f"{name}.db")])
+
+    def norm(self, name: str, rows: int, hidden: int, rms: bool) -> None:
+        self._add(name, [_call("layernorm", rows, hidden, self.act, rms=rms, name=name)],
+                  [_call("layernorm", rows, hidden, self.act, rms=rms, name=f"{name}.dx"),
+                   _call("binary", "mul", rows * hidden, self.act, name=f"{name}.dgamma"),
+                   _call("reduce", hidden, rows, self.act, name=f"{name}.dgamma_sum")])
+
+    def activation(self, name: str, func: str, elements: int) -> None:
+        self._add(name, [_call("activation", func, elements, self.act, name=name)],
+                  [_call("activation", _GRAD_OF.get(func, "copy"), elements, self.act, inputs=2,
+                         name=f"{name}.dx")])
+
+    def binary(self, name: str, func: str, elements: int, *, grads: int = 1) -> None:
+        """`grads` ops in backward: 0 for a bias or residual add whose gradient passes through,
+        1 for a mask or a residual fork, 2 for a product of two activations."""
+        back = [_call("binary", "mul" if func == "mul" else "add", elements, self.act,
+                      name=f"{name}.d{i}") for i in range(grads)]
+        self._add(name, [_call("binary", func, elements, self.act, name=name)], back)
+
+    def softmax(self, name: str, rows: int, cols: int, causal: bool) -> None:
+        e = rows * cols
+        self._add(name, [_call("softmax", rows, cols, self.act, causal=causal, name=name)],
+                  [_call("binary", "mul", e, self.act, name=f"{name}.dy_y"),
+                   _call("reduce", rows, cols, self.act, name=f"{name}.dsum"),
+                   _call("binary", "sub", e, self.act, name=f"{name}.dsub"),
+                   _call("binary", "mul", e, self.act, name=f"{name}.dx")])
+
+    def collective(self, name: str, kind: str, nbytes: int, group: CollectiveGroup) -> None:
+        if group.ranks <= 1:
+            return
+        self._add(name, [_call("collective", kind, nbytes, group, dtype=self.act, name=name)],
+                  [_call("collective", _MIRROR[kind], nbytes, group, dtype=self.act,
+                         name=f"{name}.bwd")])
+
+    def embedding(self, name: str, tokens: int, hidden: int) -> None:
+        self._add(name, [_call("embedding", tokens, hidden, self.act, name=name)],
+                  [_call("binary", "add", tokens * hidden, "fp32", name=f"{name}.dw")])
+
+    def reduce(self, name: str, rows: int, cols: int, func: str = "max") -> None:
+        """A reduction with no gradient (sampling's argmax)."""
+        self._add(name, [_call("reduce", rows, cols, self.act, func=func, name=name)], [])
+
+    def store(self, name: str, nbytes: int) -> None:
+        """A write with no gradient (the KV cache)."""
+        self._add(name, [_call("dma", nbytes, direction="store", name=name)], [])
+
+
+def _replay(program: Program, calls: tuple[Call, ...], prefix: str) -> None:
+    for method, args, kwargs in calls:
+        kw = dict(kwargs)
+        kw["name"] = prefix + kw.get("name", method)
+        getattr(program, method)(*args, **kw)
+
+
+def emit_forward(program: Program, recipe: Recipe, prefix: str = "", only: str | None = None) -> None:
+    for step in recipe.steps:
+        if only is None or step.tag == only:
+            _replay(program, step.forward, prefix)
+
+
+def emit_backward(program: Program, recipe: Recipe, prefix: str = "") -> None:
+    for step in reversed(recipe.steps):
+        _replay(program, step.backward, prefix)

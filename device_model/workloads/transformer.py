@@ -1,0 +1,192 @@
+"""Transformer layers as recipes: one rank's share of a decoder (Llama, GPT) or encoder (BERT)
+layer under tensor parallelism, plus the embedding and the output head.
+
+Tensor parallelism follows Megatron-LM: QKV and gate/up are column parallel, the output and down
+projections row parallel, joined by one all-reduce each (or, with sequence parallelism, an
+all-gather before and a reduce-scatter after, with norms and residuals on 1/tp of the tokens).
+With tp > kv_heads the KV heads are replicated, as Neuron's GQA sharding does.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..dtypes import get_dtype
+from ..errors import SpecError
+from ..program import CollectiveGroup
+from .presets import ModelConfig
+from .recipe import Recipe
+
+
+@dataclass(frozen=True, slots=True)
+class Precision:
+    """What each tensor class is stored and computed in (bytes per element)."""
+    name: str
+    matmul: str               # TensorE operand dtype
+    act: str                  # activations and elementwise math
+    weight_bytes: float       # the weights the forward pass reads
+    grad_bytes: float         # gradient buffer (FP32 accumulation under mixed precision)
+    optimizer_bytes: float    # AdamW state per parameter: FP32 master copy (if any), m and v
+
+    @property
+    def act_bytes(self) -> float:
+        return get_dtype(self.act).bytes
+
+
+PRECISIONS = ("fp32", "bf16", "fp8")
+
+
+def precision(name: str, training: bool) -> Precision:
+    if name == "fp32":
+        return Precision("fp32", "fp32", "fp32", 4, 4, 8)
+    if name == "bf16":
+        return Precision("bf16", "bf16", "bf16", 2, 4, 12)
+    if name == "fp8":     # FP8 matmuls; training keeps BF16 weights and casts per matmul
+        return Precision("fp8", "fp8", "bf16", 2 if training else 1, 4, 12)
+    raise SpecError(f"unknown precision {name!r}; allowed: {', '.join(PRECISIONS)}")
+
+
+@dataclass(frozen=True, slots=True)
+class Shard:
+    """One tensor-parallel rank's slice of the model."""
+    tp: int
+    sp: bool                  # sequence parallel: norms/residuals on tokens/tp
+    heads: int
+    kv_heads: int
+    head_dim: int
+    ffn: int
+    vocab: int
+
+
+def make_shard(cfg: ModelConfig, tp: int, sp: bool) -> Shard:
+    if cfg.heads % tp:
+        raise SpecError(f"{cfg.name}: {cfg.heads} attention heads are not divisible by tp={tp}")
+    if cfg.kv_heads % tp == 0:
+        kv = cfg.kv_heads // tp
+    elif tp % cfg.kv_heads == 0:
+        kv = 1                                    # replicated KV heads
+    else:
+        raise SpecError(f"{cfg.name}: {cfg.kv_heads} KV heads and tp={tp} do not divide each other")
+    if cfg.ffn % tp:
+        raise SpecError(f"{cfg.name}: FFN width {cfg.ffn} is not divisible by tp={tp}")
+    return Shard(tp, sp and tp > 1, cfg.heads // tp, kv, cfg.head_dim, cfg.ffn // tp,
+                 math.ceil(cfg.vocab / tp))
+
+
+def shard_layer_params(cfg: ModelConfig, sh: Shard) -> int:
+    """Parameters one rank holds for one layer (norms replicated, KV heads maybe replicated)."""
+    h, d = cfg.hidden, sh.head_dim
+    attn = h * (sh.heads + 2 * sh.kv_heads) * d + sh.heads * d * h
+    mlp = (3 if cfg.mlp == "swiglu" else 2) * h * sh.ffn
+    norms = (1 if cfg.norm == "rms" else 2) * 2 * h
+    biases = ((sh.heads + 2 * sh.kv_heads) * d + sh.ffn + 2 * h) if cfg.bias else 0
+    return attn + mlp + norms + biases
+
+
+def _tp_pair(r: Recipe, name: str, tokens: int, cfg: ModelConfig, sh: Shard,
+             group: CollectiveGroup, before: bool, prec: Precision) -> None:
+    """The collective that joins a column/row parallel pair: all-gather before (SP) or
+    all-reduce / reduce-scatter after."""
+    nbytes = int(tokens * cfg.hidden * prec.act_bytes)
+    if sh.sp and before:
+        r.collective(f"{name}.all_gather", "all_gather", nbytes, group)
+    elif not before:
+        r.collective(f"{name}.{'reduce_scatter' if sh.sp else 'all_reduce'}",
+                     "reduce_scatter" if sh.sp else "all_reduce", nbytes, group)
+
+
+def layer_recipe(cfg: ModelConfig, sh: Shard, prec: Precision, batch: int, q_len: int,
+                 kv_len: int, group: CollectiveGroup, *, training: bool,
+                 cache_write: bool = False) -> Recipe:
+    """One layer for `batch` sequences of `q_len` new tokens attending to `kv_len` positions."""
+    r = Recipe(prec.matmul, prec.act)
+    h, d = cfg.hidden, sh.head_dim
+    tokens = batch * q_len
+    rows = math.ceil(tokens / sh.tp) if sh.sp else tokens       # norm / residual rows
+    drop = cfg.dropout and training
+    qkv = (sh.heads + 2 * sh.kv_heads) * d
+    rms = cfg.norm == "rms"
+
+    r.norm("attn_norm", rows, h, rms)
+    _tp_pair(r, "attn", tokens, cfg, sh, group, True, prec)
+    r.linear("qkv", tokens, h, qkv)
+    if cfg.bias:
+        r.binary("qkv_bias", "add", tokens * qkv, grads=0)
+    if cfg.rope:
+        rot = tokens * (sh.heads + sh.kv_heads) * d
+        r.binary("rope_cos", "mul", rot)
+        r.binary("rope_sin", "mul", rot)
+        r.binary("rope_add", "add", rot, grads=0)
+    if cache_write:
+        r.store("kv_cache_write", int(tokens * 2 * sh.kv_heads * d * prec.act_bytes))
+    r.tag = "attn"
+    group_q = sh.heads // sh.kv_heads
+    r.bmm("scores", batch * sh.kv_heads, group_q * q_len, d, kv_len)
+    r.softmax("softmax", batch * sh.heads * q_len, kv_len, cfg.causal and q_len > 1)
+    if drop:
+        r.binary("attn_dropout", "mul", batch * sh.heads * q_len * kv_len)
+    r.bmm("context", batch * sh.kv_heads, group_q * q_len, kv_len, d)
+    r.tag = ""
+    r.linear("attn_out", tokens, sh.heads * d, h)
+    _tp_pair(r, "attn", tokens, cfg, sh, group, False, prec)
+    if drop:
+        r.binary("attn_out_dropout", "mul", rows * h)
+    r.binary("attn_residual", "add", rows * h)
+    r.norm("mlp_norm", rows, h, rms)
+    _tp_pair(r, "mlp", tokens, cfg, sh, group, True, prec)
+    if cfg.mlp == "swiglu":
+        r.linear("gate_up", tokens, h, 2 * sh.ffn)
+        r.activation("silu", "silu", tokens * sh.ffn)
+        r.binary("gate_mul", "mul", tokens * sh.ffn, grads=2)
+    else:
+        r.linear("fc1", tokens, h, sh.ffn)
+        r.activation("gelu", "gelu", tokens * sh.ffn)
+    r.linear("down" if cfg.mlp == "swiglu" else "fc2", tokens, sh.ffn, h)
+    _tp_pair(r, "mlp", tokens, cfg, sh, group, False, prec)
+    if drop:
+        r.binary("mlp_dropout", "mul", rows * h)
+    r.binary("mlp_residual", "add", rows * h)
+    return r
+
+
+def embedding_recipe(cfg: ModelConfig, sh: Shard, prec: Precision, tokens: int,
+                     group: CollectiveGroup, *, training: bool) -> Recipe:
+    """Vocab-parallel embedding: each rank gathers its rows, then the partial sums are joined."""
+    r = Recipe(prec.matmul, prec.act)
+    h = cfg.hidden
+    r.embedding("embed", tokens, h)
+    _tp_pair(r, "embed", tokens, cfg, sh, group, False, prec)
+    rows = math.ceil(tokens / sh.tp) if sh.sp else tokens
+    if not cfg.rope:
+        r.binary("position_add", "add", rows * h, grads=0)
+    if cfg.family == "bert":
+        r.binary("type_add", "add", rows * h, grads=0)
+        r.norm("embed_norm", rows, h, False)
+    if cfg.dropout and training:
+        r.binary("embed_dropout", "mul", rows * h)
+    return r
+
+
+def head_recipe(cfg: ModelConfig, sh: Shard, prec: Precision, tokens: int,
+                group: CollectiveGroup, *, training: bool) -> Recipe:
+    """Final norm and vocab-parallel output projection; training adds the cross-entropy loss
+    (softmax over the vocab shard, joined by small all-reduces of max and sum); inference
+    picks the next token (argmax over the shard, then an all-gather of the candidates)."""
+    r = Recipe(prec.matmul, prec.act)
+    h = cfg.hidden
+    rows = math.ceil(tokens / sh.tp) if sh.sp else tokens
+    r.norm("final_norm", rows, h, cfg.norm == "rms")
+    _tp_pair(r, "head", tokens, cfg, sh, group, True, prec)
+    if cfg.family == "bert":
+        r.linear("mlm_dense", tokens, h, h)
+        r.activation("mlm_gelu", "gelu", tokens * h)
+        r.norm("mlm_norm", tokens, h, False)
+    r.linear("lm_head", tokens, h, sh.vocab)
+    if training:
+        r.softmax("cross_entropy", tokens, sh.vocab, False)
+        r.collective("loss.all_reduce", "all_reduce", tokens * 8, group)
+    else:
+        r.reduce("argmax", tokens, sh.vocab)
+        r.collective("sample.all_gather", "all_gather", tokens * 8 * group.ranks, group)
+    return r
+
