@@ -1,0 +1,1 @@
+"""The simulated Neuron runtime: counter files in shared memory, runtime processes, instances."""

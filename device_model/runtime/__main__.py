@@ -1,0 +1,104 @@
+"""`python -m device_model.runtime`: one simulated Neuron runtime process.
+
+The app tag comes from NEURON_PROCESS_TAG (else the pid) and the cores from
+NEURON_RT_VISIBLE_CORES (else every core of the instance), as for a real Neuron runtime.
+SIGTERM, SIGINT or SIGHUP stop it cleanly (counter file removed); SIGKILL leaves the file behind
+for readers to recognise as dead.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from .. import __version__
+from ..core import instance
+from ..errors import SpecError
+from ..faults import parse_duration, parse_fault
+from .apps import TAG_MAX, parse_cores
+from .process import EXEC_TIMEOUT_S, Runtime, RuntimeConfig
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m device_model.runtime",
+                                description="One simulated Neuron runtime process.")
+    p.add_argument("--version", action="version", version=f"neuron-sim runtime {__version__}")
+    p.add_argument("--instance", "-i", default="trn2.48xlarge", metavar="TYPE")
+    p.add_argument("--lnc", type=int, choices=(1, 2))
+    p.add_argument("--workload", "-w", required=True, metavar="SPEC")
+    p.add_argument("--inject", action="append", default=[], metavar="FAULT@TIME")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--speed", type=float, default=1.0, help="simulated seconds per wall second")
+    p.add_argument("--app-index", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--root", type=Path, help="runtime directory (default: per-user)")
+    p.add_argument("--interval", type=float, default=0.1, help="seconds between counter updates")
+    p.add_argument("--duration", metavar="TIME", help="stop after this much simulated time")
+    return p
+
+
+def config_from(args, env: dict[str, str]) -> RuntimeConfig:
+    if not (0 < args.speed <= 1e6):
+        raise SpecError(f"--speed {args.speed!r} must be in (0, 1e6]")
+    if not (0.001 <= args.interval <= 60):
+        raise SpecError(f"--interval {args.interval!r} must be between 0.001 and 60 seconds")
+    inst = instance(args.instance, args.lnc)
+    visible = env.get("NEURON_RT_VISIBLE_CORES")
+    cores = parse_cores(visible, inst.logical_cores) if visible else tuple(range(inst.logical_cores))
+    tag = env.get("NEURON_PROCESS_TAG") or str(os.getpid())
+    if len(tag) > TAG_MAX:
+        raise SpecError(f"NEURON_PROCESS_TAG is {len(tag)} characters; allowed: at most {TAG_MAX}")
+    timeout = env.get("NEURON_RT_EXEC_TIMEOUT")
+    return RuntimeConfig(instance=args.instance, workload=args.workload, cores=cores, tag=tag,
+                         lnc=inst.lnc, seed=args.seed, speed=args.speed,
+                         faults=tuple(parse_fault(f) for f in args.inject), app_index=args.app_index,
+                         root=args.root, interval=args.interval,
+                         exec_timeout_s=parse_duration(timeout, "NEURON_RT_EXEC_TIMEOUT") if timeout
+                         else EXEC_TIMEOUT_S)
+
+
+def serve(rt: Runtime, interval: float, duration: float | None, stop: list[bool]) -> None:
+    """Pace simulated time to the wall clock until stopped or `duration` simulated seconds."""
+    t0 = time.monotonic()
+    while not stop:
+        tick = time.monotonic()
+        target = (tick - t0) * rt.cfg.speed
+        if duration is not None:
+            target = min(target, duration)
+        rt.advance(target)
+        rt.publish()
+        if duration is not None and rt.sim >= duration:
+            break
+        time.sleep(max(0.0, interval - (time.monotonic() - tick)))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    stop: list[bool] = []
+
+    def on_signal(signum, frame):
+        stop.append(True)
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, on_signal)
+    try:
+        cfg = config_from(args, dict(os.environ))
+        duration = parse_duration(args.duration, "--duration") if args.duration else None
+        rt = Runtime(cfg)
+    except SpecError as e:
+        print(f"neuron-sim runtime: error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(f"neuron-sim runtime: error: {e}", file=sys.stderr)
+        return 1
+    try:
+        serve(rt, cfg.interval, duration, stop)
+    finally:
+        rt.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

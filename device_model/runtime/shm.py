@@ -1,0 +1,492 @@
+"""Shared-memory counters of simulated Neuron runtimes: the per-user directory, the instance
+description, and one counter file per runtime process (writer and reader).
+
+Layout (``layout.py``): prefix, JSON header (static parts), two slots. The writer fills the slot
+that is not current, bumping that slot's sequence number to odd before and to even after, stores
+a CRC32 of the record, then advances the generation counter that names the current slot. A reader
+copies the current slot and accepts it only if the slot's sequence number was even and unchanged
+across the copy and the CRC matches, so it never sees a torn update; a writer killed mid-update
+leaves the other slot intact. The writer holds an exclusive ``flock`` on its file for its whole
+life: a file nobody holds a lock on belongs to a dead runtime (safe against pid reuse).
+"""
+from __future__ import annotations
+
+import fcntl
+import mmap
+import os
+import stat
+import tempfile
+import time
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from ..errors import SpecError
+from . import layout as L
+from .layout import (DEVICE_MEMORY, DMA_QUEUES, ECC_KINDS, ENGINES, ERROR_KINDS, EXEC_STATUS,
+                     FLOP_KINDS, HOST_MEMORY, PHASES)
+
+__all__ = [
+    "CorruptCounters", "RuntimeDirError", "SimInstance", "LoadedModel", "Subgraph", "RuntimeSnapshot",
+    "RuntimeHandle", "CounterWriter", "runtime_dir", "read_instance", "write_instance",
+    "remove_instance", "list_runtimes", "ENGINES", "DMA_QUEUES", "FLOP_KINDS", "EXEC_STATUS",
+    "ERROR_KINDS", "HOST_MEMORY", "DEVICE_MEMORY", "ECC_KINDS", "PHASES",
+]
+
+INSTANCE_FILE = "instance.json"
+RUNTIME_GLOB = "runtime-*.ctr"
+READ_ATTEMPTS = 64
+
+
+class CorruptCounters(ValueError):
+    """A counter file that is truncated, corrupted or not a counter file at all."""
+
+
+class RuntimeDirError(SpecError):
+    """The runtime directory is unsafe (another owner, loose permissions) or unusable."""
+
+
+# ------------------------------------------------------------------------ runtime directory
+def runtime_dir(root: Path | str | None = None) -> Path:
+    """The per-user runtime directory, created 0700; `root` replaces the default location."""
+    if root is None:
+        xdg = os.environ.get("XDG_RUNTIME_DIR")
+        path = Path(xdg) / "neuronscope" if xdg else Path(tempfile.gettempdir()) / f"neuronscope-{os.getuid()}"
+    else:
+        path = Path(root)
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = path.lstat()
+    except OSError as e:
+        raise RuntimeDirError(f"runtime directory {str(path)!r} is unusable: {e.strerror}") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise RuntimeDirError(f"runtime directory {str(path)!r} is not a directory")
+    if st.st_uid != os.getuid():
+        raise RuntimeDirError(f"runtime directory {str(path)!r} is owned by uid {st.st_uid}, not {os.getuid()}")
+    if st.st_mode & 0o077:
+        raise RuntimeDirError(f"runtime directory {str(path)!r} has mode {stat.S_IMODE(st.st_mode):04o}; "
+                              f"allowed: 0700 (chmod 700 it)")
+    return path
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write `data` to a 0600 temp file beside `path`, then rename it into place."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
+    try:
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+# ------------------------------------------------------------------------ the instance
+@dataclass(frozen=True, slots=True)
+class SimInstance:
+    """What `neuron-sim start` wrote: instance_info, neuron_hardware_info and topology."""
+    instance_name: str
+    instance_id: str
+    instance_type: str              # as neuron-monitor prints it
+    catalog_name: str               # device_model.specs name
+    availability_zone: str
+    availability_zone_id: str
+    region: str
+    ami_id: str
+    subnet_id: str
+    device_type: str
+    device_version: str
+    core_version: str
+    device_count: int
+    device_memory_bytes: int
+    cores_per_device: int           # logical cores per device at `lnc`
+    lnc: int
+    seed: int
+    speed: float
+    started_at: float
+    connected_devices: tuple[tuple[int, ...], ...]
+    apps: tuple[dict, ...]          # {"tag", "workload", "cores"} per app
+    launcher_pid: int
+
+    def to_json(self) -> bytes:
+        d = {k: getattr(self, k) for k in self.__slots__}
+        d["connected_devices"] = [list(c) for c in self.connected_devices]
+        d["apps"] = list(self.apps)
+        return orjson.dumps({"format": "neuronscope-instance", "version": 1, **d}, option=orjson.OPT_INDENT_2)
+
+    @classmethod
+    def from_json(cls, data: bytes) -> "SimInstance":
+        try:
+            d = orjson.loads(data)
+        except orjson.JSONDecodeError as e:
+            raise CorruptCounters(f"instance description is not JSON: {e}") from None
+        if not isinstance(d, dict) or d.get("format") != "neuronscope-instance":
+            raise CorruptCounters("instance description has no 'format': 'neuronscope-instance'")
+        kw: dict[str, Any] = {}
+        for name in cls.__slots__:
+            if name not in d:
+                raise CorruptCounters(f"instance description lacks {name!r}")
+            kw[name] = d[name]
+        kw["connected_devices"] = tuple(tuple(int(x) for x in c) for c in d["connected_devices"])
+        kw["apps"] = tuple(dict(a) for a in d["apps"])
+        return cls(**kw)
+
+
+def read_instance(root: Path | str | None = None) -> SimInstance | None:
+    """The simulated instance in `root`, or None when none was started."""
+    path = runtime_dir(root) / INSTANCE_FILE
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    return SimInstance.from_json(data)
+
+
+def write_instance(root: Path | str | None, inst: SimInstance) -> Path:
+    path = runtime_dir(root) / INSTANCE_FILE
+    atomic_write(path, inst.to_json())
+    return path
+
+
+def remove_instance(root: Path | str | None = None) -> None:
+    (runtime_dir(root) / INSTANCE_FILE).unlink(missing_ok=True)
+
+
+# ------------------------------------------------------------------------ loaded models
+@dataclass(frozen=True, slots=True)
+class Subgraph:
+    name: str
+    core: int                         # logical NeuronCore index (instance-wide)
+    device: int
+    host_memory: dict[str, int]       # HOST_MEMORY keys
+    device_memory: dict[str, int]     # constants, model_code, runtime_memory, tensors
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedModel:
+    name: str
+    uuid: str
+    model_id: int
+    subgraphs: tuple[Subgraph, ...]
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "uuid": self.uuid, "model_id": self.model_id,
+                "subgraphs": [{"name": s.name, "core": s.core, "device": s.device,
+                               "host_memory": s.host_memory, "device_memory": s.device_memory}
+                              for s in self.subgraphs]}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "LoadedModel":
+        subs = tuple(Subgraph(str(s["name"]), int(s["core"]), int(s["device"]),
+                              {k: int(v) for k, v in s["host_memory"].items()},
+                              {k: int(v) for k, v in s["device_memory"].items()})
+                     for s in d["subgraphs"])
+        return cls(str(d["name"]), str(d["uuid"]), int(d["model_id"]), subs)
+
+
+# ------------------------------------------------------------------------ snapshots
+@dataclass(frozen=True, slots=True)
+class RuntimeSnapshot:
+    """Cumulative counters of one runtime since it started (arrays are read-only views).
+
+    Per-core arrays are indexed like `cores`; physical axis = `lnc`; engine axis = ENGINES;
+    per-device arrays are indexed like `devices`."""
+    pid: int
+    tag: str
+    workload: str
+    instance_type: str
+    started_at: float
+    wall_time: float                  # time.time() when these counters were written
+    sim_time: float                   # simulated seconds since start
+    phase: str
+    cores: tuple[int, ...]            # logical core ids
+    lnc: int
+    core_devices: tuple[int, ...]     # device of each core
+    devices: tuple[int, ...]          # devices touched, in dev_* order
+    core_busy_s: np.ndarray           # (n,)
+    phys_busy_s: np.ndarray           # (n, lnc)
+    engine_active_s: np.ndarray       # (n, lnc, 5)
+    instructions: np.ndarray          # (n, lnc, 5)
+    flops: np.ndarray                 # (n, 4) FLOP_KINDS
+    hbm_read_bytes: np.ndarray        # (n,)
+    hbm_write_bytes: np.ndarray
+    dma_bytes: np.ndarray             # (n, 4) DMA_QUEUES
+    collective_bytes: np.ndarray
+    collective_s: np.ndarray
+    throttled_s: np.ndarray
+    exec_status: dict[str, int]
+    errors: dict[str, int]
+    latency_count: int                # executions ever recorded in the ring
+    latency_total: np.ndarray         # last min(count, ring) latencies, oldest first (seconds)
+    latency_device: np.ndarray
+    host_memory: dict[str, int]
+    device_memory: np.ndarray         # (n, 5) DEVICE_MEMORY
+    dev_energy_j: np.ndarray          # (d,)
+    dev_power_w: np.ndarray
+    dev_temperature_c: np.ndarray
+    dev_throttle: np.ndarray
+    dev_hbm_read_bytes: np.ndarray
+    dev_hbm_write_bytes: np.ndarray
+    dev_ecc: np.ndarray               # (d, 4) ECC_KINDS
+    models: tuple[LoadedModel, ...]
+
+    @property
+    def physical_cores(self) -> np.ndarray:
+        """Physical core ids (n, lnc): logical core c at LNC=L is physical c*L .. c*L+L-1."""
+        return np.asarray(self.cores)[:, None] * self.lnc + np.arange(self.lnc)[None, :]
+
+    def model_flops(self) -> np.ndarray:
+        return self.flops[:, 0]
+
+    def hardware_flops(self) -> np.ndarray:
+        return self.flops[:, 1]
+
+    def latencies_since(self, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """Latencies recorded after the ring held `count` entries (clipped to the ring)."""
+        new = max(0, min(self.latency_count - count, self.latency_total.size))
+        return self.latency_total[self.latency_total.size - new:], self.latency_device[self.latency_device.size - new:]
+
+    def device_memory_by_category(self) -> dict[str, np.ndarray]:
+        return {name: self.device_memory[:, i] for i, name in enumerate(DEVICE_MEMORY)}
+
+
+# ------------------------------------------------------------------------ writer
+def _header_dims(h: dict) -> tuple[int, int, int, int]:
+    return len(h["cores"]), int(h["lnc"]), len(h["devices"]), int(h["ring"])
+
+
+class CounterWriter:
+    """The runtime's side: creates `runtime-<pid>.ctr` 0600, locks it, publishes records."""
+
+    def __init__(self, root: Path | str | None, header: dict, pid: int | None = None) -> None:
+        self.dir = runtime_dir(root)
+        self.pid = pid if pid is not None else os.getpid()
+        header = {**header, "pid": self.pid}
+        self.dtype = L.record_dtype(*_header_dims(header))
+        self.record = np.zeros((), dtype=self.dtype)
+        hdr = orjson.dumps(header)
+        header_off = L.PREFIX_SIZE
+        slots_off = (header_off + len(hdr) + 63) // 64 * 64
+        self.slot_size = L.slot_size(self.dtype.itemsize)
+        size = slots_off + 2 * self.slot_size
+        prefix = L.PREFIX.pack(L.MAGIC, L.VERSION, header_off, len(hdr), slots_off, self.slot_size,
+                               self.dtype.itemsize)
+        image = bytearray(size)
+        image[: len(prefix)] = prefix
+        image[header_off: header_off + len(hdr)] = hdr
+        zero_crc = zlib.crc32(bytes(self.dtype.itemsize))
+        for s in range(2):
+            off = slots_off + s * self.slot_size
+            image[off + 8: off + 12] = zero_crc.to_bytes(4, "little")
+        self.path = self.dir / f"runtime-{self.pid}.ctr"
+        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".tmp-", suffix=".ctr")
+        try:
+            os.fchmod(fd, 0o600)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.write(fd, bytes(image))
+            os.replace(tmp, self.path)
+        except BaseException:
+            os.close(fd)
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        self.fd = fd
+        self.mm = mmap.mmap(fd, size)
+        self.slots_off = slots_off
+        self.gen = np.ndarray((1,), "<u8", self.mm, L.GEN_OFFSET)
+        self.seq = [np.ndarray((1,), "<u8", self.mm, slots_off + s * self.slot_size) for s in range(2)]
+        self.crc = [np.ndarray((1,), "<u4", self.mm, slots_off + s * self.slot_size + 8) for s in range(2)]
+
+    def publish(self) -> None:
+        """Copy `self.record` into the spare slot, then make that slot current."""
+        slot = int(self.gen[0] + 1) % 2
+        off = self.slots_off + slot * self.slot_size + L.SLOT_HEAD
+        data = self.record.tobytes()
+        self.seq[slot][0] += 1                  # odd: being written
+        self.mm[off: off + len(data)] = data
+        self.crc[slot][0] = zlib.crc32(data)
+        self.seq[slot][0] += 1                  # even: complete
+        self.gen[0] += 1
+
+    def close(self, remove: bool = True) -> None:
+        if self.mm.closed:
+            return
+        if remove:
+            self.path.unlink(missing_ok=True)
+        self.gen = self.seq = self.crc = None    # release buffer exports before closing the map
+        self.mm.close()
+        os.close(self.fd)
+
+
+# ------------------------------------------------------------------------ reader
+class RuntimeHandle:
+    """The reader's side of one counter file."""
+
+    def __init__(self, path: Path, pid: int) -> None:
+        self.path = path
+        self.pid = pid
+        self._mm: mmap.mmap | None = None
+        self._header: dict | None = None
+        self._layout: tuple[int, int, int, np.dtype] | None = None
+
+    def __repr__(self) -> str:
+        return f"RuntimeHandle(pid={self.pid}, path={str(self.path)!r})"
+
+    def is_alive(self) -> bool:
+        """True while the runtime process holds its lock on the file."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
+        return False
+
+    def remove(self) -> None:
+        """Delete the file of a dead runtime (no-op for a live one)."""
+        self.close()
+        if not self.is_alive():
+            self.path.unlink(missing_ok=True)
+
+    def close(self) -> None:
+        if self._mm is not None:
+            self._mm.close()
+            self._mm = None
+
+    def header(self) -> dict:
+        self._open()
+        assert self._header is not None
+        return self._header
+
+    def _open(self) -> None:
+        if self._mm is not None:
+            return
+        try:
+            with open(self.path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                if size < L.PREFIX_SIZE:
+                    raise CorruptCounters(f"{self.path.name}: truncated ({size} bytes)")
+                mm = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+        except FileNotFoundError:
+            raise CorruptCounters(f"{self.path.name}: vanished") from None
+        try:
+            self._header, self._layout = _parse_head(self.path.name, mm)
+        except BaseException:
+            mm.close()
+            raise
+        self._mm = mm
+
+    def read(self) -> RuntimeSnapshot:
+        """A consistent copy of the current counters; CorruptCounters if the file is damaged."""
+        self._open()
+        mm, h = self._mm, self._header
+        assert mm is not None and h is not None and self._layout is not None
+        slots_off, slot_size, record_size, dtype = self._layout
+        for _ in range(READ_ATTEMPTS):
+            slot = int.from_bytes(mm[L.GEN_OFFSET: L.GEN_OFFSET + 8], "little") % 2
+            off = slots_off + slot * slot_size
+            seq1 = int.from_bytes(mm[off: off + 8], "little")
+            if seq1 % 2:
+                continue
+            crc = int.from_bytes(mm[off + 8: off + 12], "little")
+            data = mm[off + L.SLOT_HEAD: off + L.SLOT_HEAD + record_size]
+            if int.from_bytes(mm[off: off + 8], "little") != seq1:
+                continue
+            if zlib.crc32(data) != crc:
+                raise CorruptCounters(f"{self.path.name}: checksum mismatch in slot {slot}")
+            return _snapshot(h, np.frombuffer(data, dtype=dtype, count=1)[0])
+        raise CorruptCounters(f"{self.path.name}: no consistent update after {READ_ATTEMPTS} attempts")
+
+
+def _parse_head(name: str, mm: mmap.mmap) -> tuple[dict, tuple[int, int, int, np.dtype]]:
+    try:
+        magic, version, header_off, header_len, slots_off, slot_size, record_size = \
+            L.PREFIX.unpack_from(mm, 0)
+    except Exception:
+        raise CorruptCounters(f"{name}: unreadable prefix") from None
+    if magic != L.MAGIC:
+        raise CorruptCounters(f"{name}: not a counter file (bad magic)")
+    if version != L.VERSION:
+        raise CorruptCounters(f"{name}: counter format version {version}; supported: {L.VERSION}")
+    if not (0 < header_len <= L.MAX_HEADER and header_off + header_len <= len(mm)):
+        raise CorruptCounters(f"{name}: header length {header_len} out of range")
+    try:
+        h = orjson.loads(mm[header_off: header_off + header_len])
+        _check_header(h)
+        dtype = L.record_dtype(*_header_dims(h))
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+        raise CorruptCounters(f"{name}: bad header ({e})") from None
+    expected = slots_off + 2 * slot_size
+    if record_size != dtype.itemsize or slot_size != L.slot_size(record_size) or len(mm) != expected:
+        raise CorruptCounters(f"{name}: truncated or resized ({len(mm)} bytes, expected {expected})")
+    return h, (slots_off, slot_size, record_size, dtype)
+
+
+_HEADER_TYPES = {"pid": int, "tag": str, "workload": str, "instance_type": str, "started_at": (int, float),
+                 "cores": list, "lnc": int, "core_devices": list, "devices": list, "ring": int, "models": list}
+
+
+def _check_header(h: Any) -> None:
+    if not isinstance(h, dict):
+        raise ValueError("header is not an object")
+    for key, kind in _HEADER_TYPES.items():
+        if not isinstance(h.get(key), kind):
+            raise ValueError(f"{key!r} missing or of the wrong type")
+    if not (1 <= h["lnc"] <= 8 and 1 <= h["ring"] <= 1 << 16 and len(h["cores"]) <= 4096
+            and len(h["devices"]) <= 4096 and len(h["core_devices"]) == len(h["cores"])):
+        raise ValueError("sizes out of range")
+    if not all(isinstance(c, int) for c in h["cores"] + h["devices"] + h["core_devices"]):
+        raise ValueError("core and device ids must be integers")
+
+
+def _snapshot(h: dict, r: np.void) -> RuntimeSnapshot:
+    ring = int(h["ring"])
+    count = int(r["latency_count"])
+    n = min(count, ring)
+    order = (np.arange(count - n, count) % ring) if n else np.zeros(0, dtype=np.int64)
+    phase = int(r["phase"])
+    try:
+        models = tuple(LoadedModel.from_dict(m) for m in h["models"])
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise CorruptCounters(f"runtime {h['pid']}: bad loaded model ({e})") from None
+    return RuntimeSnapshot(
+        pid=int(h["pid"]), tag=h["tag"], workload=h["workload"], instance_type=h["instance_type"],
+        started_at=float(h["started_at"]), wall_time=float(r["wall_time"]),
+        sim_time=float(r["sim_time"]), phase=PHASES[phase] if phase < len(PHASES) else "unknown",
+        cores=tuple(h["cores"]), lnc=int(h["lnc"]), core_devices=tuple(h["core_devices"]),
+        devices=tuple(h["devices"]),
+        core_busy_s=r["core_busy_s"], phys_busy_s=r["phys_busy_s"], engine_active_s=r["engine_active_s"],
+        instructions=r["instructions"], flops=r["flops"], hbm_read_bytes=r["hbm_read_bytes"],
+        hbm_write_bytes=r["hbm_write_bytes"], dma_bytes=r["dma_bytes"],
+        collective_bytes=r["collective_bytes"], collective_s=r["collective_s"], throttled_s=r["throttled_s"],
+        exec_status=dict(zip(EXEC_STATUS, r["exec_status"].tolist())),
+        errors=dict(zip(ERROR_KINDS, r["errors"].tolist())),
+        latency_count=count, latency_total=r["latency_total"][order], latency_device=r["latency_device"][order],
+        host_memory=dict(zip(HOST_MEMORY, r["host_memory"].tolist())), device_memory=r["device_memory"],
+        dev_energy_j=r["dev_energy_j"], dev_power_w=r["dev_power_w"], dev_temperature_c=r["dev_temperature_c"],
+        dev_throttle=r["dev_throttle"], dev_hbm_read_bytes=r["dev_hbm_read_bytes"],
+        dev_hbm_write_bytes=r["dev_hbm_write_bytes"], dev_ecc=r["dev_ecc"], models=models)
+
+
+def list_runtimes(root: Path | str | None = None) -> list[RuntimeHandle]:
+    """Counter files in the runtime directory, live or dead, ordered by pid."""
+    out = []
+    for path in runtime_dir(root).glob(RUNTIME_GLOB):
+        digits = path.name[len("runtime-"): -len(".ctr")]
+        if digits.isdigit():
+            out.append(RuntimeHandle(path, int(digits)))
+    return sorted(out, key=lambda h: h.pid)
+
+
+def now() -> float:
+    return time.time()
