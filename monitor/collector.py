@@ -82,7 +82,7 @@ class Collector:
         self._clock = clock
         self._host = host if host is not None else HostSampler()
         self._created = clock()
-        self._handles: dict[Path, tuple[Any, int]] = {}  # path -> (open handle, inode)
+        self._handles: dict[Path, tuple[Any, tuple[int, int]]] = {}  # path -> (handle, (inode, size))
         self._tracked: dict[int, _Tracked] = {}
         self._system_collected: dict[str, float] = {}
         # device group -> pid -> that runtime's device counters when the group was last collected
@@ -157,14 +157,18 @@ class Collector:
         live = []
         for fresh in listed:
             try:
-                inode = fresh.path.stat().st_ino
+                st = fresh.path.stat()
             except OSError:  # removed since the listing
                 continue
+            identity = (st.st_ino, st.st_size)
             cached = self._handles.get(fresh.path)
-            if cached is None or cached[1] != inode:  # new, or a new file under a reused pid
+            # A new file under a reused pid, or one truncated or resized under our mapping
+            # (reading a mapping past the end of its file would kill the monitor with SIGBUS):
+            # reopen, which validates the file again.
+            if cached is None or cached[1] != identity:
                 if cached is not None:
                     cached[0].close()
-                cached = self._handles[fresh.path] = (fresh, inode)
+                cached = self._handles[fresh.path] = (fresh, identity)
             handle = cached[0]
             if handle.is_alive():
                 live.append(handle)
