@@ -6,9 +6,10 @@ this process instead.
 """
 from __future__ import annotations
 
-import importlib
+import dataclasses
 import os
 import sys
+import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO
@@ -66,19 +67,36 @@ def stdin_stream(fd: int, source: str, stderr: IO[str] | None,
     return ReportStream(watched_lines(fd_lines(fd), after_each), stderr=stderr, source=source)
 
 
-def collector_reports(config: Path | None) -> Iterable[Report]:
-    """Reports from the in-process collector (monitor.collector), one per period."""
+def collector_reports(config_path: Path | None, clock: Callable[[], float] = time.time,
+                      sleep: Callable[[float], None] = time.sleep,
+                      monotonic: Callable[[], float] = time.monotonic) -> Iterator[Report]:
+    """Reports from the in-process collector, one per base period of the configuration.
+
+    Configuration and runtime-directory problems raise InputError here, before serving starts.
+    """
+    from monitor.collector import Collector  # imported on demand: stdin users do not need it
+    from monitor.config import MonitorConfig
+
     try:
-        collector = importlib.import_module("monitor.collector")
-    except ImportError as exc:
-        raise InputError(f"--collect needs the monitor collector, which is not available ({exc})")
-    reports = getattr(collector, "iter_reports", None)
-    if reports is None:
-        raise InputError("--collect: monitor.collector has no iter_reports(config_path)")
-    try:
-        return reports(config)
+        config = MonitorConfig.from_file(config_path) if config_path else MonitorConfig.default()
+        collector = Collector(config)
     except (OSError, ValueError) as exc:
-        raise InputError(f"--collect: {exc}".splitlines()[0]) from None
+        raise InputError(f"--collect: {str(exc).splitlines()[0] if str(exc) else exc!r}") from None
+    return _collect_forever(collector, config.base_period, clock, sleep, monotonic)
+
+
+def _collect_forever(collector, tick: float, clock, sleep, monotonic) -> Iterator[Report]:
+    next_at = monotonic() + tick  # like neuron-monitor: the first report covers one period
+    try:
+        while True:
+            delay = next_at - monotonic()
+            if delay > 0:
+                sleep(delay)
+            yield dataclasses.replace(collector.collect(), received_at=clock())
+            # Skip ticks missed while suspended or overloaded instead of bursting to catch up.
+            next_at += tick * max(1, int((monotonic() - next_at) // tick) + 1)
+    finally:
+        collector.close()
 
 
 def default_stdin() -> int:

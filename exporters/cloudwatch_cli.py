@@ -1,0 +1,110 @@
+"""`neuron-monitor-cloudwatch --emf`: neuron-monitor reports as CloudWatch EMF JSON lines.
+
+    neuron-monitor | neuron-monitor-cloudwatch --emf --namespace NeuronMonitor --output /var/log/neuron.emf
+
+No AWS credentials are needed: the CloudWatch agent (or a container log driver) ships the lines.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import IO
+
+from exporters.cloudwatch import EmfEncoder
+from exporters.exporter import package_version
+from exporters.extract import Problem
+from exporters.inputs import InputError, collector_reports, default_stdin, stdin_stream
+
+PROG = "neuron-monitor-cloudwatch"
+# CloudWatch namespaces: 1-255 characters of letters, digits and . - _ / # : (no leading colon).
+NAMESPACE = re.compile(r"[A-Za-z0-9.\-_/#][A-Za-z0-9.\-_/#: ]{0,254}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=PROG, description="Write neuron-monitor reports (stdin, or --collect) as CloudWatch "
+        "Embedded Metric Format JSON lines.",
+        epilog="Example: neuron-monitor | neuron-monitor-cloudwatch --emf --output neuron.emf")
+    p.add_argument("--emf", action="store_true", required=True,
+                   help="write Embedded Metric Format (the only output; needs no credentials)")
+    p.add_argument("--namespace", default="NeuronMonitor", help="CloudWatch namespace")
+    p.add_argument("--output", type=Path, metavar="FILE",
+                   help="append to FILE (created 0600) instead of writing to stdout")
+    p.add_argument("--collect", action="store_true", help="run the collector in this process")
+    p.add_argument("-c", "--config", type=Path, metavar="CONFIG",
+                   help="neuron-monitor configuration file for --collect")
+    p.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    problem = None
+    if not NAMESPACE.fullmatch(args.namespace):
+        problem = f"--namespace {args.namespace!r}: 1-255 characters of letters, digits, . - _ / # :"
+    elif args.config is not None and not args.collect:
+        problem = "-c/--config applies to --collect only"
+    if problem:
+        parser.print_usage(sys.stderr)
+        print(f"{PROG}: error: {problem}", file=sys.stderr)
+        return 2
+    try:
+        out = _open_output(args.output)
+    except OSError as exc:
+        print(f"{PROG}: error: cannot open --output {str(args.output)!r}: {exc.strerror}",
+              file=sys.stderr)
+        return 2
+    try:
+        reports = (collector_reports(args.config) if args.collect else
+                   stdin_stream(default_stdin(), f"{PROG}: input", None, lambda: None))
+    except InputError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        return _run(reports, EmfEncoder(args.namespace, time.time), out)
+    except KeyboardInterrupt:
+        return 0
+    except BrokenPipeError:
+        _silence_stdout()
+        return 0
+    finally:
+        if out is not sys.stdout.buffer:
+            out.close()
+
+
+def _open_output(path: Path | None) -> IO[bytes]:
+    if path is None:
+        return sys.stdout.buffer
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    return os.fdopen(fd, "ab")
+
+
+def _run(reports, encoder: EmfEncoder, out: IO[bytes]) -> int:
+    told: set[str] = set()
+    for report in reports:
+        problems: list[Problem] = []
+        # A log shipper tails this output, so records are appended as whole lines per report.
+        out.write(encoder.lines(report, problems))
+        out.flush()
+        for p in problems:
+            if p.kind not in told:
+                told.add(p.kind)
+                print(f"{PROG}: {p.message} (further {p.kind} problems are not reported)",
+                      file=sys.stderr, flush=True)
+    return 0
+
+
+def _silence_stdout() -> None:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+"""CloudWatch Embedded Metric Format output: structure, values, limits, CLI."""
+from __future__ import annotations
+
+import os
+import pathlib
+import stat
+import subprocess
+import sys
+
+import orjson
+import pytest
+
+from exporters import metrics_table as mt
+from exporters.cloudwatch import EmfEncoder
+from monitor.report import Report
+
+FIXTURES = pathlib.Path(__file__).parent / "fixtures"
+sys.path.insert(0, str(FIXTURES / "exporter"))
+from harness import console_script  # noqa: E402
+from stream_gen import StreamGen  # noqa: E402
+
+UNITS = {"Seconds", "Microseconds", "Milliseconds", "Bytes", "Kilobytes", "Megabytes", "Gigabytes",
+         "Terabytes", "Bits", "Percent", "Count", "Bytes/Second", "Count/Second", "None"}
+
+
+def check_emf(record: dict, namespace: str) -> None:
+    """The EMF specification's rules for one record."""
+    aws = record["_aws"]
+    assert isinstance(aws["Timestamp"], int) and aws["Timestamp"] > 1_000_000_000_000
+    (directive,) = aws["CloudWatchMetrics"]
+    assert directive["Namespace"] == namespace
+    for dimension_set in directive["Dimensions"]:
+        assert 1 <= len(dimension_set) <= 30
+        for name in dimension_set:
+            assert isinstance(record[name], str) and record[name]
+    assert 1 <= len(directive["Metrics"]) <= 100
+    names = [m["Name"] for m in directive["Metrics"]]
+    assert len(names) == len(set(names))
+    for metric in directive["Metrics"]:
+        assert metric["Unit"] in UNITS
+        assert isinstance(record[metric["Name"]], (int, float))
+
+
+def encode(doc: bytes, namespace: str = "NeuronMonitor") -> list[dict]:
+    enc = EmfEncoder(namespace, clock=lambda: 1764476000.0)
+    lines = enc.lines(Report.from_json(doc, received_at=1764476000.5), []).splitlines()
+    return [orjson.loads(line) for line in lines]
+
+
+def test_records_follow_the_emf_structure():
+    records = encode((FIXTURES / "neuron_monitor_extensions.json").read_bytes())
+    assert len(records) > 5
+    for r in records:
+        check_emf(r, "NeuronMonitor")
+        assert r["_aws"]["Timestamp"] == 1764476000500
+        assert r["instance_id"] == "i-0011223344556677a"
+    names = {m["Name"] for r in records for m in r["_aws"]["CloudWatchMetrics"][0]["Metrics"]}
+    expected = {s.name for s in mt.ALL_METRICS if s.kind != "info" and s.group != mt.EXPORTER_GROUP}
+    assert expected - names == set()
+
+
+def test_counters_are_the_period_count_not_a_running_total():
+    doc = (FIXTURES / "neuron_monitor_aws_example.json").read_bytes()
+    enc = EmfEncoder("NS", clock=lambda: 0.0)
+    for _ in range(3):
+        records = [orjson.loads(x) for x in enc.lines(Report.from_json(doc), []).splitlines()]
+    completed = [r for r in records if r.get("status_type") == "completed"]
+    assert [r["execution_status_total"] for r in completed] == [123.0]
+    core = next(r for r in records if "neuroncore_memory_usage_tensors" in r)
+    assert "memory_location" not in core  # AWS's "None" placeholder is not a dimension
+
+
+def test_many_metrics_are_split_at_100_per_record():
+    gen = StreamGen(seed=2, runtimes=1, devices=16)
+    records = [orjson.loads(x) for x in EmfEncoder("NS", lambda: 1764476000.0).lines(
+        Report.from_json(gen.line()), []).splitlines()]
+    assert any(len(r["_aws"]["CloudWatchMetrics"][0]["Metrics"]) > 1 for r in records)
+    for r in records:
+        check_emf(r, "NS")
+
+
+def run_cli(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess:
+    return subprocess.run([console_script("neuron-monitor-cloudwatch"), *args], input=stdin,
+                          capture_output=True, timeout=30)
+
+
+def test_cli_appends_to_a_private_file(tmp_path):
+    gen = StreamGen(seed=4, runtimes=2, devices=2)
+    data = gen.line() + b"not json\n" + gen.line()
+    out = tmp_path / "neuron.emf"
+    first = run_cli("--emf", "--namespace", "Team/Neuron", "--output", str(out), stdin=data)
+    assert first.returncode == 0, first.stderr
+    assert stat.S_IMODE(os.stat(out).st_mode) == 0o600
+    n = len(out.read_bytes().splitlines())
+    assert run_cli("--emf", "--output", str(out), stdin=gen.line()).returncode == 0
+    lines = out.read_bytes().splitlines()
+    assert len(lines) > n
+    for line in lines[:n]:
+        check_emf(orjson.loads(line), "Team/Neuron")
+    assert len(first.stderr.decode().splitlines()) == 1 and "(not_json)" in first.stderr.decode()
+
+
+@pytest.mark.parametrize("args, message", [
+    ([], "--emf"), (["--emf", "--namespace", ""], "--namespace"),
+    (["--emf", "-c", "x.json"], "--collect only"),
+    (["--emf", "--output", "/nonexistent/dir/f"], "cannot open --output")])
+def test_cli_usage_errors(args, message):
+    out = run_cli(*args)
+    assert out.returncode == 2 and message in out.stderr.decode()
+    assert "Traceback" not in out.stderr.decode()
