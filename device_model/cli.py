@@ -10,6 +10,7 @@ from . import __version__
 from .core import instance
 from .errors import SpecError
 from .workloads import REGISTRY, Placement, estimate
+from .workloads.report import apply_vs, format_comparison, format_model, ratios
 
 ENGINE_ORDER = ("tensor", "vector", "scalar", "gpsimd", "dma")
 
@@ -35,9 +36,19 @@ def build_parser() -> argparse.ArgumentParser:
                      help="NAME[:key=value,...], e.g. matmul:m=4096,k=4096,n=4096,dtype=bf16")
     est.add_argument("--instance", "-i", default="trn2.48xlarge", metavar="TYPE")
     est.add_argument("--lnc", type=int, choices=(1, 2), help="logical NeuronCore config")
-    est.add_argument("--cores", type=_positive, default=1, help="logical cores running replicas")
+    est.add_argument("--cores", type=_positive, help="logical cores to use (default: all of the "
+                     "instances for models, 1 for microbenchmarks)")
+    est.add_argument("--nodes", type=_positive, default=1, help="instances (EFA-connected)")
+    est.add_argument("--tp", type=_positive, help="tensor-parallel degree")
+    est.add_argument("--pp", type=_positive, help="pipeline-parallel degree")
+    est.add_argument("--dp", type=_positive, help="data-parallel degree")
+    est.add_argument("--vs", metavar="KEY=VALUE[,...]",
+                     help="what-if: a second configuration differing in instance, nodes, lnc, tp, "
+                     "pp, dp, cores or any workload option; printed side by side with ratios")
     est.add_argument("--overrides", metavar="TOML", help="override catalog and cost constants")
     est.add_argument("--json", action="store_true", help="print JSON")
+    from .runtime.commands import add_commands
+    add_commands(sub)
     return p
 
 
@@ -68,13 +79,27 @@ def format_estimate(r: dict) -> str:
     return "\n".join(lines)
 
 
+def _run(args) -> dict:
+    placement = Placement(cores=args.cores, nodes=args.nodes, tp=args.tp, pp=args.pp, dp=args.dp)
+    result = estimate(args.workload, _instance(args), placement)
+    result["nodes"] = args.nodes
+    return result
+
+
 def cmd_estimate(args) -> int:
-    inst = _instance(args)
-    result = estimate(args.workload, inst, Placement(cores=args.cores))
+    result = _run(args)
+    if args.vs:
+        other = _run(apply_vs(args, args.vs))
+        if args.json:
+            out = {"a": result, "b": other, "ratio": ratios(result, other)}
+            sys.stdout.buffer.write(orjson.dumps(out, option=orjson.OPT_INDENT_2) + b"\n")
+        else:
+            print(format_comparison(result, other))
+        return 0
     if args.json:
         sys.stdout.buffer.write(orjson.dumps(result, option=orjson.OPT_INDENT_2) + b"\n")
     else:
-        print(format_estimate(result))
+        print(format_model(result) if "mode" in result else format_estimate(result))
     return 0
 
 
@@ -82,7 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return {"estimate": cmd_estimate}[args.command](args)
+        from .runtime.commands import COMMANDS
+        return {"estimate": cmd_estimate, **COMMANDS}[args.command](args)
     except SpecError as e:
         print(f"neuron-sim: error: {e}", file=sys.stderr)
         return 2

@@ -180,3 +180,16 @@ class FaultInjector:
                     dev = self._device(spec) if spec.kind in ECC_FAULTS else None
                     out.append(FaultEvent(spec.kind, dev, n * spec.count))
         return out
+
+
+def format_fault(spec: FaultSpec) -> str:
+    """The `--inject` text that parses back to `spec`."""
+    if spec.rate is not None:
+        when = f"rate={spec.rate!r}/exec" if spec.per_exec else f"rate={spec.rate!r}/s"
+    elif spec.every is not None:
+        when = f"every={spec.every!r}s"
+    else:
+        when = f"{spec.at!r}s"
+    opts = "".join(f",{k}={v}" for k, v in (("app", spec.app), ("device", spec.device))
+                   if v is not None)
+    return f"{spec.kind}@{when}{opts}" + (f",count={spec.count}" if spec.count != 1 else "")

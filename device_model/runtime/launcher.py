@@ -1,0 +1,235 @@
+"""Simulated instances: the instance description and the runtime processes behind
+`neuron-sim start / run / stop / status`."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from ..core import Instance
+from ..errors import SpecError
+from ..faults import ECC_FAULTS, FaultSpec, format_fault, parse_fault
+from ..topology import neighbours
+from .apps import AppSpec, check_disjoint, default_apps, format_cores, parse_app
+from .shm import (RuntimeHandle, SimInstance, list_runtimes, read_instance, remove_instance,
+                  runtime_dir, write_instance)
+
+REGIONS = (("us-east-2", "use2"), ("us-west-2", "usw2"), ("us-east-1", "use1"))   # trn2 regions
+DEFAULT_FAULTS = ("numerical@rate=0.0005,app=llama-train", "mem_ecc_corrected@rate=1/h",
+                  "sram_ecc_corrected@rate=2/h", "timeout@rate=0.00002,app=llama-serve")
+START_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 5.0
+RUN_MARK = "\x00run\x00"            # in the command line of a foreground `neuron-sim run`
+
+
+class SimError(SpecError):
+    """A simulated instance that cannot be started, or is in the way."""
+
+
+def describe_instance(inst: Instance, seed: int, speed: float, apps: list[AppSpec],
+                      launcher_pid: int, started_at: float) -> SimInstance:
+    """instance_info with ids that are stable for a seed, hardware info and topology."""
+    rng = np.random.default_rng([seed, 0x1D])
+    region, prefix = REGIONS[int(rng.integers(len(REGIONS)))]
+    zone = int(rng.integers(3))
+    spec, dev = inst.spec, inst.device
+    return SimInstance(
+        instance_name=f"neuronscope-sim-{seed}", instance_id="i-" + rng.bytes(9).hex()[:17],
+        instance_type=spec.name, catalog_name=spec.name, availability_zone=f"{region}{'abc'[zone]}",
+        availability_zone_id=f"{prefix}-az{zone + 1}", region=region, ami_id="ami-" + rng.bytes(9).hex()[:17],
+        subnet_id="subnet-" + rng.bytes(4).hex(), device_type=dev.device_type,
+        device_version=dev.device_version, core_version=dev.core_version(inst.lnc), device_count=spec.devices,
+        device_memory_bytes=dev.hbm_bytes, cores_per_device=dev.logical_cores(inst.lnc), lnc=inst.lnc,
+        seed=seed, speed=speed, started_at=started_at,
+        connected_devices=tuple(neighbours(spec, i) for i in range(spec.devices)),
+        apps=tuple({"tag": a.tag, "workload": a.workload, "cores": format_cores(a.cores), "pid": None}
+                   for a in apps),
+        launcher_pid=launcher_pid)
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    inst: Instance
+    apps: list[AppSpec]
+    faults: dict[str, list[FaultSpec]]          # per app tag
+
+
+def plan(inst: Instance, app_texts: list[str], inject: list[str]) -> Plan:
+    apps = [parse_app(t, inst.logical_cores) for t in app_texts]
+    default = not apps
+    if default:
+        apps = default_apps(inst.spec.name, inst.logical_cores)
+    check_disjoint(apps)
+    specs = [parse_fault(t) for t in (list(DEFAULT_FAULTS) if default else []) + list(inject)]
+    return Plan(inst, apps, route_faults(inst, apps, specs))
+
+
+def route_faults(inst: Instance, apps: list[AppSpec], specs: list[FaultSpec]) -> dict[str, list[FaultSpec]]:
+    """Which runtime meets which fault: by app=, by device=, else execution faults reach every app
+    and untargeted ECC faults the first app (rates are shared out by devices held)."""
+    per_device = inst.device.logical_cores(inst.lnc)
+    held = {a.tag: {c // per_device for c in a.cores} for a in apps}
+    total = sum(len(d) for d in held.values())
+    out: dict[str, list[FaultSpec]] = {a.tag: [] for a in apps}
+    for s in specs:
+        if s.app is not None:
+            if s.app not in out:
+                if s.text in DEFAULT_FAULTS:
+                    continue
+                raise SpecError(f"fault {s.text!r} names app {s.app!r}; allowed: {', '.join(out)}")
+            out[s.app].append(s)
+        elif s.device is not None:
+            if s.device >= inst.spec.devices:
+                raise SpecError(f"fault {s.text!r}: device {s.device} out of range; allowed: 0-{inst.spec.devices - 1}")
+            owners = [t for t, devs in held.items() if s.device in devs]
+            if not owners:
+                raise SpecError(f"fault {s.text!r}: no app runs on device {s.device}; "
+                                f"allowed: {', '.join(map(str, sorted(set().union(*held.values()))))}")
+            out[owners[0]].append(s)
+        elif s.kind in ECC_FAULTS and not (s.rate is not None and s.per_exec):
+            if s.rate is None:
+                out[apps[0].tag].append(s)
+            else:
+                for tag, devs in held.items():
+                    out[tag].append(replace(s, rate=s.rate * len(devs) / total))
+        else:
+            for tag in out:
+                out[tag].append(s)
+    return out
+
+
+def _log_path(root: Path, index: int) -> Path:
+    return root / f"app-{index}.log"
+
+
+def launch(p: Plan, root: Path, seed: int, speed: float, *, interval: float = 0.1,
+           duration: str | None = None, foreground: bool = False) -> tuple[SimInstance, list[subprocess.Popen]]:
+    """Write the instance description and start one detached runtime process per app."""
+    existing = read_instance(root)
+    if existing is not None:
+        if any(h.is_alive() for h in list_runtimes(root)) or _pid_alive(existing.launcher_pid, RUN_MARK):
+            raise SimError(f"a simulated {existing.instance_type} is already running in {root}; "
+                           f"run `neuron-sim stop` first")
+        cleanup(root)
+    desc = describe_instance(p.inst, seed, speed, p.apps, os.getpid() if foreground else 0, time.time())
+    write_instance(root, desc)
+    procs: list[subprocess.Popen] = []
+    try:
+        for i, app in enumerate(p.apps):
+            procs.append(_spawn(p, app, i, root, seed, speed, interval, duration))
+        _wait_started(procs, root)
+    except BaseException:
+        terminate(procs)
+        cleanup(root)
+        raise
+    apps = tuple({**a, "pid": pr.pid} for a, pr in zip(desc.apps, procs))
+    desc = replace(desc, apps=apps)
+    write_instance(root, desc)
+    return desc, procs
+
+
+def _spawn(p: Plan, app: AppSpec, index: int, root: Path, seed: int, speed: float, interval: float,
+           duration: str | None) -> subprocess.Popen:
+    env = dict(os.environ, NEURON_PROCESS_TAG=app.tag, NEURON_RT_VISIBLE_CORES=format_cores(app.cores))
+    cmd = [sys.executable, "-m", "device_model.runtime", "--instance", p.inst.spec.name,
+           "--lnc", str(p.inst.lnc), "--workload", app.workload, "--seed", str(seed), "--speed", repr(speed),
+           "--app-index", str(index), "--root", str(root), "--interval", repr(interval)]
+    for f in p.faults[app.tag]:
+        cmd += ["--inject", format_fault(f)]
+    if duration:
+        cmd += ["--duration", duration]
+    fd = os.open(_log_path(root, index), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        return subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd,
+                                start_new_session=True, close_fds=True)
+    finally:
+        os.close(fd)
+
+
+def _wait_started(procs: list[subprocess.Popen], root: Path) -> None:
+    deadline = time.monotonic() + START_TIMEOUT_S
+    waiting = {pr.pid: i for i, pr in enumerate(procs)}
+    while waiting:
+        for h in list_runtimes(root):
+            waiting.pop(h.pid, None)
+        for pid, i in list(waiting.items()):
+            rc = procs[i].poll()
+            if rc is not None:
+                text = _log_path(root, i).read_text(errors="replace").strip().splitlines()
+                why = text[-1] if text else f"exit status {rc}"
+                raise SimError(why.removeprefix("neuron-sim runtime: error: "))
+        if time.monotonic() > deadline:
+            raise SimError(f"runtime processes did not start within {START_TIMEOUT_S:.0f} s")
+        if waiting:
+            time.sleep(0.05)
+
+
+def terminate(procs: list[subprocess.Popen], timeout: float = STOP_TIMEOUT_S) -> None:
+    for pr in procs:
+        if pr.poll() is None:
+            pr.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    for pr in procs:
+        try:
+            pr.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pr.kill()
+            pr.wait()
+
+
+def _pid_alive(pid: int | None, needle: str) -> bool:
+    """Whether `pid` runs and its command line mentions `needle` (guards against pid reuse)."""
+    if not pid:
+        return False
+    try:
+        with open(f"/proc/{int(pid)}/cmdline", "rb") as f:
+            return needle.encode() in f.read() + b"\x00"
+    except OSError:
+        return False
+
+
+def stop(root: Path) -> tuple[SimInstance | None, int]:
+    """SIGTERM every live runtime (and a foreground launcher), wait, then clean up."""
+    desc = read_instance(root)
+    pids = {h.pid for h in list_runtimes(root) if h.is_alive()}
+    if desc is not None:
+        pids |= {a["pid"] for a in desc.apps if a.get("pid") and _pid_alive(a["pid"], "device_model.runtime")}
+        if desc.launcher_pid != os.getpid() and _pid_alive(desc.launcher_pid, RUN_MARK):
+            _signal(desc.launcher_pid, signal.SIGTERM)
+    for pid in pids:
+        _signal(pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    while pids and time.monotonic() < deadline:
+        pids = {p for p in pids if _pid_alive(p, "device_model.runtime")}
+        time.sleep(0.05)
+    for pid in pids:
+        _signal(pid, signal.SIGKILL)
+    cleanup(root)
+    return desc, len(pids)
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def cleanup(root: Path) -> None:
+    """Remove the files of dead runtimes, their logs and the instance description."""
+    for h in list_runtimes(root):
+        h.remove()
+    if not any(h.is_alive() for h in list_runtimes(root)):
+        remove_instance(root)
+        for log in runtime_dir(root).glob("app-*.log"):
+            log.unlink(missing_ok=True)
+
+
+def live_runtimes(root: Path) -> list[RuntimeHandle]:
+    return [h for h in list_runtimes(root) if h.is_alive()]
