@@ -62,8 +62,9 @@ class NeuronTopApp(App[None]):
         self.paused = False
         self.view = "overview"
         self.core = 0
-        self.sort_key, self.sort_reverse, self.query = "pid", False, ""
+        self.sort_key, self.sort_reverse, self.filter_text = "pid", False, ""
         self.vanished: dict[int, str] = {}
+        self._tree_input: tuple | None = None
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -155,12 +156,15 @@ class NeuronTopApp(App[None]):
             self.query_one(CoreGridView).show(core_grid(report, runtimes), self.show_flops, self.core)
             self.query_one(VcpuPanel).show(vcpu_usage(report, runtimes))
             self.query_one(MemorySummaryView).show(memory_summary(runtimes))
-            self.query_one(MemoryTreeView).show(build_tree(runtimes, core_layout(report)[1]))
+            memory = (self.tab, core_layout(report)[1], tuple(r.memory_used for r in runtimes))
+            if memory != self._tree_input:  # device memory changes rarely; skip the rebuild
+                self._tree_input = memory
+                self.query_one(MemoryTreeView).show(build_tree(runtimes, memory[1]))
         elif self.view == "engines":
             self.query_one(EngineView).show(report, self.history, self.core)
         else:
-            rows = process_rows(report, self.sort_key, self.sort_reverse, self.query)
-            self.query_one(ProcessTable).show(rows, self.sort_key, self.sort_reverse, self.query)
+            rows = process_rows(report, self.sort_key, self.sort_reverse, self.filter_text)
+            self.query_one(ProcessTable).show(rows, self.sort_key, self.sort_reverse, self.filter_text)
 
     def _update_status(self) -> None:
         report = self.report
@@ -258,12 +262,12 @@ class NeuronTopApp(App[None]):
         if self.view != "processes":
             self.action_view("processes")
         box = self.query_one("#filter", Input)
-        box.value = self.query
+        box.value = self.filter_text
         box.add_class("-visible")
         box.focus()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
-        self.query = event.value.strip()
+        self.filter_text = event.value.strip()
         self._close_filter()
 
     def _close_filter(self) -> None:
@@ -272,8 +276,8 @@ class NeuronTopApp(App[None]):
         self.refresh_views()
 
     def key_escape(self) -> None:
-        if self.query_one("#filter").has_class("-visible") or self.query:
-            self.query = ""
+        if self.query_one("#filter").has_class("-visible") or self.filter_text:
+            self.filter_text = ""
             self._close_filter()
 
     def action_next_theme(self) -> None:

@@ -16,23 +16,31 @@ class LineWidget(Widget):
         self._version = 0
         self._cache_key: tuple | None = None
         self._lines: list[Strip] = []
+        self._line_count = -1
+        self._base_style = Style()
         self.top_row = 0  # first line shown when the lines outgrow the widget
 
     def build_lines(self, width: int) -> list[Strip]:
         raise NotImplementedError
 
     def lines_for(self, width: int) -> list[Strip]:
-        base = self.rich_style
-        key = (width, self._version, base)
+        # Resolving rich_style walks the CSS; only a new theme or focus can change it.
+        key = (width, self._version, self.app.theme, self.has_focus)
         if key != self._cache_key:
-            # Unstyled text takes the widget's own colours (and the theme's, after a switch).
-            self._lines = [line.apply_style(base) for line in self.build_lines(width)]
+            base = self._base_style = self.rich_style  # unstyled text takes the widget's colours
+            self._lines = [line.apply_style(base).adjust_cell_length(width, base)
+                           for line in self.build_lines(width)]
             self._cache_key = key
         return self._lines
 
     def invalidate(self, layout: bool = False) -> None:
+        """New data: rebuild on the next render; re-layout only when the line count changed,
+        since a full layout pass costs more than rendering every line of the screen."""
         self._version += 1
-        self.refresh(layout=layout)
+        count = len(self.lines_for(self.size.width)) if self.size.width else -1
+        changed = count != self._line_count
+        self._line_count = count
+        self.refresh(layout=layout and changed)
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
         return max(1, len(self.lines_for(width)))
@@ -42,8 +50,8 @@ class LineWidget(Widget):
         lines = self.lines_for(width)
         index = y + self.top_row
         if 0 <= index < len(lines):
-            return lines[index].adjust_cell_length(width, self.rich_style)
-        return Strip.blank(width, self.rich_style)
+            return lines[index]
+        return Strip.blank(width, self._base_style)
 
     def style_of(self, component: str) -> Style:
         return self.get_component_rich_style(component, partial=True)

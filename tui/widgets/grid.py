@@ -45,6 +45,7 @@ class CoreGridView(LineWidget, can_focus=True):
         self.grid: CoreGrid | None = None
         self.show_flops = False
         self.selected = 0
+        self._styles: dict = {}
 
     def show(self, grid: CoreGrid, show_flops: bool, selected: int) -> None:
         self.grid, self.show_flops, self.selected = grid, show_flops, selected
@@ -70,7 +71,9 @@ class CoreGridView(LineWidget, can_focus=True):
         if grid is None:
             return [strip([("waiting for the first report…", self.style_of("coregrid--idle"))])]
         col = self.column_width(width)
-        label = self.style_of("coregrid--label")
+        # Resolve each component style once per build, not once per cell.
+        self._styles = {name: self.style_of(name) for name in self.COMPONENT_CLASSES}
+        label = self._styles["coregrid--label"]
         header = [(" " * LABEL_WIDTH, None)]
         header += [(f"NC{c}".ljust(col), label) for c in range(grid.cores_per_device)]
         lines = [strip(header)]
@@ -89,10 +92,10 @@ class CoreGridView(LineWidget, can_focus=True):
         bar_width = col - len(number) - 2
         level = ("coregrid--idle" if not grid.in_use[core] else "coregrid--high" if util >= 0.8
                  else "coregrid--mid" if util >= 0.5 else "coregrid--low")
-        number_style = self.style_of("coregrid--selected") if core == self.selected else None
+        number_style = self._styles["coregrid--selected"] if core == self.selected else None
         if bar_width < 2:
             return [(number, number_style), (" " * (col - len(number)), None)]
-        return [(bar(util, bar_width), self.style_of(level)), (" ", None), (number, number_style),
+        return [(bar(util, bar_width), self._styles[level]), (" ", None), (number, number_style),
                 (" ", None)]
 
     def _keep_selected_visible(self) -> None:
@@ -108,8 +111,7 @@ class CoreGridView(LineWidget, can_focus=True):
 
     def render_line(self, y: int) -> Strip:
         if y == 0 and self.top_row > 0:  # the NC header stays put while device rows scroll
-            return self.lines_for(self.size.width)[0].adjust_cell_length(self.size.width,
-                                                                         self.rich_style)
+            return self.lines_for(self.size.width)[0]
         return super().render_line(y)
 
     def action_move(self, dx: int, dy: int) -> None:

@@ -28,6 +28,8 @@ class TitleBar(LineWidget):
         self.status = ""
 
     def show(self, instance_id: str, instance_type: str, status: str) -> None:
+        if (instance_id, instance_type, status) == (self.instance_id, self.instance_type, self.status):
+            return  # unchanged: no repaint
         self.instance_id, self.instance_type, self.status = instance_id, instance_type, status
         self.invalidate()
 
@@ -112,6 +114,8 @@ class VcpuPanel(LineWidget):
         self.usage: VcpuUsage | None = None
 
     def show(self, usage: VcpuUsage) -> None:
+        if usage == self.usage:
+            return
         self.usage = usage
         self.invalidate()
 
@@ -139,6 +143,8 @@ class MemorySummaryView(LineWidget):
         self.summary: MemorySummary | None = None
 
     def show(self, summary: MemorySummary) -> None:
+        if summary == self.summary:
+            return
         self.summary = summary
         self.invalidate(layout=True)
 

@@ -84,7 +84,7 @@ class MemoryTreeView(LineWidget, can_focus=True):
     def render_line(self, y: int) -> Strip:
         lines = self.lines_for(self.size.width)
         if y == 0:  # the column header stays put while rows scroll
-            return lines[0].adjust_cell_length(self.size.width, self.rich_style)
+            return lines[0]
         return super().render_line(y)
 
     def _follow_cursor(self) -> None:
