@@ -1,0 +1,180 @@
+"""Kineto-shaped Chrome trace JSON (`.json` or `.json.gz`), encoded with numpy.
+
+- one process per NeuronCore (pid = core index), one thread per engine lane or DMA queue, named
+  like AWS's timeline rows; instructions are `kernel` X events whose `args.stream` is the thread
+  and `args.correlation` the host call that launched their operator (HTA joins on it);
+- operator spans (`gpu_user_annotation`) on "Operators" rows of the same process;
+- the host process: `ProfilerStep#N` annotations, operator calls, launches, data loading;
+- flows: `ac2g` from each host call to its operator's first instruction and `op2inst` from each
+  operator span to its first instruction (`bp: "e"` on the finish, as Kineto writes them);
+- counter tracks: HBM Bandwidth, DMA Throughput, TensorMatrix Utilization.
+
+Collective instructions are named `ncclKernel_<OPCODE>` and DMA instructions `Memcpy <OPCODE>` so
+HTA's kernel-type rules count them as communication and memory; other names are AWS's opcodes.
+"""
+from __future__ import annotations
+
+import numpy as np
+import orjson
+
+from .jsonenc import Int, Micros, Text, encode_records
+from .model import PHASES, Profile
+from .tracks import (DEVICE_PID, OP_TID_BASE, Layout, counters, host_pid, instruction_layout,
+                     op_rows, to_ns)
+from .traceio import write_atomic
+
+# Correlation ids start high like Kineto's (HTA downcasts small id columns to int8 and then
+# cannot store row indices in them).
+CORRELATION_BASE = 1 << 20
+COLLECTIVE_OPCODES = {"ALL_REDUCE", "ALL_GATHER", "REDUCE_SCATTER", "ALL_TO_ALL", "SEND_RECV"}
+
+
+def kernel_name(opcode: str) -> str:
+    """AWS's opcode, with the prefixes HTA's kernel-type rules look for on collectives
+    (`^nccl.*Kernel` -> communication) and DMA transfers (`^Memcpy` -> memory)."""
+    if opcode in COLLECTIVE_OPCODES:
+        return f"ncclKernel_{opcode}"
+    if opcode.startswith("DMA_"):
+        return f"Memcpy {opcode}"
+    return opcode
+
+
+def _instruction_events(profile: Profile, lay: Layout, corr: np.ndarray) -> bytes:
+    ins = profile.table("instructions")
+    names = tuple(kernel_name(o) for o in profile.meta["opcodes"])
+    op = ins["op"][lay.order].astype(np.int64)
+    return encode_records([
+        b'{"ph":"X","cat":"kernel","name":', Text(ins["opcode"][lay.order], names),
+        b',"pid":%d,"tid":' % DEVICE_PID, Int(lay.tid), b',"ts":', Micros(lay.start_ns),
+        b',"dur":', Micros(lay.dur_ns), b',"args":{"correlation":', Int(corr[op]),
+        b',"stream":', Int(lay.tid), b',"device":%d,"op":' % DEVICE_PID, Int(op), b'}},\n'],
+        lay.order.size)
+
+
+def _op_events(profile: Profile) -> tuple[bytes, np.ndarray, np.ndarray]:
+    ops = profile.table("ops")
+    start, end = to_ns(ops["start"]), to_ns(ops["end"])
+    end = np.maximum(end, start)
+    rows = op_rows(start, end)
+    data = encode_records([
+        b'{"ph":"X","cat":"gpu_user_annotation","name":', Text(ops["name_s"], profile.strings),
+        b',"pid":%d,"tid":' % DEVICE_PID, Int(OP_TID_BASE + rows), b',"ts":', Micros(start),
+        b',"dur":', Micros(end - start), b',"args":{"step":', Int(np.maximum(ops["step"], 0)),
+        b',"phase":', Text(ops["phase"], PHASES), b',"module":', Text(ops["module_s"], profile.strings),
+        b',"External id":', Int(ops["host"] + 1), b'}},\n'], start.size)
+    return data, rows, start
+
+
+def _first_instruction(profile: Profile, lay: Layout) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """For each op that has instructions: (op row, tid, start ns) of its first instruction."""
+    op = profile.table("instructions")["op"][lay.order].astype(np.int64)
+    if op.size == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    o = np.lexsort((lay.start_ns, op))
+    first = np.flatnonzero(np.r_[True, op[o][1:] != op[o][:-1]])
+    pick = o[first]
+    return op[pick], lay.tid[pick], lay.start_ns[pick]
+
+
+def _flows(cat: bytes, ids: np.ndarray, src_pid: np.ndarray, src_tid: np.ndarray, src_ts: np.ndarray,
+           dst_tid: np.ndarray, dst_ts: np.ndarray) -> bytes:
+    n = ids.size
+    start = encode_records([b'{"ph":"s","id":', Int(ids), b',"pid":', Int(src_pid), b',"tid":', Int(src_tid),
+                            b',"ts":', Micros(src_ts), b',"cat":"%s","name":"%s"},\n' % (cat, cat)], n)
+    finish = encode_records([b'{"ph":"f","id":', Int(ids), b',"pid":%d,"tid":' % DEVICE_PID, Int(dst_tid),
+                             b',"ts":', Micros(dst_ts), b',"cat":"%s","name":"%s","bp":"e"},\n' % (cat, cat)], n)
+    return start + finish
+
+
+def _host_events(profile: Profile, launched: set[int]) -> list[bytes]:
+    host = profile.table("host")
+    pid = host_pid(profile)
+    out = []
+    start, end = to_ns(host["start"]), to_ns(host["end"])
+    for i, (n, c, tid, s, e, st) in enumerate(zip(host["name_s"].tolist(), host["cat_s"].tolist(),
+                                                  host["tid"].tolist(), start.tolist(), end.tolist(),
+                                                  host["step"].tolist())):
+        args = {"correlation": CORRELATION_BASE + i} if i in launched else {}
+        if st >= 0:
+            args["step"] = st
+        out.append(orjson.dumps({"ph": "X", "cat": profile.strings[c], "name": profile.strings[n],
+                                 "pid": pid, "tid": tid, "ts": s / 1000, "dur": max(e - s, 0) / 1000,
+                                 "args": args}))
+    return out
+
+
+def _counter_events(profile: Profile) -> list[bytes]:
+    out = []
+    for c in counters(profile):
+        for t, v in zip((c.times_ns / 1000).tolist(), c.values.tolist()):
+            out.append(orjson.dumps({"ph": "C", "name": c.name, "pid": DEVICE_PID, "ts": t,
+                                     "args": {c.unit: v}}))
+    return out
+
+
+def _metadata_events(profile: Profile, lay: Layout, n_op_rows: int) -> list[bytes]:
+    meta = profile.meta
+    pid = host_pid(profile)
+    ev = [
+        {"ph": "M", "name": "process_name", "pid": DEVICE_PID,
+         "args": {"name": f"NeuronCore {DEVICE_PID} ({meta['instance']}, {meta['device']}, LNC={meta['lnc']})"}},
+        {"ph": "M", "name": "process_labels", "pid": DEVICE_PID, "args": {"labels": meta.get("source", "")}},
+        {"ph": "M", "name": "process_sort_index", "pid": DEVICE_PID, "args": {"sort_index": 1}},
+        {"ph": "M", "name": "process_name", "pid": pid, "args": {"name": meta.get("host_name", "Host")}},
+        {"ph": "M", "name": "process_sort_index", "pid": pid, "args": {"sort_index": 0}},
+    ]
+    for th in lay.threads:
+        ev.append({"ph": "M", "name": "thread_name", "pid": DEVICE_PID, "tid": th.tid, "args": {"name": th.name}})
+        ev.append({"ph": "M", "name": "thread_sort_index", "pid": DEVICE_PID, "tid": th.tid,
+                   "args": {"sort_index": th.sort}})
+    for r in range(n_op_rows):
+        ev.append({"ph": "M", "name": "thread_name", "pid": DEVICE_PID, "tid": OP_TID_BASE + r,
+                   "args": {"name": f"Operators (row {r})"}})
+        ev.append({"ph": "M", "name": "thread_sort_index", "pid": DEVICE_PID, "tid": OP_TID_BASE + r,
+                   "args": {"sort_index": r}})
+    for tid in sorted(set(profile.table("host")["tid"].tolist())):
+        ev.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
+                   "args": {"name": f"thread {tid}"}})
+    return [orjson.dumps(e) for e in ev]
+
+
+def chrome_chunks(profile: Profile) -> tuple[list[bytes], int]:
+    """The trace as byte chunks, and its event count."""
+    meta = profile.meta
+    ops = profile.table("ops")
+    lay = instruction_layout(profile)
+    corr = np.where(ops["host"] >= 0, ops["host"].astype(np.int64) + CORRELATION_BASE, 0)
+    op_data, rows, op_start = _op_events(profile)
+    launched = set(ops["host"][ops["host"] >= 0].tolist())
+    f_op, f_tid, f_ts = _first_instruction(profile, lay)
+    hosted = ops["host"][f_op] >= 0
+    host = profile.table("host")
+    h_row = ops["host"][f_op][hosted]
+    n_ops = ops["start"].size
+    flows = _flows(b"ac2g", h_row + CORRELATION_BASE, np.full(h_row.size, host_pid(profile)), host["tid"][h_row],
+                   to_ns(host["start"][h_row]), f_tid[hosted], f_ts[hosted])
+    flows += _flows(b"op2inst", f_op + 2 * CORRELATION_BASE, np.full(f_op.size, DEVICE_PID), OP_TID_BASE + rows[f_op],
+                    op_start[f_op], f_tid, f_ts)
+    header = orjson.dumps({
+        "schemaVersion": 1,
+        "deviceProperties": [{"id": DEVICE_PID, "name": f"{meta['device']} NeuronCore",
+                              "instance": meta["instance"], "lnc": meta["lnc"],
+                              "tensorPeakFlopsBf16": meta["tensor_peak_flops_bf16"],
+                              "hbmBandwidthPerStack": meta["hbm_bw_per_stack"]}],
+        "distributedInfo": {"backend": "neuron-sim", "rank": 0, "world_size": 1},
+        "displayTimeUnit": "ns",
+        "baseTimeNanoseconds": int(meta.get("created_unix_s", 0) * 1e9),
+        "traceName": meta.get("workload") or meta.get("command", "profile"),
+    })[:-1] + b',"traceEvents":[\n'
+    small = _host_events(profile, launched) + _counter_events(profile) + \
+        _metadata_events(profile, lay, int(rows.max()) + 1 if rows.size else 0)
+    tail = b",\n".join(small) + b"\n]}\n"
+    ins_data = _instruction_events(profile, lay, corr)
+    count = lay.order.size + n_ops + 2 * (h_row.size + f_op.size) + len(small)
+    return [header, ins_data, op_data, flows, tail], count
+
+
+def write_chrome(profile: Profile, path: str) -> int:
+    chunks, count = chrome_chunks(profile)
+    write_atomic(path, chunks)
+    return count
