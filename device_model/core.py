@@ -15,6 +15,7 @@ import numpy as np
 from .collectives import collective_cost
 from .costs import DEFAULT_COSTS, CostParams
 from .isa import COMPUTE_ENGINES, L_CC, OP, Q_CC
+from .lower_attention import lower_attention
 from .lower_matmul import lower_matmul
 from .lower_vector import (lower_activation, lower_binary, lower_cast, lower_dma, lower_embedding,
                            lower_im2col, lower_norm, lower_reduce, lower_softmax, lower_transpose)
@@ -39,6 +40,7 @@ LOWERING = {
     "cast": lower_cast, "reduce": lower_reduce, "softmax": lower_softmax, "layernorm": lower_norm,
     "rmsnorm": lower_norm, "transpose": lower_transpose, "embedding": lower_embedding,
     "im2col": lower_im2col, "dma": lower_dma, "collective": lower_collective,
+    "attention": lower_attention,
 }
 
 

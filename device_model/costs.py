@@ -36,7 +36,7 @@ class CostParams:
     cc_alpha_inter_s: float = 15e-6        # C1, C3: ~15 us per inter-node hop
     cc_reduce_dma_fraction: float = 0.5    # N3: DMA collective compute ~50% of DMA throughput
     cc_link_efficiency: float = 0.9        # assumption: achieved/peak on NeuronLink and EFA
-    cc_launch_s: float = 0.0               # assumption: per-collective fixed cost (calibrated)
+    cc_launch_s: float = 5e-6              # assumption: per-collective fixed cost (C1 floor, I1)
     cc_local_bw_fraction: float = 0.21     # assumption: same-chip collective share of core DMA bw (C1)
     # --- runtime ------------------------------------------------------------------------
     exec_overhead_s: float = 50e-6         # assumption: per-execution launch overhead (C1 floor)

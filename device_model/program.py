@@ -101,6 +101,17 @@ class Program:
         return self.matmul(batch * oh * ow, cin * kh * kw, cout, dtype, name=name or "conv2d",
                            deps=(first,))
 
+    def attention(self, batch: int, q_rows: int, kv_len: int, head_dim: int, dtype: str = "bf16", *,
+                  causal: bool = False, backward: bool = False, name: str | None = None,
+                  deps: tuple[int, ...] | None = None) -> int:
+        """Fused (flash) attention over `batch` (sequence, KV head) pairs: `q_rows` query rows
+        (query heads sharing the KV head times query length) against `kv_len` keys."""
+        get_dtype(dtype)
+        return self._add("attention", name or ("attention_bwd" if backward else "attention"), deps,
+                         batch=_positive("batch", batch), q_rows=_positive("q_rows", q_rows),
+                         kv_len=_positive("kv_len", kv_len), head_dim=_positive("head_dim", head_dim),
+                         dtype=dtype, causal=causal, backward=backward)
+
     # --- ScalarE / VectorE / GpSimdE -------------------------------------------------------
     def activation(self, func: str, elements: int, dtype: str = "bf16", *, inputs: int = 1,
                    name: str | None = None, deps: tuple[int, ...] | None = None) -> int:

@@ -44,9 +44,10 @@ MODEL_PARAMS = (
     Param("in", parse_int, 0, help="prompt tokens"),
     Param("out", parse_int, 0, help="generated tokens"),
     Param("bucket", _bucket, -1, help="pow2 or a length multiple"),
+    Param("attn", str, "", choices=("flash", "unfused"), help="attention kernel"),
 )
 _UNSET = {"seq": 0, "mbs": 0, "gbs": 0, "zero1": "", "ckpt": "", "sp": "", "batch": 0, "in": 0,
-          "out": 0, "bucket": -1}
+          "out": 0, "bucket": -1, "attn": ""}
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +80,13 @@ def _check_keys(cfg: ModelConfig, opts: dict[str, Any]) -> None:
         raise SpecError(f"{cfg.name} is an encoder; allowed modes: train, prefill")
 
 
+def _flash(cfg: ModelConfig, opts: dict) -> bool:
+    """Fused attention unless asked otherwise or the model trains with attention dropout."""
+    if opts["attn"]:
+        return opts["attn"] == "flash"
+    return not (cfg.dropout and opts["mode"] == "train")
+
+
 def _layout(cfg: ModelConfig, inst: Instance, opts: dict, placement) -> Layout:
     return resolve_layout(inst, placement.nodes, placement.cores, placement.tp, placement.pp,
                           placement.dp, heads=cfg.heads, training=opts["mode"] == "train")
@@ -89,7 +97,7 @@ def train_plan(cfg: ModelConfig, inst: Instance, opts: dict, placement) -> Train
     mbs = opts["mbs"] or 1
     spec = TrainSpec(cfg, opts["seq"] or cfg.default_seq, mbs, opts["gbs"] or mbs * lay.dp,
                      precision(opts["dtype"], True), opts["zero1"] != "off" and lay.dp > 1,
-                     opts["ckpt"] or "none", opts["sp"] != "off", lay)
+                     opts["ckpt"] or "none", opts["sp"] != "off", lay, _flash(cfg, opts))
     return TrainingPlan(inst, spec)
 
 
@@ -97,7 +105,7 @@ def infer_plan(cfg: ModelConfig, inst: Instance, opts: dict, placement) -> Infer
     lay = _layout(cfg, inst, opts, placement)
     spec = InferSpec(cfg, opts["batch"] or 1, opts["in"] or 128,
                      opts["out"] or (128 if opts["mode"] == "decode" else 1),
-                     max(0, opts["bucket"]), precision(opts["dtype"], False), lay)
+                     max(0, opts["bucket"]), precision(opts["dtype"], False), lay, _flash(cfg, opts))
     return InferencePlan(inst, spec)
 
 
@@ -139,7 +147,7 @@ def estimate_train(plan: TrainingPlan) -> dict:
     return {
         "mode": "train", "model": _model_info(plan.cfg),
         "parallel": {**lay.describe(), "sp": plan.shard.sp, "zero1": spec.zero1,
-                     "ckpt": spec.ckpt, "microbatches": spec.microbatches,
+                     "ckpt": spec.ckpt, "attention": "flash" if spec.flash else "unfused", "microbatches": spec.microbatches,
                      "layers_per_stage": plan.layers, "critical_stage": est.stage},
         "dtype": spec.prec.name, "seq": spec.seq, "mbs": spec.mbs, "gbs": spec.gbs,
         "time_s": t, "step_time_s": t,

@@ -31,6 +31,7 @@ class InferSpec:
     bucket: int            # 0: powers of two from MIN_BUCKET; N: multiples of N
     prec: Precision
     layout: Layout
+    flash: bool = True     # fused attention in prefill (decode runs matrix-vector attention)
 
 
 def padded(length: int, bucket: int, limit: int) -> int:
@@ -64,7 +65,7 @@ class InferencePlan:
         p = Program()
         emit_forward(p, embedding_recipe(cfg, sh, spec.prec, b * q_len, group, training=False), "embed.")
         layer = layer_recipe(cfg, sh, spec.prec, b, q_len, kv_len, group, training=False,
-                             cache_write=cfg.family != "bert")
+                             cache_write=cfg.family != "bert", flash=spec.flash and q_len > 1)
         for i in range(layers):
             emit_forward(p, layer, f"layer{i}.")
         emit_forward(p, head_recipe(cfg, sh, spec.prec, b, group, training=False), "head.")
@@ -108,7 +109,8 @@ class InferencePlan:
               if cfg.family != "bert" else 0.0)
         tokens = spec.batch * self.prefill_len
         work = tokens * (4 * h + (sh.heads + 2 * sh.kv_heads) * sh.head_dim + 3 * sh.ffn) * prec.act_bytes
-        work += tokens * sh.heads * self.prefill_len * prec.act_bytes
+        if not spec.flash:
+            work += tokens * sh.heads * self.prefill_len * prec.act_bytes
         cap = self.inst.device.hbm_bytes / self.inst.device.logical_cores(self.inst.lnc)
         return Memory(params * prec.weight_bytes, 0.0, 0.0, work, kv, RUNTIME_RESERVE_BYTES, cap)
 

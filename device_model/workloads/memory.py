@@ -42,7 +42,7 @@ class Memory:
 
 
 def layer_activation_bytes(cfg: ModelConfig, sh: Shard, prec: Precision, batch: int, seq: int,
-                           ckpt: str) -> float:
+                           ckpt: str, flash: bool = False) -> float:
     """Bytes one layer keeps per micro-batch between its forward and backward pass."""
     a = prec.act_bytes
     tokens = batch * seq
@@ -56,7 +56,7 @@ def layer_activation_bytes(cfg: ModelConfig, sh: Shard, prec: Precision, batch: 
     mlp = (3 if cfg.mlp == "swiglu" else 2) * tokens * sh.ffn * a
     masks = (2 * tokens * h / split) if cfg.dropout else 0.0
     probs = 0.0
-    if ckpt == "none":
+    if ckpt == "none" and not flash:
         probs = batch * sh.heads * seq * seq * (2 * a + (1 if cfg.dropout else 0))
     return norm_region + qkv + context + mlp + masks + probs
 

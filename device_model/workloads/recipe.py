@@ -57,6 +57,13 @@ class Recipe:
                   [_call("matmul", m, n, k, dt, batch=batch, weights=False, name=f"{name}.da"),
                    _call("matmul", k, m, n, dt, batch=batch, weights=False, name=f"{name}.db")])
 
+    def attention(self, name: str, batch: int, q_rows: int, kv_len: int, head_dim: int,
+                  causal: bool) -> None:
+        """Fused attention: its backward recomputes the scores itself (no saved probabilities)."""
+        args = (batch, q_rows, kv_len, head_dim, self.act)
+        self._add(name, [_call("attention", *args, causal=causal, name=name)],
+                  [_call("attention", *args, causal=causal, backward=True, name=f"{name}.bwd")])
+
     def norm(self, name: str, rows: int, hidden: int, rms: bool) -> None:
         self._add(name, [_call("layernorm", rows, hidden, self.act, rms=rms, name=name)],
                   [_call("layernorm", rows, hidden, self.act, rms=rms, name=f"{name}.dx"),

@@ -35,6 +35,7 @@ class TrainSpec:
     ckpt: str            # none | selective | full
     sp: bool
     layout: Layout
+    flash: bool = True   # fused attention
 
     @property
     def microbatches(self) -> int:
@@ -68,7 +69,7 @@ class TrainingPlan:
         self.tokens = spec.mbs * spec.seq
         tp_group = lay.tp_group
         self.layer = layer_recipe(cfg, self.shard, spec.prec, spec.mbs, spec.seq, spec.seq,
-                                  tp_group, training=True)
+                                  tp_group, training=True, flash=spec.flash)
         self.embed = embedding_recipe(cfg, self.shard, spec.prec, self.tokens, tp_group, training=True)
         self.head = head_recipe(cfg, self.shard, spec.prec, self.tokens, tp_group, training=True)
         self.layers = stage_layers(cfg.layers, lay.pp)
@@ -179,10 +180,10 @@ class TrainingPlan:
         spec, cfg, sh, prec = self.spec, self.cfg, self.shard, self.spec.prec
         lay = spec.layout
         params = self.stage_params(s)
-        per_layer = layer_activation_bytes(cfg, sh, prec, spec.mbs, spec.seq, spec.ckpt)
+        per_layer = layer_activation_bytes(cfg, sh, prec, spec.mbs, spec.seq, spec.ckpt, spec.flash)
         live = in_flight_microbatches(s, lay.pp, spec.microbatches) * self.layers[s] * per_layer
         if spec.ckpt == "full":        # one layer's full activations exist while it recomputes
-            live += layer_activation_bytes(cfg, sh, prec, spec.mbs, spec.seq, "none")
+            live += layer_activation_bytes(cfg, sh, prec, spec.mbs, spec.seq, "none", spec.flash)
         if s == lay.pp - 1:            # logits and their FP32 softmax
             live += self.tokens * sh.vocab * (prec.act_bytes + 4)
         cap = self.inst.device.hbm_bytes / self.inst.device.logical_cores(self.inst.lnc)

@@ -97,8 +97,10 @@ def _tp_pair(r: Recipe, name: str, tokens: int, cfg: ModelConfig, sh: Shard,
 
 def layer_recipe(cfg: ModelConfig, sh: Shard, prec: Precision, batch: int, q_len: int,
                  kv_len: int, group: CollectiveGroup, *, training: bool,
-                 cache_write: bool = False) -> Recipe:
-    """One layer for `batch` sequences of `q_len` new tokens attending to `kv_len` positions."""
+                 cache_write: bool = False, flash: bool = False) -> Recipe:
+    """One layer for `batch` sequences of `q_len` new tokens attending to `kv_len` positions.
+    `flash`: fused attention (no score matrix in HBM); else scores, softmax and context as
+    separate ops, as XLA emits them and as decode's matrix-vector kernels run."""
     r = Recipe(prec.matmul, prec.act)
     h, d = cfg.hidden, sh.head_dim
     tokens = batch * q_len
@@ -119,14 +121,11 @@ def layer_recipe(cfg: ModelConfig, sh: Shard, prec: Precision, batch: int, q_len
         r.binary("rope_add", "add", rot, grads=0)
     if cache_write:
         r.store("kv_cache_write", int(tokens * 2 * sh.kv_heads * d * prec.act_bytes))
-    r.tag = "attn"
-    group_q = sh.heads // sh.kv_heads
-    r.bmm("scores", batch * sh.kv_heads, group_q * q_len, d, kv_len)
-    r.softmax("softmax", batch * sh.heads * q_len, kv_len, cfg.causal and q_len > 1)
-    if drop:
-        r.binary("attn_dropout", "mul", batch * sh.heads * q_len * kv_len)
-    r.bmm("context", batch * sh.kv_heads, group_q * q_len, kv_len, d)
-    r.tag = ""
+    if flash:
+        r.attention("attention", batch * sh.kv_heads, sh.heads // sh.kv_heads * q_len, kv_len, d,
+                    cfg.causal and q_len > 1)
+    else:
+        _unfused_attention(r, cfg, sh, batch, q_len, kv_len, drop)
     r.linear("attn_out", tokens, sh.heads * d, h)
     _tp_pair(r, "attn", tokens, cfg, sh, group, False, prec)
     if drop:
@@ -190,3 +189,17 @@ def head_recipe(cfg: ModelConfig, sh: Shard, prec: Precision, tokens: int,
         r.collective("sample.all_gather", "all_gather", tokens * 8 * group.ranks, group)
     return r
 
+
+
+def _unfused_attention(r: Recipe, cfg: ModelConfig, sh: Shard, batch: int, q_len: int,
+                       kv_len: int, drop: bool) -> None:
+    """Scores, softmax, dropout and context as separate ops (what selective checkpointing
+    recomputes). Query heads sharing a KV head are stacked as rows (GQA)."""
+    d, group_q = sh.head_dim, sh.heads // sh.kv_heads
+    r.tag = "attn"
+    r.bmm("scores", batch * sh.kv_heads, group_q * q_len, d, kv_len)
+    r.softmax("softmax", batch * sh.heads * q_len, kv_len, cfg.causal and q_len > 1)
+    if drop:
+        r.binary("attn_dropout", "mul", batch * sh.heads * q_len * kv_len)
+    r.bmm("context", batch * sh.kv_heads, group_q * q_len, kv_len, d)
+    r.tag = ""

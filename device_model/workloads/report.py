@@ -1,0 +1,139 @@
+"""Human output of model estimates, and `--vs` what-if comparisons (two runs side by side)."""
+from __future__ import annotations
+
+import argparse
+from typing import Any, Callable
+
+from ..errors import SpecError
+from .spec import split_spec
+
+GiB = 1 << 30
+ENGINES = ("tensor", "vector", "scalar", "gpsimd", "dma")
+BREAKDOWN = ("compute_s", "dma_s", "collective_exposed_s", "bubble_s", "optimizer_s", "overhead_s",
+             "collective_hidden_s")
+_PLACEMENT_KEYS = {"instance": str, "nodes": int, "lnc": int, "tp": int, "pp": int, "dp": int,
+                   "cores": int}
+
+
+def apply_vs(args: argparse.Namespace, text: str) -> argparse.Namespace:
+    """A copy of the CLI arguments with `KEY=VALUE[,...]` applied: placement keys replace
+    options, any other key replaces (or adds) a workload option."""
+    new = argparse.Namespace(**vars(args))
+    name, opts = split_spec(args.workload)
+    _, changes = split_spec("vs:" + text)
+    if not changes:
+        raise SpecError(f"--vs {text!r}: expected KEY=VALUE[,...]")
+    for key, value in changes.items():
+        if key in _PLACEMENT_KEYS:
+            if _PLACEMENT_KEYS[key] is int:
+                if not value.isdigit() or int(value) < 1:
+                    raise SpecError(f"--vs {key}={value!r}: expected a positive integer")
+                value = int(value)
+            setattr(new, key, value)
+            if key == "instance" and "lnc" not in changes:
+                new.lnc = None            # the other device's default
+        else:
+            opts[key] = value
+    new.workload = name + (":" + ",".join(f"{k}={v}" for k, v in opts.items()) if opts else "")
+    new.vs = None
+    return new
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:.1f}%"
+
+
+def _time(s: float) -> str:
+    if s >= 1:
+        return f"{s:.3f} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.2f} ms"
+    return f"{s * 1e6:.1f} us"
+
+
+def _parallel(r: dict) -> str:
+    p = r["parallel"]
+    links = ", ".join(f"{k.upper()} {p[k.lower() + '_link']}" for k in ("TP", "PP", "DP")
+                      if p.get(k.lower() + "_link"))
+    extra = [x for x, on in (("SP", p.get("sp")), ("ZeRO-1", p.get("zero1"))) if on]
+    if p.get("ckpt") and p["ckpt"] != "none":
+        extra.append(f"{p['ckpt']} checkpointing")
+    if "microbatches" in p:
+        extra.append(f"{p['microbatches']} micro-batches")
+    return (f"TP{p['tp']} PP{p['pp']} DP{p['dp']} ({p['ranks']} ranks; {links})"
+            + ("; " + ", ".join(extra) if extra else ""))
+
+
+Row = tuple[str, Callable[[dict], Any], Callable[[Any], str]]
+
+
+def _rows(r: dict) -> list[Row]:
+    rows: list[Row] = [("parallel", _parallel, str)]
+    if r["mode"] == "train":
+        rows += [("step time", lambda r: r["step_time_s"], _time),
+                 ("sequences/s", lambda r: r["sequences_per_s"], lambda v: f"{v:,.2f}"),
+                 ("tokens/s", lambda r: r["tokens_per_s"], lambda v: f"{v:,.0f}")]
+    else:
+        rows += [("TTFT", lambda r: r["ttft_s"], _time)]
+        if "tpot_s" in r:
+            rows += [("time/output token", lambda r: r["tpot_s"], _time)]
+        rows += [("tokens/s", lambda r: r["tokens_per_s"], lambda v: f"{v:,.1f}")]
+    rows += [(k.upper(), lambda r, k=k: r[k], _pct) for k in ("mfu", "hfu", "mbu")]
+    rows += [(f"{e} active", lambda r, e=e: r["engine_active"][e], _pct) for e in ENGINES]
+    rows += [(k.removesuffix("_s").replace("_", " "), lambda r, k=k: r["breakdown"][k], _time)
+             for k in BREAKDOWN]
+    rows += [("memory/core", lambda r: r["memory"]["total_bytes"], lambda v: f"{v / GiB:.1f} GiB"),
+             ("HBM/core", lambda r: r["memory"]["capacity_bytes"], lambda v: f"{v / GiB:.1f} GiB")]
+    return rows
+
+
+def _title(r: dict) -> str:
+    nodes = r.get("nodes", 1)
+    return f"{r['workload']} on {nodes} x {r['instance']} (LNC={r['lnc']})"
+
+
+def format_model(r: dict) -> str:
+    lines = [_title(r)]
+    for label, get, fmt in _rows(r):
+        lines.append(f"  {label:<20} {fmt(get(r))}")
+    m = r["memory"]
+    parts = ", ".join(f"{k} {m[k + '_bytes'] / GiB:.1f}" for k in
+                      ("weights", "gradients", "optimizer", "activations", "kv_cache", "reserved")
+                      if m[k + "_bytes"])
+    lines.append(f"  {'memory detail':<20} {parts} GiB")
+    return "\n".join(lines)
+
+
+def ratios(a: dict, b: dict) -> dict:
+    """b / a for every number both results share at the same place (top level and one deep)."""
+    out: dict[str, Any] = {}
+    for key, va in a.items():
+        vb = b.get(key)
+        if isinstance(va, dict) and isinstance(vb, dict):
+            sub = ratios(va, vb)
+            if sub:
+                out[key] = sub
+        elif _number(va) and _number(vb) and va:
+            out[key] = vb / va
+    return out
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def format_comparison(a: dict, b: dict) -> str:
+    lines = [f"A: {_title(a)}", f"B: {_title(b)}",
+             f"  {'':<20} {'A':>22} {'B':>22} {'B/A':>8}"]
+    for label, get, fmt in _rows(a):
+        try:
+            va, vb = get(a), get(b)
+        except KeyError:
+            continue
+        if label == "parallel":
+            lines.append(f"  {label:<20} A {fmt(va)}")
+            lines.append(f"  {'':<20} B {fmt(vb)}")
+            continue
+        ratio = f"{vb / va:.2f}x" if _number(va) and va else "-"
+        lines.append(f"  {label:<20} {fmt(va):>22} {fmt(vb):>22} {ratio:>8}")
+    return "\n".join(lines)
