@@ -56,6 +56,7 @@ class _Tracked:
 class _Devices:
     """One runtime's cumulative per-device counters (arrays follow ``index``)."""
     index: np.ndarray        # device indices
+    share: np.ndarray        # the runtime's share of each device's physical cores (0..1]
     energy: np.ndarray       # joules since start
     power: np.ndarray        # watts now
     temperature: np.ndarray  # °C now
@@ -67,7 +68,7 @@ class _Devices:
     @classmethod
     def zeros(cls, like: _Devices) -> _Devices:
         z = np.zeros_like
-        return cls(like.index, z(like.energy), like.power, like.temperature, like.throttle,
+        return cls(like.index, like.share, z(like.energy), like.power, like.temperature, like.throttle,
                    z(like.hbm_read), z(like.hbm_write), z(like.ecc))
 
 
@@ -89,11 +90,16 @@ class Collector:
         self._device_state: dict[str, dict[int, _Devices]] = {}
         self.removed = 0  # counter files of dead runtimes removed so far
         self.corrupt = 0  # runtime entries reported with an error so far
+        self._physical_per_device = 1
         self._prime()
 
     def _prime(self) -> None:
         """Baselines for the runtimes already running, so that the first report covers the
         time since the collector started, like every later one covers its period."""
+        spec = _spec_of(_read_instance(self.root))
+        if spec is None:
+            return
+        self._physical_per_device = spec.device.physical_cores
         for handle in self._live_handles():
             try:
                 snapshot = handle.read()
@@ -102,7 +108,7 @@ class Collector:
             tracked = self._tracked[handle.pid] = _Tracked(handle.pid, snapshot.tag or str(handle.pid))
             sample = _sample_of(snapshot)
             tracked.baselines.update(dict.fromkeys(_COUNTER_GROUPS, sample))
-            devices = _devices_of(snapshot)
+            devices = _devices_of(snapshot, self._physical_per_device)
             for group in _DEVICE_GROUPS:
                 self._device_state.setdefault(group, {})[handle.pid] = devices
 
@@ -128,6 +134,8 @@ class Collector:
         instance = _read_instance(self.root)
         spec = _spec_of(instance)
         core_version = instance.core_version if instance is not None else ""
+        if spec is not None:
+            self._physical_per_device = spec.device.physical_cores
         runtimes: list[RuntimeReport] = []
         device_samples: dict[int, _Devices] = {}
         seen: set[int] = set()
@@ -188,8 +196,8 @@ class Collector:
         except shm.CorruptCounters as exc:
             if not handle.path.exists():  # exited and cleaned up since the listing
                 return None
+            tag = tracked.tag if tracked is not None else _tag_of_damaged(handle)
             handle.close()  # reopen next time: the file may be rewritten
-            tag = tracked.tag if tracked is not None else str(pid)
             if not self.config.runtime_groups_for(tag):
                 return None
             self.corrupt += 1
@@ -197,7 +205,7 @@ class Collector:
         tag = snapshot.tag or str(pid)
         if tracked is None or tracked.tag != tag:  # a new runtime (or a pid reused under a new tag)
             tracked = self._tracked[pid] = _Tracked(pid, tag)
-        device_samples[pid] = _devices_of(snapshot)
+        device_samples[pid] = _devices_of(snapshot, self._physical_per_device)
         due = set(self._due(self.config.runtime_groups_for(tag), tracked.collected, now))
         if not due:
             return None
@@ -285,9 +293,9 @@ class Collector:
 @dataclass(slots=True)
 class _DeviceTotals:
     """Per-device values summed over the runtimes sharing each device."""
-    sharers: np.ndarray   # runtimes reporting each device
-    energy: np.ndarray    # joules in the period
-    power: np.ndarray     # watts now, summed
+    share: np.ndarray     # share of each device's physical cores held by runtimes
+    energy: np.ndarray    # joules in the period, summed over the runtimes' shares
+    power: np.ndarray     # watts now, summed over the runtimes' shares
     temperature: np.ndarray  # °C now, hottest report
     throttle: np.ndarray  # ratio now, largest report
     hbm_read: np.ndarray
@@ -297,14 +305,14 @@ class _DeviceTotals:
     @classmethod
     def zeros(cls, devices: int) -> _DeviceTotals:
         z = np.zeros(devices)
-        return cls(np.zeros(devices, dtype=np.int64), z.copy(), z.copy(), np.full(devices, -np.inf),
+        return cls(z.copy(), z.copy(), z.copy(), np.full(devices, -np.inf),
                    z.copy(), z.copy(), z.copy(), np.zeros((devices, 4)))
 
     def add(self, prev: _Devices | None, cur: _Devices) -> None:
         idx = cur.index
-        ok = idx < self.sharers.size  # a runtime claiming a device the instance lacks adds nothing
+        ok = idx < self.share.size  # a runtime claiming a device the instance lacks adds nothing
         idx = idx[ok]
-        np.add.at(self.sharers, idx, 1)
+        np.add.at(self.share, idx, cur.share[ok])
         np.add.at(self.power, idx, cur.power[ok])
         np.maximum.at(self.temperature, idx, cur.temperature[ok])
         np.maximum.at(self.throttle, idx, cur.throttle[ok])
@@ -318,16 +326,14 @@ class _DeviceTotals:
 
     def device_counters(self, spec: Any, period: float) -> DeviceCounters:
         dev = spec.device
-        idle = dev.idle_watts
-        shared = np.maximum(self.sharers - 1, 0)
-        used = self.sharers > 0
-        # Each runtime models its device whole (idle floor plus its own activity): runtimes
-        # sharing a device must not count the idle floor twice.
-        power = np.where(used, np.maximum(self.power - shared * idle, idle), idle)
-        energy = np.where(used, np.maximum(self.energy - shared * idle * period, 0.0),
-                          idle * period)
-        still = dev.ambient_c + dev.thermal_resistance_c_per_w * idle
-        temperature = np.where(used, self.temperature, still)
+        # A runtime models the power of its own cores (their idle share plus their activity);
+        # the cores no runtime holds idle.
+        idle = dev.idle_watts * np.clip(1.0 - self.share, 0.0, 1.0)
+        power = self.power + idle
+        energy = self.energy + idle * period
+        still = dev.ambient_c + dev.thermal_resistance_c_per_w * dev.idle_watts
+        # Each runtime's thermal model sees the rest of its device idle: the hottest is closest.
+        temperature = np.where(self.share > 0, self.temperature, still)
         bandwidth = np.clip((self.hbm_read + self.hbm_write) / (dev.hbm_bw * period), 0.0, None) \
             if period > 0 else np.zeros_like(self.hbm_read)
         rows = zip(np.rint(self.hbm_read).astype(np.int64).tolist(),
@@ -359,6 +365,15 @@ def _spec_of(instance: Any) -> InstanceSpec | None:
         return None
 
 
+def _tag_of_damaged(handle: Any) -> str:
+    """The tag from a counter file whose counters are damaged; its pid if the header is too."""
+    try:
+        tag = handle.header().get("tag")
+    except (shm.CorruptCounters, OSError):
+        tag = None
+    return tag if isinstance(tag, str) and tag else str(handle.pid)
+
+
 def _started_at(snapshot: Any) -> float:
     return min(snapshot.started_at, snapshot.wall_time)
 
@@ -374,8 +389,12 @@ def _sample_of(s: Any) -> g.Sample:
         s.latency_count, s.latency_total, s.latency_device)
 
 
-def _devices_of(s: Any) -> _Devices:
-    return _Devices(np.asarray(s.devices, dtype=np.int64), s.dev_energy_j,
+def _devices_of(s: Any, physical_per_device: int) -> _Devices:
+    devices = np.asarray(s.devices, dtype=np.int64)
+    held = np.asarray(s.core_devices, dtype=np.int64)
+    # logical cores on each listed device x physical cores per logical core
+    share = (held[None, :] == devices[:, None]).sum(axis=1) * s.lnc / max(1, physical_per_device)
+    return _Devices(devices, share, s.dev_energy_j,
                     s.dev_power_w, s.dev_temperature_c, s.dev_throttle, s.dev_hbm_read_bytes,
                     s.dev_hbm_write_bytes, s.dev_ecc)
 

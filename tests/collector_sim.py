@@ -3,6 +3,8 @@ CounterWriter (real files, real mmap, real flock), driven step by step by a test
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -114,3 +116,38 @@ def wait_for(predicate, timeout: float = 10.0, interval: float = 0.05):
             return value
         time.sleep(interval)
     raise AssertionError("condition not met in time")
+
+
+# --------------------------------------------------------------------------- real processes
+BIN = Path(__file__).resolve().parent.parent / ".venv" / "bin"
+
+
+def console_script(name: str) -> list[str]:
+    path = BIN / name
+    return [str(path)] if path.exists() else [sys.executable, "-m", _MODULES[name]]
+
+
+_MODULES = {"neuron-monitor": "monitor.cli", "neuron-ls": "monitor.ls_cli"}
+
+
+def start_runtime(root: Path, tag: str, cores: str, workload: str = "matmul:m=1024,k=1024,n=1024",
+                  instance: str = "trn2.48xlarge") -> subprocess.Popen:
+    """A real simulated runtime process (python -m device_model.runtime)."""
+    env = {**os.environ, "NEURON_PROCESS_TAG": tag, "NEURON_RT_VISIBLE_CORES": cores}
+    return subprocess.Popen([sys.executable, "-m", "device_model.runtime", "--instance", instance,
+                             "--workload", workload, "--root", str(root), "--interval", "0.05"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def counter_file(root: Path, pid: int) -> Path:
+    return root / f"runtime-{pid}.ctr"
+
+
+def stop(proc: subprocess.Popen, timeout: float = 10.0) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

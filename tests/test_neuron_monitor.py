@@ -1,0 +1,238 @@
+"""neuron-monitor end to end: real runtime processes, real shared memory, real pipes and signals."""
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import stat
+import subprocess
+import time
+
+import orjson
+import pytest
+
+from collector_sim import (
+    FakeRuntime, console_script, counter_file, start_runtime, stop, wait_for, write_instance,
+)
+from monitor.config import RUNTIME_GROUPS, SYSTEM_GROUPS
+from monitor.report import Report
+from monitor.stream import ReportStream
+
+# Every group twice a second (ms periods are a neuronscope extension).
+FAST = {"period": "500ms",
+        "neuron_runtimes": [{"tag_filter": ".*", "metrics": [{"type": t} for t in RUNTIME_GROUPS]}],
+        "system_metrics": [{"type": t} for t in SYSTEM_GROUPS]}
+
+
+@pytest.fixture(scope="module")
+def sim(tmp_path_factory):
+    """A trn2.48xlarge with a training runtime on cores 0-7 and a serving one on 8-11."""
+    root = tmp_path_factory.mktemp("sim") / "rt"
+    root.mkdir(mode=0o700)
+    write_instance(root)
+    procs = {"train": start_runtime(root, "train", "0-7"),
+             "serve": start_runtime(root, "serve", "8-11")}
+    for p in procs.values():
+        wait_for(lambda p=p: counter_file(root, p.pid).exists(), timeout=60)
+    yield root, procs
+    for p in procs.values():
+        stop(p)
+
+
+def config(tmp_path, data=FAST) -> str:
+    path = tmp_path / "monitor.json"
+    path.write_bytes(data if isinstance(data, bytes) else orjson.dumps(data))
+    return str(path)
+
+
+def monitor(*args: str, **kw) -> subprocess.Popen:
+    return subprocess.Popen([*console_script("neuron-monitor"), *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, **kw)
+
+
+def read_line(proc: subprocess.Popen, timeout: float = 20.0) -> bytes:
+    ready, _, _ = select.select([proc.stdout], [], [], timeout)
+    assert ready, "no report in time"
+    return proc.stdout.readline()
+
+
+def test_stream_of_reports_from_real_runtimes(sim, tmp_path):
+    root, procs = sim
+    out = subprocess.run([*console_script("neuron-monitor"), "-c", config(tmp_path), "--root",
+                          str(root), "--count", "3"], capture_output=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert len(lines) == 3 and out.stderr == b""
+    reports = [Report.from_json(line) for line in lines]
+    last = reports[-1]
+    by_tag = {r.tag: r for r in last.runtimes}
+    assert set(by_tag) == {"train", "serve"}
+    assert by_tag["train"].pid == procs["train"].pid
+    assert sorted(by_tag["train"].neuroncore_counters.cores) == list(range(8))
+    assert sorted(by_tag["serve"].neuroncore_counters.cores) == [8, 9, 10, 11]
+    cores = by_tag["train"].neuroncore_counters.cores.values()
+    assert all(0.0 < c.utilization <= 1.0 and c.flops > 0 for c in cores)
+    assert all(set(c.physical) == {f"nc_v3.{p}" for p in (2 * i, 2 * i + 1)}
+               for i, c in by_tag["train"].neuroncore_counters.cores.items())
+    assert by_tag["train"].neuroncore_counters.period == pytest.approx(0.5, abs=0.2)
+    stats = by_tag["serve"].execution_stats
+    assert stats.statuses["completed"] > 0 and stats.total_latency.p100 >= stats.total_latency.p0
+    vcpu = by_tag["train"].vcpu  # psutil on the runtime's own pid
+    assert vcpu.error == "" and 0.0 <= vcpu.user <= 1.0 and vcpu.period > 0
+    assert last.system.vcpu.per_cpu and last.system.memory.total_bytes > 0
+    devices = last.system.device_counters.devices
+    assert len(devices) == 16 and devices[0].power_watts > devices[15].power_watts
+    assert last.instance.id == "i-0a1b2c3d4e5f60718" and last.hardware.lnc == 2
+
+
+def test_runtime_sigkilled_mid_run_disappears_from_the_next_report(sim, tmp_path):
+    root, _ = sim
+    victim = start_runtime(root, "victim", "12-15")
+    try:
+        wait_for(lambda: counter_file(root, victim.pid).exists(), timeout=60)
+        proc = monitor("-c", config(tmp_path), "--root", str(root))
+        try:
+            first = orjson.loads(read_line(proc))
+            assert victim.pid in [r["pid"] for r in first["neuron_runtime_data"]]
+            victim.send_signal(signal.SIGKILL)
+            victim.wait(10)
+            assert counter_file(root, victim.pid).exists()  # SIGKILL leaves the file behind
+            time.sleep(0.05)
+            pids = [r["pid"] for r in orjson.loads(read_line(proc))["neuron_runtime_data"]]
+            if victim.pid in pids:  # killed during that collection: gone from the one after
+                pids = [r["pid"] for r in orjson.loads(read_line(proc))["neuron_runtime_data"]]
+            assert victim.pid not in pids and len(pids) == 2
+            assert not counter_file(root, victim.pid).exists()
+            proc.send_signal(signal.SIGTERM)
+            assert proc.wait(10) == 0
+            assert b"Traceback" not in proc.stderr.read()
+        finally:
+            stop(proc)
+    finally:
+        stop(victim)
+
+
+def test_corrupted_counter_file_is_reported_with_an_error(sim, tmp_path):
+    root, _ = sim
+    bad = FakeRuntime(root, 999_999, "broken", [60, 61], cores_per_device=4)  # this process
+    try:
+        with open(bad.path, "r+b") as fh:
+            fh.seek(-64, os.SEEK_END)
+            fh.write(b"\xff" * 64)
+        out = subprocess.run([*console_script("neuron-monitor"), "-c", config(tmp_path), "--root",
+                              str(root), "--count", "1"], capture_output=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        by_tag = {r["neuron_runtime_tag"]: r for r in orjson.loads(out.stdout)["neuron_runtime_data"]}
+        assert by_tag["broken"]["error"] and by_tag["broken"]["report"] == {}
+        assert by_tag["train"]["error"] == "" and by_tag["train"]["report"]["neuroncore_counters"]
+    finally:
+        bad.close()
+
+
+@pytest.mark.parametrize("content, field", [
+    (b'{"period": 5}', "period"),
+    (b'{"period": "5 parsecs"}', "period"),
+    (b'{"neuron_runtimes": [{"tag_filter": "(", "metrics": []}]}', "neuron_runtimes[0].tag_filter"),
+    (b'{"neuron_runtimes": [{"metrics": [{"type": "inference_stats"}]}]}',
+     "neuron_runtimes[0].metrics[0].type"),
+    (b'{"system_metrics": [{"type": "vcpu_usage", "period": "0s"}]}', "system_metrics[0].period"),
+    (b'{"sytem_metrics": []}', "sytem_metrics"),
+    (b'{"period": "1s",', "not valid JSON"),
+    (b'[]', "config"),
+])
+def test_malformed_config_exits_2_naming_the_field(tmp_path, content, field):
+    out = subprocess.run([*console_script("neuron-monitor"), "-c", config(tmp_path, content),
+                          "--root", str(tmp_path / "rt")], capture_output=True, timeout=30)
+    assert out.returncode == 2 and out.stdout == b""
+    err = out.stderr.decode()
+    assert err.count("\n") == 1 and field in err and "Traceback" not in err
+
+
+def test_missing_config_file_and_bad_flags_are_usage_errors(tmp_path):
+    out = subprocess.run([*console_script("neuron-monitor"), "-c", str(tmp_path / "nope.json")],
+                         capture_output=True, timeout=30)
+    assert out.returncode == 2 and b"nope.json" in out.stderr and b"Traceback" not in out.stderr
+    out = subprocess.run([*console_script("neuron-monitor"), "--count", "0"],
+                         capture_output=True, timeout=30)
+    assert out.returncode == 2
+    loose = tmp_path / "loose"
+    loose.mkdir(mode=0o755)
+    os.chmod(loose, 0o755)
+    out = subprocess.run([*console_script("neuron-monitor"), "--root", str(loose)],
+                         capture_output=True, timeout=30)
+    assert out.returncode == 2 and b"0700" in out.stderr
+
+
+def test_closed_stdout_gives_a_message_and_a_clean_exit(sim, tmp_path):
+    root, _ = sim
+    proc = monitor("-c", config(tmp_path), "--root", str(root))
+    try:
+        orjson.loads(read_line(proc))
+        proc.stdout.close()  # the consumer goes away
+        assert proc.wait(20) == 0
+        err = proc.stderr.read().decode()
+        assert "stdout was closed" in err and "Traceback" not in err
+    finally:
+        stop(proc)
+
+
+def test_full_disk_on_record_gives_a_message_and_a_clean_exit(sim, tmp_path):
+    root, _ = sim
+    out = subprocess.run([*console_script("neuron-monitor"), "-c", config(tmp_path), "--root",
+                          str(root), "--record", "/dev/full"], capture_output=True, timeout=30)
+    assert out.returncode == 1
+    err = out.stderr.decode()
+    assert err.count("\n") == 1 and "disk is full" in err and "Traceback" not in err
+    Report.from_json(out.stdout.splitlines()[0])  # the report itself still reached stdout
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signals_end_the_stream_cleanly(sim, tmp_path, sig):
+    root, _ = sim
+    proc = monitor("-c", config(tmp_path), "--root", str(root))
+    try:
+        read_line(proc)
+        proc.send_signal(sig)
+        rest, err = proc.communicate(timeout=20)
+        assert proc.returncode == 0 and b"Traceback" not in err
+        for line in rest.splitlines():  # nothing half-written
+            orjson.loads(line)
+    finally:
+        stop(proc)
+
+
+def test_record_appends_a_replayable_private_file(sim, tmp_path):
+    root, _ = sim
+    record = tmp_path / "stream.jsonl"
+    for _ in range(2):
+        out = subprocess.run([*console_script("neuron-monitor"), "-c", config(tmp_path), "--root",
+                              str(root), "--record", str(record), "--count", "2"],
+                             capture_output=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+    assert stat.S_IMODE(record.stat().st_mode) == 0o600
+    stream = ReportStream(record.read_bytes().splitlines())
+    reports = list(stream)
+    assert len(reports) == 4 and not stream.errors
+    assert record.read_bytes().endswith(out.stdout)
+
+
+def test_no_instance_prints_the_no_device_document(tmp_path):
+    root = tmp_path / "rt"
+    out = subprocess.run([*console_script("neuron-monitor"), "-c", config(tmp_path), "--root",
+                          str(root), "--count", "1"], capture_output=True, timeout=30)
+    assert out.returncode == 0 and out.stderr == b""
+    doc = json.loads(out.stdout)
+    assert doc["neuron_runtime_data"] == []
+    assert doc["system_data"]["neuron_hw_counters"]["neuron_devices"] is None
+    assert doc["neuron_hardware_info"]["neuron_device_count"] == 0
+    assert stat.S_IMODE(root.stat().st_mode) == 0o700
+
+
+def test_help_and_version():
+    out = subprocess.run([*console_script("neuron-monitor"), "--help"], capture_output=True,
+                         timeout=30)
+    assert out.returncode == 0 and b"--config-file" in out.stdout and b"--record" in out.stdout
+    out = subprocess.run([*console_script("neuron-monitor"), "--version"], capture_output=True,
+                         timeout=30)
+    assert out.returncode == 0 and out.stdout.startswith(b"neuron-monitor ")
