@@ -1,0 +1,244 @@
+"""Workload library: presets, layer recipes, parallel layout, step composition, memory checks."""
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from device_model import Program, instance
+from device_model.errors import SpecError
+from device_model.workloads import Placement, build_step, estimate
+from device_model.workloads.inference import padded
+from device_model.workloads.parallel import resolve_layout
+from device_model.workloads.presets import PRESETS
+from device_model.workloads.recipe import Recipe, emit_backward, emit_forward
+from device_model.workloads.training import stage_layers
+from device_model.workloads.transformer import make_shard
+
+TRN1 = instance("trn1.32xlarge")
+TRN2 = instance("trn2.48xlarge")
+NOMINAL = {"llama2-7b": 6.74e9, "llama2-13b": 13.0e9, "llama2-70b": 69.0e9, "llama3-8b": 8.03e9,
+           "llama3-70b": 70.6e9, "llama3.1-405b": 405.9e9, "gpt3-175b": 175e9, "gpt3-23b": 23e9,
+           "bert-base": 110e6, "bert-large": 335e6}
+
+
+@pytest.mark.parametrize("name", sorted(NOMINAL))
+def test_preset_parameter_counts_match_published_sizes(name):
+    assert PRESETS[name].params() == pytest.approx(NOMINAL[name], rel=0.02)
+
+
+def _flops(p: Program) -> float:
+    return sum(2.0 * o.get("m") * o.get("k") * o.get("n") * o.get("batch")
+               for o in p.ops if o.kind == "matmul")
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(1, 4096), st.integers(1, 4096), st.integers(1, 4096), st.integers(1, 8))
+def test_backward_matmuls_are_twice_the_forward(m, k, n, batch):
+    r = Recipe()
+    r.linear("w", m, k, n)
+    r.bmm("a", batch, m, k, n)
+    fwd, bwd = Program(), Program()
+    emit_forward(fwd, r)
+    emit_backward(bwd, r)
+    assert _flops(bwd) == pytest.approx(2 * _flops(fwd))
+
+
+def test_layer_forward_flops_match_the_analytic_count():
+    cfg = PRESETS["llama3-8b"]
+    r = Recipe()
+    from device_model.workloads.transformer import layer_recipe, precision
+    sh = make_shard(cfg, 1, False)
+    from device_model.program import CollectiveGroup
+    rec = layer_recipe(cfg, sh, precision("bf16", True), 1, 2048, 2048, CollectiveGroup(1),
+                       training=True, flash=False)
+    p = Program()
+    emit_forward(p, rec)
+    tokens = 2048
+    dense = 2 * tokens * cfg.layer_params()
+    attention = 4 * tokens * 2048 * cfg.hidden      # QK^T and PV, full (unmasked) matrices
+    assert _flops(p) == pytest.approx(dense + attention, rel=0.01)
+    del r
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 200), st.integers(1, 16))
+def test_stage_layers_cover_the_model(layers, pp):
+    if layers < pp:
+        with pytest.raises(SpecError):
+            stage_layers(layers, pp)
+        return
+    counts = stage_layers(layers, pp)
+    assert sum(counts) == layers and len(counts) == pp and max(counts) - min(counts) <= 1
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 600), st.sampled_from([0, 64, 100, 128]))
+def test_bucket_padding_is_the_smallest_compiled_length(length, bucket):
+    size = padded(length, bucket, 1 << 20)
+    assert size >= length
+    if bucket:
+        assert size % bucket == 0 and size - length < bucket
+    else:
+        assert size >= 128 and size & (size - 1) == 0 and (size == 128 or size // 2 < length)
+
+
+def test_heads_not_divisible_by_tp_is_refused():
+    with pytest.raises(SpecError, match="heads are not divisible by tp=3"):
+        make_shard(PRESETS["llama3-8b"], 3, False)
+
+
+def test_kv_heads_are_replicated_when_tp_exceeds_them():
+    sh = make_shard(PRESETS["llama2-70b"], 32, False)
+    assert (sh.heads, sh.kv_heads) == (2, 1)
+
+
+def test_layout_places_tp_on_neuronlink_and_dp_across_efa():
+    lay = resolve_layout(TRN1, 32, None, 32, 8, 4, heads=64, training=True)
+    d = lay.describe()
+    assert (d["tp_link"], d["pp_link"], d["dp_link"]) == ("neuronlink", "efa", "efa")
+    assert lay.tp_group.nodes == 1 and lay.tp_group.devices == 16
+    assert lay.dp_group.nodes == 4 and lay.dp_group.ranks == 4
+
+
+def test_layout_inside_one_chip_and_defaults():
+    lay = resolve_layout(TRN2, 1, None, 4, None, None, heads=32, training=True)
+    assert (lay.tp, lay.pp, lay.dp) == (4, 1, 16)
+    assert lay.tp_group.devices == 1 and lay.tp_group.ranks_per_device == 4
+    infer = resolve_layout(TRN1, 1, None, None, None, None, heads=16, training=False)
+    assert (infer.tp, infer.dp) == (16, 2)
+
+
+def test_inconsistent_parallelism_is_refused():
+    with pytest.raises(SpecError, match="does not equal the 32 ranks"):
+        resolve_layout(TRN1, 1, None, 8, 2, 4, heads=64, training=True)
+    with pytest.raises(SpecError, match="does not equal"):
+        resolve_layout(TRN1, 1, None, 5, None, None, heads=64, training=True)
+
+
+def _train(spec, inst=TRN1, **placement):
+    return estimate(spec, inst, Placement(**placement))
+
+
+def test_breakdown_adds_up_to_the_step_time():
+    for spec, inst, pl in (
+            ("llama3-8b:seq=4096,gbs=64,ckpt=full", TRN1, dict(tp=8, pp=4)),
+            ("bert-large:seq=128,mbs=16,gbs=2048", TRN1, {}),
+            ("gpt3-23b:seq=2048,gbs=64,ckpt=selective,attn=unfused", TRN2, dict(nodes=2, tp=16, pp=4)),
+    ):
+        r = _train(spec, inst, **pl)
+        b = r["breakdown"]
+        parts = sum(v for k, v in b.items() if k != "collective_hidden_s")
+        assert parts == pytest.approx(r["step_time_s"], rel=1e-9)
+        assert all(v >= 0 for v in b.values())
+        assert 0 < r["mfu"] <= r["hfu"] <= 1
+        assert all(0 <= v <= 1 for v in r["engine_active"].values())
+
+
+def test_pipeline_bubble_shrinks_with_more_microbatches():
+    few = _train("llama3-8b:seq=2048,gbs=8,ckpt=full", tp=8, pp=4)
+    many = _train("llama3-8b:seq=2048,gbs=64,ckpt=full", tp=8, pp=4)
+    assert few["breakdown"]["bubble_s"] > 0
+    frac = lambda r: r["breakdown"]["bubble_s"] / r["step_time_s"]  # noqa: E731
+    assert frac(many) < frac(few) / 3
+    assert many["sequences_per_s"] > few["sequences_per_s"]
+
+
+def test_checkpointing_trades_memory_for_hardware_flops():
+    none = _train("llama3-8b:seq=4096,gbs=16,ckpt=none", tp=8, pp=4)
+    full = _train("llama3-8b:seq=4096,gbs=16,ckpt=full", tp=8, pp=4)
+    assert full["memory"]["activations_bytes"] < none["memory"]["activations_bytes"] / 4
+    assert full["hfu"] > full["mfu"] * 1.2
+    assert none["hfu"] == pytest.approx(none["mfu"], rel=0.1)
+    assert full["step_time_s"] > none["step_time_s"]
+
+
+def test_zero1_shards_optimizer_state():
+    off = _train("llama2-7b:seq=4096,gbs=32,zero1=off,ckpt=full", TRN2, tp=8)
+    on = _train("llama2-7b:seq=4096,gbs=32,zero1=on,ckpt=full", TRN2, tp=8)
+    assert on["memory"]["optimizer_bytes"] == pytest.approx(off["memory"]["optimizer_bytes"] / 8)
+
+
+def test_fp8_matmuls_are_faster_on_trn2_not_on_trn1():
+    bf16 = _train("llama3-8b:seq=4096,gbs=32,ckpt=full", TRN2, tp=8)
+    fp8 = _train("llama3-8b:seq=4096,gbs=32,ckpt=full,dtype=fp8", TRN2, tp=8)
+    assert fp8["step_time_s"] < bf16["step_time_s"] * 0.95
+    one = _train("bert-base:seq=128,mbs=8,gbs=256", TRN1)
+    one8 = _train("bert-base:seq=128,mbs=8,gbs=256,dtype=fp8", TRN1)
+    # trn1 runs FP8 at the BF16 rate: only the smaller operand loads help
+    assert one8["step_time_s"] / one["step_time_s"] > fp8["step_time_s"] / bf16["step_time_s"]
+
+
+def test_a_model_that_does_not_fit_is_refused_with_the_excess():
+    with pytest.raises(SpecError, match=r"does not fit: needs .* over by \d+\.\d GiB"):
+        _train("llama3-70b:seq=8192", TRN1)
+
+
+def test_sequence_longer_than_the_model_allows_is_refused():
+    with pytest.raises(SpecError, match="longer than bert-large allows"):
+        _train("bert-large:seq=1024")
+    with pytest.raises(SpecError, match="longer than llama2-7b allows"):
+        estimate("llama2-7b:mode=decode,in=4000,out=200", TRN1, Placement(tp=32))
+
+
+def test_unknown_preset_and_keys_name_the_problem():
+    with pytest.raises(SpecError, match="unknown workload 'llama9'"):
+        estimate("llama9:seq=1", TRN1)
+    with pytest.raises(SpecError, match="unknown option 'sequence'"):
+        estimate("llama3-8b:sequence=1", TRN1)
+    with pytest.raises(SpecError, match="does not apply to mode=train"):
+        estimate("llama3-8b:batch=4", TRN1)
+    with pytest.raises(SpecError, match="encoder"):
+        estimate("bert-base:mode=decode", TRN1)
+    with pytest.raises(SpecError, match="not a multiple of mbs"):
+        estimate("bert-base:gbs=33", TRN1)
+
+
+def test_decode_pads_prompt_and_cache_to_buckets():
+    r = estimate("llama2-7b:mode=decode,batch=1,in=100,out=60", TRN1, Placement(tp=32))
+    assert r["padded_input_tokens"] == 128
+    assert r["decode_buckets"] == {"128": 28, "256": 31}
+    assert r["e2e_latency_s"] == pytest.approx(r["ttft_s"] + 59 * r["tpot_s"])
+    longer = estimate("llama2-7b:mode=decode,batch=1,in=129,out=60", TRN1, Placement(tp=32))
+    assert longer["padded_input_tokens"] == 256 and longer["ttft_s"] > r["ttft_s"]
+
+
+def test_build_step_returns_programs_per_stage_with_counts():
+    plan = build_step("llama3-8b:seq=2048,gbs=32,ckpt=selective", TRN1, Placement(tp=8, pp=4))
+    assert len(plan.stages) == 4 and plan.sequences_per_step == 32
+    assert plan.tokens_per_step == 32 * 2048
+    micro, opt = plan.stages[1]
+    assert micro.count == 32 // (1 * 1) and opt.count == 1
+    phases = {o.phase for o in micro.program.ops}
+    assert phases == {"forward", "backward"}
+    assert {o.phase for o in opt.program.ops} == {"optimizer"}
+    assert sum(o.name.endswith("attention") for o in micro.program.ops) == 8     # 8 layers
+    assert any(o.name.startswith("recompute.") for o in plan.stages[0][0].program.ops) is False
+    run = TRN1.run(micro.program)
+    assert run.metrics()["time_s"] > 0
+
+
+def test_build_step_for_inference_has_prefill_and_decode_executions():
+    plan = build_step("llama2-7b:mode=decode,in=128,out=64", TRN1, Placement(tp=32))
+    (execs,) = plan.stages
+    assert [e.name for e in execs] == ["prefill", "decode@256"]
+    assert [e.count for e in execs] == [1, 63]
+    with pytest.raises(SpecError, match="no step programs"):
+        build_step("matmul:m=1,k=1,n=1", TRN1)
+
+
+def test_mlp_and_microbenchmarks_still_estimate():
+    r = estimate("matmul:m=512,k=512,n=512", TRN1)
+    assert r["time_s"] > 0 and r["cores"] == 1
+
+
+def test_fused_attention_causal_halves_and_backward_costs_more():
+    inst = TRN1
+    def t(**kw):
+        p = Program()
+        p.attention(4, 2048, 2048, 128, **kw)
+        return inst.run(p).metrics()
+    full, causal, back = t(), t(causal=True), t(causal=True, backward=True)
+    assert causal["model_flops"] == pytest.approx(full["model_flops"] * (0.5 + 0.5 / 4), rel=0.02)
+    assert back["time_s"] > 2 * causal["time_s"]
+    assert full["hbm_read_bytes"] < 4 * 3 * 2048 * 128 * 2 * 1.01

@@ -1,0 +1,87 @@
+"""`neuron-sim estimate` for models: options, JSON keys, --vs, and one-line errors (exit 2)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import orjson
+import pytest
+
+from device_model.cli import main
+
+LLAMA_DECODE = ["estimate", "-w", "llama2-7b:mode=decode,batch=1,in=128,out=32",
+                "-i", "trn1.32xlarge", "--tp", "32"]
+JSON_KEYS = {"workload", "instance", "lnc", "nodes", "mode", "model", "parallel", "dtype",
+             "time_s", "step_time_s", "sequences_per_s", "tokens_per_s", "mfu", "hfu", "mbu",
+             "engine_active", "collective_active", "model_flops", "hardware_flops", "breakdown",
+             "memory"}
+
+
+def _json(capsys, argv):
+    assert main(argv + ["--json"]) == 0
+    return orjson.loads(capsys.readouterr().out)
+
+
+def test_training_json_has_the_documented_keys(capsys):
+    r = _json(capsys, ["estimate", "-w", "llama3-8b:seq=2048,gbs=32,ckpt=full", "-i",
+                       "trn1.32xlarge", "--tp", "8", "--pp", "2"])
+    assert JSON_KEYS <= set(r)
+    assert set(r["breakdown"]) == {"compute_s", "dma_s", "collective_exposed_s",
+                                   "collective_hidden_s", "bubble_s", "optimizer_s", "overhead_s"}
+    assert r["parallel"]["dp"] == 2 and r["nodes"] == 1
+    assert r["memory"]["fits"] is True
+
+
+def test_inference_json_has_ttft_and_tpot(capsys):
+    r = _json(capsys, LLAMA_DECODE)
+    assert {"ttft_s", "tpot_s", "e2e_latency_s", "padded_input_tokens"} <= set(r)
+    assert r["tokens_per_s"] == pytest.approx(1 / r["tpot_s"])
+
+
+def test_text_output_names_the_figures(capsys):
+    assert main(LLAMA_DECODE) == 0
+    out = capsys.readouterr().out
+    for label in ("TTFT", "time/output token", "MFU", "MBU", "tensor active", "memory/core"):
+        assert label in out
+
+
+def test_vs_prints_both_configurations_with_ratios(capsys):
+    assert main(LLAMA_DECODE + ["--vs", "instance=trn2.48xlarge"]) == 0
+    out = capsys.readouterr().out
+    assert "A: llama2-7b" in out and "on 1 x trn2.48xlarge (LNC=2)" in out and "B/A" in out
+    r = _json(capsys, LLAMA_DECODE + ["--vs", "dtype=fp8,out=64"])
+    assert r["b"]["workload"].endswith("dtype=fp8")
+    assert r["b"]["output_tokens"] == 64
+    assert r["ratio"]["tpot_s"] == pytest.approx(r["b"]["tpot_s"] / r["a"]["tpot_s"])
+    assert r["ratio"]["memory"]["weights_bytes"] == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["-w", "llama9-1b"], "unknown workload 'llama9-1b'"),
+    (["-w", "llama3-8b:foo=1"], "unknown option 'foo'"),
+    (["-w", "llama3-8b", "--tp", "8", "--pp", "2", "--dp", "3"], "does not equal the 32 ranks"),
+    (["-w", "llama3-8b", "--tp", "3", "--cores", "30"], "heads are not divisible by tp=3"),
+    (["-w", "llama3-8b:seq=16384"], "longer than llama3-8b allows (8192)"),
+    (["-w", "llama3-70b"], "does not fit"),
+    (["-w", "llama3-8b", "--tp", "8", "--vs", "tp=x"], "--vs tp='x'"),
+    (["-w", "llama3-8b", "--tp", "8", "--vs", "bogus"], "not key=value"),
+])
+def test_bad_input_is_one_line_and_exit_2(capsys, argv, message):
+    assert main(["estimate", "-i", "trn1.32xlarge"] + argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_console_script_in_a_real_process():
+    proc = subprocess.run([sys.executable, "-m", "device_model.cli", "estimate", "-w",
+                           "llama3-8b:seq=99999", "-i", "trn2.48xlarge"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith("neuron-sim: error: seq=99999 is longer")
+    ok = subprocess.run([sys.executable, "-m", "device_model.cli", "estimate", "-w",
+                         "llama3-70b:seq=8192,gbs=1024,ckpt=selective", "-i", "trn1.32xlarge",
+                         "--nodes", "32", "--tp", "32", "--pp", "8", "--dp", "4", "--json"],
+                        capture_output=True, timeout=60)
+    assert ok.returncode == 0
+    r = orjson.loads(ok.stdout)
+    assert r["parallel"]["ranks"] == 1024 and r["nodes"] == 32
