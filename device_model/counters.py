@@ -138,6 +138,27 @@ class ExecutionProfile:
             cum[1, q] = wall
         return cls(wall, grid, cum)
 
+    @classmethod
+    def concat(cls, parts: list[tuple["ExecutionProfile", int]], gap: float = 0.0,
+               bins: int = 4 * GRID_BINS) -> "ExecutionProfile":
+        """Executions run back to back (`count` times each, `gap` idle seconds after each),
+        resampled onto `bins` uniform steps."""
+        grids, cums, t, base = [np.zeros(1)], [np.zeros((1, NQ))], 0.0, np.zeros(NQ)
+        for prof, count in parts:
+            for _ in range(count):
+                grids.append(t + prof.grid[1:])
+                cums.append(base + prof.cum[1:])
+                t, base = t + prof.wall, base + prof.totals
+                if gap > 0:
+                    grids.append(np.array([t + gap]))
+                    cums.append(base[None, :])
+                    t += gap
+        grid, cum = np.concatenate(grids), np.concatenate(cums)
+        new_grid = np.linspace(0.0, t, bins + 1)
+        new_cum = np.stack([np.interp(new_grid, grid, cum[:, q]) for q in range(NQ)], axis=1)
+        new_cum[-1] = base
+        return cls(t, new_grid, new_cum)
+
     def at(self, t: float) -> np.ndarray:
         """Cumulative quantities `t` seconds into the execution (clipped to [0, wall])."""
         t = min(max(t, 0.0), self.wall)

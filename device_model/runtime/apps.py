@@ -11,7 +11,7 @@ from ..dtypes import get_dtype
 from ..errors import SpecError
 from ..program import CollectiveGroup, Program
 from ..specs import MiB
-from ..workloads import REGISTRY, Placement, resolve
+from ..workloads import REGISTRY, Placement, build_step, resolve
 from ..workloads.micro import COLLECTIVE_KINDS, place_ranks
 from ..workloads.spec import Param, bind, parse_int, split_spec
 from .layout import DEVICE_MEMORY
@@ -21,6 +21,9 @@ RUNTIME_MEMORY_BYTES = 16 * MiB    # assumption: runtime bookkeeping per core
 MODEL_CODE_BASE = 1 * MiB          # assumption: NEFF code size, fixed part
 MODEL_CODE_PER_INSTR = 64          # assumption: bytes of NEFF code per instruction
 DMA_BUFFER_PER_CORE = 1 * MiB      # neuron-tools.md 1.2 example: dma_buffers 1048576
+DEFAULT_MODEL = "llama3-8b"
+DEFAULT_TRAIN = "mode=train,seq=1024"                  # ~2 s to schedule one step on this machine
+DEFAULT_SERVE = "mode=decode,batch=4,in=512,out=128"
 
 
 def parse_cores(text: str, limit: int) -> tuple[int, ...]:
@@ -140,12 +143,20 @@ def transformer_program(opts: dict, training: bool, group: CollectiveGroup | Non
 
 @dataclass(frozen=True, slots=True)
 class AppProgram:
-    """One execution of an app on each of its cores."""
+    """One step of an app on each of its cores: executions (name, program, count) in order."""
     name: str
     kind: str                         # "train" | "serve" | "loop"
-    program: Program
-    device_memory: dict[str, int]     # per core, DEVICE_MEMORY keys (model_code filled later)
+    executions: tuple[tuple[str, Program, int], ...]
+    device_memory: dict[str, int]     # per core, DEVICE_MEMORY keys (model_code grows with the NEFF)
     host_tensors: int
+
+    @property
+    def program(self) -> Program:
+        return self.executions[0][1]
+
+    @property
+    def executions_per_step(self) -> int:
+        return sum(count for _, _, count in self.executions)
 
 
 def resolve_app_workload(spec: str) -> tuple[str, dict]:
@@ -153,13 +164,16 @@ def resolve_app_workload(spec: str) -> tuple[str, dict]:
     if name in DEMO_WORKLOADS:
         return name, bind(name, raw, TRANSFORMER_PARAMS)
     workload, opts = resolve(spec)
-    if workload.name not in ("matmul", *COLLECTIVE_KINDS) and getattr(workload, "program", None) is None:
-        allowed = sorted([*DEMO_WORKLOADS, "matmul", *COLLECTIVE_KINDS])
+    if workload.name not in ("matmul", *COLLECTIVE_KINDS) and workload.build is None:
+        allowed = sorted([*DEMO_WORKLOADS, "matmul", *COLLECTIVE_KINDS,
+                          *(w.name for w in REGISTRY.values() if w.build is not None)])
         raise SpecError(f"workload {name!r} cannot run in a runtime (no program); allowed: {', '.join(allowed)}")
     return workload.name, opts
 
 
-def app_kind(name: str) -> str:
+def app_kind(name: str, mode: str | None = None) -> str:
+    if mode is not None:
+        return "train" if mode == "train" else "serve"
     if "train" in name:
         return "train"
     if "serve" in name or "infer" in name:
@@ -170,20 +184,63 @@ def app_kind(name: str) -> str:
 def build_app_program(spec: str, inst: Instance, cores: int) -> AppProgram:
     name, opts = resolve_app_workload(spec)
     group = place_ranks(inst, cores) if cores > 1 else None
+    mode = None
     if name in DEMO_WORKLOADS:
-        prog = transformer_program(opts, name == "demo-train", group)
+        execs = ((name, transformer_program(opts, name == "demo-train", group), 1),)
     elif name == "matmul":
         prog = Program()
         prog.matmul(opts["m"], opts["k"], opts["n"], opts["dtype"], batch=opts["batch"])
+        execs = ((name, prog, 1),)
     elif name in COLLECTIVE_KINDS:
         prog = Program()
         prog.collective(COLLECTIVE_KINDS[name], opts["bytes"], place_ranks(inst, max(cores, opts["ranks"])),
                         dtype=opts["dtype"])
+        execs = ((name, prog, 1),)
     else:
-        prog = REGISTRY[name].program(inst, opts, Placement(cores=cores))
-    kind = app_kind(name)
-    memory, host_tensors = program_memory(prog, kind, inst.lnc)
-    return AppProgram(name, kind, prog, memory, host_tensors)
+        step, placement = _fitting_step(spec, inst, cores)
+        mode = step.mode
+        execs = tuple((e.name, e.program, e.count) for e in step.stages[0])
+    kind = app_kind(name, mode)
+    memory, host_tensors = program_memory(execs[0][1], kind, inst.lnc)
+    model_memory = _workload_memory(name, opts, inst, placement) if mode is not None else None
+    if model_memory is not None:
+        memory = model_memory
+    return AppProgram(name, kind, execs, memory, host_tensors)
+
+
+def _fitting_step(spec: str, inst: Instance, cores: int):
+    """The step with the least tensor parallelism whose memory fits, as a job would be sharded."""
+    first_error = None
+    for tp in (None, 2, 4, 8, 16, 32, 64):
+        if tp is not None and (tp > cores or cores % tp):
+            break
+        placement = Placement(cores=cores, tp=tp)
+        try:
+            step = build_step(spec, inst, placement)
+            name, opts = resolve_app_workload(spec)
+            _workload_memory(name, opts, inst, placement)
+            return step, placement
+        except SpecError as e:
+            if "does not fit" not in str(e):
+                raise
+            first_error = first_error or e
+    raise first_error
+
+
+def _workload_memory(name: str, opts: dict, inst: Instance, placement: Placement) -> dict[str, int] | None:
+    """The workload library's per-core HBM plan (weights, optimizer, activations, KV cache)."""
+    try:
+        from ..workloads.estimate_model import _prepare
+        from ..workloads.presets import PRESETS
+        if name not in PRESETS:
+            return None
+        mem = _prepare(PRESETS[name], inst, opts, placement).check_memory()
+    except (ImportError, AttributeError, TypeError):
+        return None
+    reserved = int(mem.reserved)
+    return {"constants": int(mem.weights), "model_code": MODEL_CODE_BASE,
+            "model_shared_scratchpad": reserved // 2, "runtime_memory": reserved // 4,
+            "tensors": int(mem.gradients + mem.optimizer + mem.activations + mem.kv_cache)}
 
 
 def program_memory(prog: Program, kind: str, lnc: int) -> tuple[dict[str, int], int]:
@@ -211,17 +268,13 @@ def program_memory(prog: Program, kind: str, lnc: int) -> tuple[dict[str, int], 
 
 # ------------------------------------------------------------------ the default mix
 def default_apps(instance_name: str, logical_cores: int) -> list[AppSpec]:
-    """A representative instance: training over three quarters of the cores, inference on the rest.
-    Uses the project's Llama presets when `device_model.workloads` registers them."""
+    """A representative instance: Llama training over three quarters of the cores and a Llama
+    inference service on the rest (small demo transformers if no Llama preset is registered)."""
     train_cores = max(1, logical_cores * 3 // 4)
-    train, serve = "demo-train:layers=2,hidden=2048,seq=2048", "demo-serve:layers=2,hidden=2048,seq=512"
-    for name, preset in (("llama-train", "llama-train"), ("llama-infer", "llama-infer")):
-        w = REGISTRY.get(name)
-        if w is not None and getattr(w, "program", None) is not None:
-            if "train" in name:
-                train = preset
-            else:
-                serve = preset
+    if REGISTRY.get(DEFAULT_MODEL) is not None and REGISTRY[DEFAULT_MODEL].build is not None:
+        train, serve = f"{DEFAULT_MODEL}:{DEFAULT_TRAIN}", f"{DEFAULT_MODEL}:{DEFAULT_SERVE}"
+    else:
+        train, serve = "demo-train:layers=2,hidden=2048,seq=2048", "demo-serve:layers=2,hidden=2048,seq=512"
     apps = [AppSpec("llama-train", train, tuple(range(train_cores)))]
     if logical_cores > train_cores:
         apps.append(AppSpec("llama-serve", serve, tuple(range(train_cores, logical_cores))))

@@ -58,16 +58,14 @@ class Runtime:
         self.inst = inst
         dev = inst.device
         self.app = build_app_program(cfg.workload, inst, len(cfg.cores))
-        run = inst.run(self.app.program, busy_cores_per_stack=self._busy_per_stack())
-        self.run_result = run
-        self.profile = ExecutionProfile.from_run(run)
         self.overhead_s = inst.costs.exec_overhead_s
+        self.profile, self.exec_walls, instructions = self._step_profile()
         per_device = dev.logical_cores(inst.lnc)
         abs_devices = [c // per_device for c in cfg.cores]
         self.devices = tuple(sorted(set(abs_devices)))
         core_dev = np.array([self.devices.index(d) for d in abs_devices], dtype=np.int64)
         memory = dict(self.app.device_memory)
-        memory["model_code"] += MODEL_CODE_PER_INSTR * len(run.timeline)
+        memory["model_code"] += MODEL_CODE_PER_INSTR * instructions
         self._check_fits(memory, dev.hbm_bytes / per_device)
         models = (self._model(memory, abs_devices),)
         header = {"tag": cfg.tag, "workload": cfg.workload, "instance_type": inst.spec.name,
@@ -102,6 +100,21 @@ class Runtime:
         self.publish()
 
     # ---------------------------------------------------------------- set-up helpers
+    def _step_profile(self) -> tuple[ExecutionProfile, np.ndarray, int]:
+        """One step's profile (each distinct execution scheduled once), the device latency of
+        each execution in a step, and the instructions of the distinct executions."""
+        per_stack = self._busy_per_stack()
+        profiles, walls, instructions = [], [], 0
+        for _, program, count in self.app.executions:
+            run = self.inst.run(program, busy_cores_per_stack=per_stack)
+            instructions += len(run.timeline)
+            prof = ExecutionProfile.from_run(run)
+            profiles.append((prof, count))
+            walls += [prof.wall] * count
+        if len(profiles) == 1 and profiles[0][1] == 1:
+            return profiles[0][0], np.array(walls), instructions
+        return ExecutionProfile.concat(profiles, gap=self.overhead_s), np.array(walls), instructions
+
     def _busy_per_stack(self) -> int:
         dev, lnc = self.inst.device, self.inst.lnc
         phys = np.concatenate([np.arange(c * lnc, c * lnc + lnc) for c in self.cfg.cores])
@@ -142,7 +155,7 @@ class Runtime:
             acc += seg.cumulative(b) - seg.cumulative(a)
             done = seg.completions(b) - seg.completions(a)
             if done:
-                self._complete(seg, done)
+                self._complete(seg, done * (len(self.exec_walls) if seg.status == "completed" else 1))
             t = upto
             if upto < end:
                 self.phase = seg.phase_at(b)
@@ -175,7 +188,7 @@ class Runtime:
         if n > failed:
             self.counters.add_executions("completed", n - failed)
         k = min(n, RING)
-        device = wall * self.rng.lognormal(0.0, 0.03, k)
+        device = np.resize(self.exec_walls, k) * self.rng.lognormal(0.0, 0.03, k)
         total = device + self.overhead_s
         if self.app.kind == "serve":
             total = total + self.rng.exponential(0.2 * wall, k)     # queueing behind other requests
