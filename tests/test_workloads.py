@@ -242,3 +242,13 @@ def test_fused_attention_causal_halves_and_backward_costs_more():
     assert causal["model_flops"] == pytest.approx(full["model_flops"] * (0.5 + 0.5 / 4), rel=0.02)
     assert back["time_s"] > 2 * causal["time_s"]
     assert full["hbm_read_bytes"] < 4 * 3 * 2048 * 128 * 2 * 1.01
+
+
+def test_mlp_trains_data_parallel_and_infers():
+    train = estimate("mlp:hidden=1024,layers=2,batch=256", TRN2, Placement(cores=4))
+    infer = estimate("mlp:hidden=1024,layers=2,batch=256,mode=infer", TRN2, Placement(cores=4))
+    assert train["parallel"]["dp"] == 4 and train["params"] == 2 * (2 * 1024 * 4096 + 4096 + 1024)
+    assert train["step_time_s"] > 2.5 * infer["step_time_s"]
+    assert train["memory"]["optimizer_bytes"] > 0 == infer["memory"]["optimizer_bytes"]
+    with pytest.raises(SpecError, match="data parallel only"):
+        estimate("mlp", TRN2, Placement(tp=2))

@@ -7,6 +7,7 @@ from typing import Any, Callable
 from ..core import Instance
 from ..errors import SpecError
 from . import micro
+from .mlp import MLP_PARAMS, estimate_mlp
 from .estimate_model import MODEL_PARAMS, Execution, StepPlan, build_model_step, estimate_model
 from .presets import PRESETS
 from .spec import Param, bind, split_spec
@@ -48,6 +49,8 @@ for _spec_name, _kind in micro.COLLECTIVE_KINDS.items():
                       lambda inst, o, pl, _k=_kind: micro.estimate_collective(inst, _k, o),
                       f"one {_kind.replace('_', '-')} over ranks placed on the instance"))
 
+register(Workload("mlp", MLP_PARAMS, estimate_mlp,
+                  "blocks of fc1, GELU, fc2: mode=train|infer, data parallel over --cores"))
 for _name, _cfg in PRESETS.items():
     register(Workload(
         _name, MODEL_PARAMS,

@@ -69,9 +69,10 @@ Row = tuple[str, Callable[[dict], Any], Callable[[Any], str]]
 
 def _rows(r: dict) -> list[Row]:
     rows: list[Row] = [("parallel", _parallel, str)]
-    if r["mode"] == "train":
+    if r["mode"] in ("train", "infer"):
         rows += [("step time", lambda r: r["step_time_s"], _time),
                  ("sequences/s", lambda r: r["sequences_per_s"], lambda v: f"{v:,.2f}"),
+                 ("samples/s", lambda r: r["samples_per_s"], lambda v: f"{v:,.0f}"),
                  ("tokens/s", lambda r: r["tokens_per_s"], lambda v: f"{v:,.0f}")]
     else:
         rows += [("TTFT", lambda r: r["ttft_s"], _time)]
@@ -95,7 +96,10 @@ def _title(r: dict) -> str:
 def format_model(r: dict) -> str:
     lines = [_title(r)]
     for label, get, fmt in _rows(r):
-        lines.append(f"  {label:<20} {fmt(get(r))}")
+        try:
+            lines.append(f"  {label:<20} {fmt(get(r))}")
+        except KeyError:        # a row this workload does not report (mlp has no tokens)
+            continue
     m = r["memory"]
     parts = ", ".join(f"{k} {m[k + '_bytes'] / GiB:.1f}" for k in
                       ("weights", "gradients", "optimizer", "activations", "kv_cache", "reserved")
