@@ -106,9 +106,16 @@ def _process_rows(d: LsDevice, wide: bool, show_all: bool) -> list[list[str]]:
     rows = []
     for i, p in enumerate(procs):
         cells = device_cells if i == 0 else [""] * len(device_cells)
-        command = p.command if wide else _cut(p.command, COMMAND_WIDTH)
+        command = _printable(p.command)
+        command = command if wide else _cut(command, COMMAND_WIDTH)
         rows.append(cells + [str(p.pid), command, p.runtime_version])
     return rows
+
+
+def _printable(text: str) -> str:
+    # A command line may hold anything (newlines, escapes, wide characters); one table cell
+    # must stay one line of one-column characters.
+    return "".join(c if c.isascii() and c.isprintable() else "?" for c in text)
 
 
 def _memory(n: int) -> str:
