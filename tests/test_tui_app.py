@@ -256,3 +256,16 @@ async def test_reads_a_real_pipe_and_survives_a_stall():
         assert app.ended is None and app.is_running
     os.close(write_fd)
     os.close(read_fd)
+
+
+@run_async
+async def test_no_color_is_monochrome_and_still_readable(monkeypatch):
+    monkeypatch.setenv("NO_COLOR", "1")
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, app, 6)
+        assert app.no_color
+        assert any(type(f).__name__ in ("Monochrome", "NoColor") for f in app._filters)
+        grid = text(app.query_one(CoreGridView))
+        assert "ND0" in grid and "%]" in grid
+        assert ">[1]:all<" in text(app.query_one(AppsBar))
