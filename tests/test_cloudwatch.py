@@ -79,6 +79,18 @@ def test_many_metrics_are_split_at_100_per_record():
         check_emf(r, "NS")
 
 
+def test_records_are_split_when_over_the_metric_limit(monkeypatch):
+    import exporters.cloudwatch as cw
+    doc = (FIXTURES / "neuron_monitor_extensions.json").read_bytes()
+    whole = encode(doc)
+    monkeypatch.setattr(cw, "MAX_METRICS_PER_RECORD", 2)
+    split = encode(doc)
+    assert len(split) > len(whole)
+    assert all(len(r["_aws"]["CloudWatchMetrics"][0]["Metrics"]) <= 2 for r in split)
+    count = lambda records: sum(len(r["_aws"]["CloudWatchMetrics"][0]["Metrics"]) for r in records)  # noqa: E731
+    assert count(split) == count(whole)
+
+
 def run_cli(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess:
     return subprocess.run([console_script("neuron-monitor-cloudwatch"), *args], input=stdin,
                           capture_output=True, timeout=30)

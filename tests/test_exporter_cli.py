@@ -128,3 +128,20 @@ def test_sigint_stops_cleanly():
     with ExporterProcess() as exp:
         exp.proc.send_signal(signal.SIGINT)
         assert exp.proc.wait(10) == 0
+
+
+def test_collect_runs_the_collector_in_process(tmp_path):
+    config = tmp_path / "monitor.json"
+    config.write_text('{"period": "1s"}')
+    with ExporterProcess("--collect", "-c", str(config), stdin=subprocess.DEVNULL) as exp:
+        assert any("in-process collector" in line for line in exp.stderr_lines)
+        exp.wait_for(lambda: (exp.value("neuron_exporter_reports_total") or 0) >= 2, timeout=20)
+        assert exp.value("instance_info") == 1.0
+
+
+def test_collect_with_a_bad_config_is_a_usage_error(tmp_path):
+    config = tmp_path / "monitor.json"
+    config.write_text('{"period": "soon"}')
+    out = run_cli("--collect", "-c", str(config))
+    assert out.returncode == 2 and "--collect:" in out.stderr.decode()
+    assert "Traceback" not in out.stderr.decode()
