@@ -1,0 +1,179 @@
+"""Counter files: round trip, torn-update safety under a real concurrent writer, corruption,
+dead-runtime detection after SIGKILL, and the runtime directory's permissions."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from device_model.runtime import shm
+from device_model.runtime.shm import CorruptCounters, CounterWriter, RuntimeDirError, list_runtimes
+
+HEADER = {"tag": "t", "workload": "matmul:m=1,k=1,n=1", "instance_type": "trn2.48xlarge",
+          "started_at": 1.0, "cores": [4, 5], "lnc": 2, "core_devices": [1, 1], "devices": [1],
+          "ring": 8, "models": []}
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    d = tmp_path / "rt"
+    d.mkdir(mode=0o700)
+    return d
+
+
+def test_runtime_dir_is_private(tmp_path: Path):
+    d = shm.runtime_dir(tmp_path / "new")
+    assert (d.stat().st_mode & 0o777) == 0o700
+    loose = tmp_path / "loose"
+    loose.mkdir(mode=0o755)
+    loose.chmod(0o755)
+    with pytest.raises(RuntimeDirError, match="0755"):
+        shm.runtime_dir(loose)
+
+
+def test_default_runtime_dir_uses_xdg(tmp_path: Path, monkeypatch):
+    xdg = tmp_path / "xdg"
+    xdg.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(xdg))
+    assert shm.runtime_dir() == xdg / "neuronscope"
+
+
+def test_round_trip_and_permissions(root: Path):
+    w = CounterWriter(root, HEADER, pid=4242)
+    w.record["core_busy_s"] = [1.5, 2.5]
+    w.record["engine_active_s"][1, 0, 0] = 0.75
+    w.record["exec_status"][0] = 7
+    w.record["latency_total"][:3] = [0.1, 0.2, 0.3]
+    w.record["latency_count"] = 3
+    w.record["dev_ecc"][0, 1] = 2
+    w.publish()
+    assert (w.path.stat().st_mode & 0o777) == 0o600
+    [h] = list_runtimes(root)
+    assert h.pid == 4242 and h.is_alive()
+    s = h.read()
+    assert s.tag == "t" and s.cores == (4, 5) and s.lnc == 2 and s.devices == (1,)
+    assert s.core_busy_s.tolist() == [1.5, 2.5]
+    assert s.engine_active_s.shape == (2, 2, 5) and s.engine_active_s[1, 0, 0] == 0.75
+    assert s.exec_status["completed"] == 7
+    assert s.latency_total.tolist() == [0.1, 0.2, 0.3]
+    assert s.latencies_since(1)[0].tolist() == [0.2, 0.3]
+    assert s.dev_ecc[0, 1] == 2
+    assert s.physical_cores.tolist() == [[8, 9], [10, 11]]
+    with pytest.raises(ValueError):
+        s.core_busy_s[0] = 9          # snapshots are read-only
+    w.close()
+    assert not w.path.exists()
+
+
+def test_latency_ring_keeps_order_after_wrap(root: Path):
+    from device_model.counters import Counters
+    w = CounterWriter(root, HEADER, pid=1)
+    c = Counters(w.record, 2, np.array([0, 0]))
+    c.add_latencies(np.arange(5.0), np.arange(5.0))
+    c.add_latencies(np.arange(5.0, 11.0), np.arange(5.0, 11.0))
+    w.publish()
+    s = list_runtimes(root)[0].read()
+    assert s.latency_count == 11
+    assert s.latency_total.tolist() == [3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0]
+    assert s.latencies_since(9)[0].tolist() == [9.0, 10.0]
+    w.close()
+
+
+def test_truncated_and_corrupted_files(root: Path):
+    w = CounterWriter(root, HEADER, pid=77)
+    w.publish()
+    data = w.path.read_bytes()
+    w.close(remove=False)
+    bad = root / "runtime-78.ctr"
+    bad.write_bytes(data[: len(data) - 100])
+    with pytest.raises(CorruptCounters, match="truncated"):
+        shm.RuntimeHandle(bad, 78).read()
+    flipped = bytearray(data)
+    flipped[-20] ^= 0xFF       # inside the current slot's record
+    bad.write_bytes(bytes(flipped))
+    with pytest.raises(CorruptCounters, match="checksum"):
+        shm.RuntimeHandle(bad, 78).read()
+    bad.write_bytes(b"garbage" * 20)
+    with pytest.raises(CorruptCounters, match="magic"):
+        shm.RuntimeHandle(bad, 78).read()
+    bad.write_bytes(b"")
+    with pytest.raises(CorruptCounters):
+        shm.RuntimeHandle(bad, 78).read()
+
+
+WRITER = r"""
+import sys, numpy as np
+from device_model.runtime.shm import CounterWriter
+h = {"tag": "w", "workload": "x", "instance_type": "trn2.48xlarge", "started_at": 0.0,
+     "cores": list(range(64)), "lnc": 2, "core_devices": [c // 4 for c in range(64)],
+     "devices": list(range(16)), "ring": 1024, "models": []}
+w = CounterWriter(sys.argv[1], h)
+print("ready", flush=True)
+i = 0
+while True:
+    i += 1
+    for name in ("core_busy_s", "phys_busy_s", "engine_active_s", "flops", "dev_energy_j", "latency_total"):
+        w.record[name] = i          # every field of one update carries the same value
+    w.publish()
+"""
+
+
+def test_concurrent_reader_never_sees_a_torn_update(root: Path):
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(root)], stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout.readline().strip() == b"ready"
+        [h] = list_runtimes(root)
+        seen = set()
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline:
+            s = h.read()
+            values = {float(s.core_busy_s[0])}
+            for arr in (s.core_busy_s, s.phys_busy_s, s.engine_active_s, s.flops, s.dev_energy_j):
+                values |= set(np.unique(arr).tolist())
+            assert len(values) == 1, values
+            seen |= values
+        assert len(seen) > 10          # the writer really was writing while we read
+        assert h.is_alive()
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_sigkilled_writer_is_recognised_dead_and_cleaned(root: Path):
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(root)], stdout=subprocess.PIPE)
+    assert proc.stdout.readline().strip() == b"ready"
+    [h] = list_runtimes(root)
+    assert h.is_alive()
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not h.is_alive()
+    h.read()                        # the last complete update is still readable
+    h.remove()
+    assert list_runtimes(root) == []
+
+
+def test_instance_round_trip(root: Path):
+    from device_model import instance
+    from device_model.runtime.launcher import describe_instance
+    from device_model.runtime.apps import default_apps
+    inst = instance("trn2.48xlarge")
+    desc = describe_instance(inst, 7, 1.0, default_apps(inst.spec.name, inst.logical_cores), 0, 123.0)
+    shm.write_instance(root, desc)
+    back = shm.read_instance(root)
+    assert back == desc
+    assert back.device_count == 16 and back.cores_per_device == 4 and back.core_version == "v3d"
+    assert back.connected_devices[0] == (12, 3, 4, 1)
+    assert describe_instance(inst, 7, 1.0, [], 0, 0.0).instance_id == desc.instance_id
+    assert describe_instance(inst, 8, 1.0, [], 0, 0.0).instance_id != desc.instance_id
+    assert ((root / "instance.json").stat().st_mode & 0o777) == 0o600
+    (root / "instance.json").write_bytes(b"{not json")
+    with pytest.raises(CorruptCounters):
+        shm.read_instance(root)
+    shm.remove_instance(root)
+    assert shm.read_instance(root) is None
