@@ -1,0 +1,136 @@
+"""`neuron-profile capture -- python SCRIPT ARGS`: run a PyTorch script for real under the
+recorder, in a child Python process, and write its profile.
+
+The child (`python -m profiler.script CONFIG -- SCRIPT ARGS`) runs the script with `runpy` as
+`__main__`; whatever way the script ends (return, sys.exit, an exception, SIGINT), the profile of
+what ran is written, and the child exits with the script's exit code, which capture returns.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+
+from device_model.errors import SpecError
+
+
+def parse_command(command: list[str]) -> tuple[str, str, list[str]]:
+    """('path'|'module', target, args) from `python SCRIPT ARGS` or `python -m MODULE ARGS`."""
+    cmd = list(command)
+    if cmd and Path(cmd[0]).name.startswith("python"):
+        cmd = cmd[1:]
+    if not cmd:
+        raise SpecError("no script to run after --; expected `python SCRIPT [ARGS]`")
+    if cmd[0] == "-m":
+        if len(cmd) < 2:
+            raise SpecError("`python -m` needs a module name")
+        return "module", cmd[1], cmd[2:]
+    if cmd[0].startswith("-"):
+        raise SpecError(f"unsupported python option {cmd[0]!r}; expected `python SCRIPT [ARGS]`")
+    script = Path(cmd[0])
+    if not script.is_file():
+        if shutil.which(cmd[0]) and not cmd[0].endswith(".py"):
+            raise SpecError(f"{cmd[0]!r} is not a Python script; capture runs `python SCRIPT [ARGS]`")
+        raise SpecError(f"script not found: {cmd[0]}")
+    return "path", str(script), cmd[1:]
+
+
+def capture_script(command: list[str], inst, args) -> int:
+    kind, target, script_args = parse_command(command)
+    config = {"instance": inst.spec.name, "lnc": inst.lnc, "out": str(args.session_file),
+              "auto_cast": args.auto_cast, "detail_steps": args.detail_steps, "kind": kind,
+              "target": target, "progress": args.progress, "command": " ".join(command),
+              "dp": args.dp or 1}
+    child = [sys.executable, "-m", "profiler.script", orjson.dumps(config).decode(), "--", target, *script_args]
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH", "")]))
+    proc = subprocess.Popen(child, env=env)
+    while True:
+        try:
+            return _exit_code(proc.wait())
+        except KeyboardInterrupt:
+            # the child got the terminal's SIGINT too; wait for it to write the profile
+            try:
+                proc.send_signal(signal.SIGINT)
+            except ProcessLookupError:
+                pass
+
+
+def _exit_code(rc: int) -> int:
+    return 128 - rc if rc < 0 else rc
+
+
+# --- the child ------------------------------------------------------------------------------
+
+def _run_target(kind: str, target: str, args: list[str]) -> int:
+    import runpy
+    sys.argv = [target, *args]
+    try:
+        if kind == "module":
+            runpy.run_module(target, run_name="__main__", alter_sys=True)
+        else:
+            sys.path.insert(0, str(Path(target).resolve().parent))
+            runpy.run_path(target, run_name="__main__")
+        return 0
+    except SystemExit as e:
+        code = e.code
+        if code is None:
+            return 0
+        if isinstance(code, int):
+            return code
+        print(code, file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("neuron-profile: script interrupted; writing the profile of what ran", file=sys.stderr)
+        return 130
+    except BaseException:
+        import traceback
+        traceback.print_exc()          # the script's own error, shown as Python would
+        print("neuron-profile: script raised; writing the profile of what ran", file=sys.stderr)
+        return 1
+
+
+def child_main(argv: list[str]) -> int:
+    config = orjson.loads(argv[0])
+    target_argv = argv[2:]
+    from device_model import instance
+    from device_model.workloads.micro import place_ranks
+    from .fileformat import save
+    from .torch_capture import Recorder, recording_to_profile
+    inst = instance(config["instance"], config["lnc"])
+    recorder = Recorder().start()
+    try:
+        code = _run_target(config["kind"], target_argv[0], target_argv[1:])
+    finally:
+        recording = recorder.stop()
+    world = _world_size() or config["dp"]
+    group = place_ranks(inst, world) if world > 1 else None
+    try:
+        profile = recording_to_profile(recording, inst, auto_cast=config["auto_cast"],
+                                       detail_steps=config["detail_steps"], command=config["command"],
+                                       group=group, meta={"world_size": world})
+        path = save(profile, config["out"])
+    except (SpecError, ValueError) as e:
+        print(f"neuron-profile: error: {e}", file=sys.stderr)
+        return code or 2
+    print(f"neuron-profile: wrote {path} ({profile.rows('steps')} steps, {profile.rows('ops')} operators, "
+          f"{profile.rows('instructions')} instructions; script exit code {code})", file=sys.stderr)
+    return code
+
+
+def _world_size() -> int:
+    try:
+        import torch.distributed as dist
+        return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 0
+    except Exception:          # a script may leave the process group half torn down
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(child_main(sys.argv[1:]))
