@@ -91,6 +91,7 @@ class Runtime:
                                       memory["constants"], state_bytes)
         self._inserted: deque[Segment] = deque()
         self._pending: deque[tuple[str, str]] = deque()
+        self._cut = False
         self.seg = next(self._segments)
         self.seg_start = 0.0
         self.sim = 0.0
@@ -153,9 +154,14 @@ class Runtime:
             upto = min(target, end)
             a, b = t - self.seg_start, upto - self.seg_start
             acc += seg.cumulative(b) - seg.cumulative(a)
+            for ev in self.faults.due(t, upto):      # segment by segment: faults meet later executions
+                self._fault(ev.kind, ev.device, ev.count)
             done = seg.completions(b) - seg.completions(a)
             if done:
                 self._complete(seg, done * (len(self.exec_walls) if seg.status == "completed" else 1))
+            if self._cut:               # an execution hung: the rest of this batch never runs
+                self._cut = False
+                end = upto
             t = upto
             if upto < end:
                 self.phase = seg.phase_at(b)
@@ -164,8 +170,6 @@ class Runtime:
             self.seg = self._next_segment()
             self.phase = self.seg.phase
         self.counters.add_activity(acc)
-        for ev in self.faults.due(start, t):
-            self._fault(ev.kind, ev.device, ev.count)
         self._power(acc, t - start)
         self.sim = t
 
@@ -182,6 +186,7 @@ class Runtime:
             status, error = self._pending.popleft()
             if status == "timed_out":
                 self._inserted.append(hung_segment(self.cfg.exec_timeout_s))
+                self._cut = True
             else:
                 self.counters.add_executions(status, 1, error)
             failed += 1
