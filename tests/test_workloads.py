@@ -214,6 +214,9 @@ def test_build_step_returns_programs_per_stage_with_counts():
     assert {o.phase for o in opt.program.ops} == {"optimizer"}
     assert sum(o.name.endswith("attention") for o in micro.program.ops) == 8     # 8 layers
     assert any(o.name.startswith("recompute.") for o in plan.stages[0][0].program.ops) is False
+    assert 0 < plan.memory.total <= plan.memory.capacity
+    with pytest.raises(SpecError, match="does not fit"):
+        build_step("llama3-70b:seq=8192", TRN1, Placement(tp=1))
     run = TRN1.run(micro.program)
     assert run.metrics()["time_s"] > 0
 

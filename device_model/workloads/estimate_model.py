@@ -11,7 +11,7 @@ from ..program import Program
 from ..specs import check_dtype
 from .cost import ENGINE_KEYS, Cost
 from .inference import InferencePlan, InferSpec
-from .memory import CHECKPOINTS
+from .memory import CHECKPOINTS, Memory
 from .parallel import Layout, resolve_layout
 from .presets import ModelConfig
 from .spec import Param, parse_int
@@ -68,6 +68,7 @@ class StepPlan:
     stages: tuple[tuple[Execution, ...], ...]
     sequences_per_step: int
     tokens_per_step: int
+    memory: Memory          # HBM per logical core of the fullest stage (checked: it fits)
 
 
 def _check_keys(cfg: ModelConfig, opts: dict[str, Any]) -> None:
@@ -215,14 +216,16 @@ def build_model_step(name: str, cfg: ModelConfig, inst: Instance, opts: dict, pl
         stages = tuple((Execution("microbatch", plan.microbatch_program(s), spec.microbatches),
                         Execution("optimizer", _joined(plan.sync_program(s), plan.optimizer_program(s)), 1))
                        for s in range(lay.pp))
-        return StepPlan(name, "train", lay, stages, spec.gbs, spec.gbs * spec.seq)
+        return StepPlan(name, "train", lay, stages, spec.gbs, spec.gbs * spec.seq,
+                        plan.check_memory())
     spec = plan.spec
     execs = [Execution("prefill", plan.prefill_program(), 1)]
     if opts["mode"] == "decode":
         execs += [Execution(f"decode@{kv}", plan.decode_program(kv), n)
                   for kv, n in sorted(plan.decode_buckets.items())]
     tokens = spec.batch * (spec.output_len if opts["mode"] == "decode" else spec.input_len)
-    return StepPlan(name, opts["mode"], spec.layout, (tuple(execs),), spec.batch, tokens)
+    return StepPlan(name, opts["mode"], spec.layout, (tuple(execs),), spec.batch, tokens,
+                    plan.check_memory())
 
 
 def _joined(first: Program, second: Program) -> Program:
