@@ -1,0 +1,134 @@
+"""The Python API, in torch.profiler's shape:
+
+    import profiler
+    with profiler.profile(instance="trn2.48xlarge",
+                          schedule=profiler.schedule(wait=1, warmup=1, active=2),
+                          on_trace_ready=profiler.save_to("step.nsprof")) as prof:
+        for batch in data:
+            train_step(batch)
+            prof.step()
+
+`schedule` returns an action per step like torch's (NONE, WARMUP, RECORD, RECORD_AND_SAVE); at
+the end of each active window `on_trace_ready(prof)` is called with `prof.profile` set.
+"""
+from __future__ import annotations
+
+from enum import Enum
+from typing import Callable
+
+from device_model import instance as make_instance
+
+from .fileformat import save
+from .model import Profile
+
+
+class ProfilerAction(Enum):
+    NONE = 0
+    WARMUP = 1
+    RECORD = 2
+    RECORD_AND_SAVE = 3
+
+
+def schedule(*, wait: int, warmup: int, active: int, repeat: int = 0,
+             skip_first: int = 0) -> Callable[[int], ProfilerAction]:
+    """Step number (0-based) -> action, with torch.profiler.schedule's semantics."""
+    if wait < 0 or warmup < 0 or active <= 0 or repeat < 0 or skip_first < 0:
+        raise ValueError("schedule needs wait, warmup, repeat, skip_first >= 0 and active > 0")
+    cycle = wait + warmup + active
+
+    def action(step: int) -> ProfilerAction:
+        if step < skip_first:
+            return ProfilerAction.NONE
+        step -= skip_first
+        if repeat and step // cycle >= repeat:
+            return ProfilerAction.NONE
+        pos = step % cycle
+        if pos < wait:
+            return ProfilerAction.NONE
+        if pos < wait + warmup:
+            return ProfilerAction.WARMUP
+        return ProfilerAction.RECORD_AND_SAVE if pos == cycle - 1 else ProfilerAction.RECORD
+    return action
+
+
+def _always(step: int) -> ProfilerAction:
+    return ProfilerAction.RECORD
+
+
+def save_to(path: str) -> Callable[["profile"], None]:
+    """An `on_trace_ready` handler writing each window's profile (`{n}` numbers windows)."""
+    def handler(prof: "profile") -> None:
+        target = path.format(n=prof.windows) if "{n}" in path else path
+        save(prof.profile, target)
+    return handler
+
+
+class profile:
+    """Records a PyTorch run while active and simulates the recorded steps on `instance`."""
+
+    def __init__(self, *, instance: str = "trn2.48xlarge", lnc: int | None = None,
+                 schedule: Callable[[int], ProfilerAction] | None = None,
+                 on_trace_ready: Callable[["profile"], None] | None = None,
+                 auto_cast: str = "matmult", detail_steps: int = 0) -> None:
+        self.inst = make_instance(instance, lnc)
+        self.schedule = schedule or _always
+        self.on_trace_ready = on_trace_ready
+        self.auto_cast = auto_cast
+        self.detail_steps = detail_steps
+        self.step_num = 0
+        self.windows = 0
+        self.profile: Profile | None = None
+        self._recorder = None
+        self._active: set[int] = set()
+
+    def __enter__(self) -> "profile":
+        from .torch_capture import Recorder
+        self._recorder = Recorder().start()
+        self._recorder.explicit_steps = True      # steps come from prof.step()
+        self._note_action()
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        recording = self._recorder.stop()
+        steps_with_calls = {c[6] for c in recording.calls}
+        if self._active & steps_with_calls:       # an unfinished window is still delivered
+            self._emit(recording)
+
+    def _note_action(self) -> None:
+        if self.schedule(self.step_num) in (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE):
+            self._active.add(self._recorder.step)
+
+    def step(self) -> None:
+        """Marks the end of a step (ProfilerStep#N), like torch.profiler's prof.step()."""
+        action = self.schedule(self.step_num)
+        self._recorder.explicit_step()
+        self.step_num += 1
+        if action is ProfilerAction.RECORD_AND_SAVE:
+            self._emit(self._recorder.recording)
+        self._note_action()
+
+    def _emit(self, recording) -> None:
+        from .torch_capture import recording_to_profile
+        self.profile = recording_to_profile(recording, self.inst, auto_cast=self.auto_cast,
+                                            detail_steps=self.detail_steps, steps=set(self._active),
+                                            command="profiler.profile")
+        self.windows += 1
+        self._active.clear()
+        if self.on_trace_ready is not None:
+            self.on_trace_ready(self)
+
+    def export_chrome_trace(self, path: str) -> None:
+        from .chrome import write_chrome
+        if self.profile is None:
+            raise RuntimeError("no profile yet: no active step has finished")
+        write_chrome(self.profile, path)
+
+    def save(self, path: str) -> None:
+        if self.profile is None:
+            raise RuntimeError("no profile yet: no active step has finished")
+        save(self.profile, path)
+
+    def key_averages(self, limit: int = 20):
+        """Top operators of the last window (self time, count, FLOPs, bytes, bound)."""
+        from .summary import top_operators
+        return top_operators(self.profile, limit) if self.profile else []
