@@ -47,11 +47,10 @@ class EmfEncoder:
         groups: dict[tuple[tuple[str, str], ...], list[tuple[mt.MetricSpec, float]]] = {}
         for group in extract(report, self._context, problems):
             for spec, samples in group.families:
-                own = len(mt.INSTANCE_LABELS) if spec.instance_labels else 0
-                labels = spec.all_labels[own:]
+                labels = spec.labels
                 for key, value in samples:
                     dims = self._instance + tuple(
-                        (name, v) for name, v in zip(labels, key[own:]) if v != "None")
+                        (name, v) for name, v in zip(labels, key) if v != "None")
                     groups.setdefault(dims, []).append((spec, value))
         for dims, metrics in groups.items():
             for start in range(0, len(metrics), MAX_METRICS_PER_RECORD):

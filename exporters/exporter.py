@@ -59,13 +59,14 @@ class PrometheusExporter:
         started = self._timer()
         if self._context is None:
             self._context = Context.of(report.instance, report.hardware)
+            self.state.instance = self._context.instance
         ctx = self._context
         problems: list[Problem] = []
         self.state.apply(extract(report, ctx, problems))
         self.state.keep_runtimes({r.tag for r in report.runtimes})
-        self.state.set_info(mt.BY_NAME["instance_info"], ctx.instance)
+        self.state.set_info(mt.BY_NAME["instance_info"], ())
         hw = report.hardware
-        self.state.set_info(mt.BY_NAME["neuron_hardware_info"], ctx.instance + (
+        self.state.set_info(mt.BY_NAME["neuron_hardware_info"], (
             str(hw.device_count), str(hw.device_memory_bytes), str(hw.cores_per_device)))
         for problem in problems:
             self.note_problem(problem)

@@ -1,6 +1,7 @@
 """Report -> samples of the metric table, group by group, with AWS's transforms.
 
-A sample is `(label_values, value)`, the label values in the order of `MetricSpec.all_labels`.
+A sample is `(label_values, value)`, the label values in the order of `MetricSpec.labels`;
+AWS's six instance labels are the same for every sample, so sinks add them (`Context.instance`).
 Counters carry the count *of the period* (what the report holds); sinks decide what to do with
 it (Prometheus adds it to the running total, CloudWatch sends it as is).
 
@@ -174,7 +175,7 @@ def extract(report: Report, ctx: Context, problems: list[Problem]) -> Iterator[G
         if runtime.error:
             problems.append(Problem("runtime_error", f"Runtime {runtime.tag} error: {runtime.error}"))
             continue
-        base = ctx.instance + (runtime.tag,)
+        base = (runtime.tag,)
         for group_name, attr, fn in RUNTIME_EXTRACTORS:
             group = getattr(runtime, attr)
             if _usable(group, group_name, runtime.tag, problems):
@@ -190,8 +191,7 @@ def extract(report: Report, ctx: Context, problems: list[Problem]) -> Iterator[G
     for group_name, attr, fn in SYSTEM_EXTRACTORS:
         group = getattr(system, attr)
         if _usable(group, group_name, None, problems):
-            base = ctx.instance if group_name != mt.DEVICE_GROUP else ()
-            yield GroupSamples(group_name, None, tuple(fn(group, base, ctx)))
+            yield GroupSamples(group_name, None, tuple(fn(group, (), ctx)))
     for name in system.extra_groups:
         problems.append(Problem("unknown_group", f"unknown system group {name} ignored"))
     memory = _device_memory(report, ctx)

@@ -37,16 +37,19 @@ class Series:
 
 
 class Family:
-    __slots__ = ("spec", "series", "_labels", "_runtime_index")
+    """Series keyed by their own label values; AWS's instance labels (`instance`) are constant
+    for the exporter's life, so they are only written into each series' prefix."""
 
-    def __init__(self, spec: mt.MetricSpec):
+    __slots__ = ("spec", "series", "_instance", "_runtime_index")
+
+    def __init__(self, spec: mt.MetricSpec, instance: tuple[str, ...]):
         self.spec = spec
         self.series: dict[tuple[str, ...], Series] = {}
-        self._labels = spec.all_labels
-        self._runtime_index = self._labels.index("runtime_tag") if spec.per_runtime else -1
+        self._instance = instance if spec.instance_labels else ()
+        self._runtime_index = spec.labels.index("runtime_tag") if spec.per_runtime else -1
 
     def new_series(self, key: tuple[str, ...], value: float, now: float) -> Series:
-        block = label_block(self._labels, key)
+        block = label_block(self.spec.all_labels, self._instance + key)
         spec = self.spec
         created = ""
         if spec.created:
@@ -56,23 +59,26 @@ class Family:
         self.series[key] = series
         return series
 
+    # The two loops below run once per series per report: Series.set is inlined on purpose.
     def set_gauges(self, samples: Iterable[tuple[tuple[str, ...], float]], now: float) -> None:
-        series = self.series
+        get, fmt = self.series.get, format_value
         for key, value in samples:
-            s = series.get(key)
+            s = get(key)
             if s is None:
                 self.new_series(key, value, now)
-            else:
-                s.set(value)
+            elif value != s.value:
+                s.value = value
+                s.line = s.prefix + fmt(value) + "\n"
 
     def add_counts(self, samples: Iterable[tuple[tuple[str, ...], float]], now: float) -> None:
-        series = self.series
+        get, fmt = self.series.get, format_value
         for key, count in samples:
-            s = series.get(key)
+            s = get(key)
             if s is None:
                 self.new_series(key, count, now)
             elif count:
-                s.set(s.value + count)
+                s.value = value = s.value + count
+                s.line = s.prefix + fmt(value) + "\n"
 
     def drop_runtimes(self, alive: set[str]) -> None:
         gone = [k for k, s in self.series.items() if s.runtime_tag not in alive]
@@ -83,15 +89,16 @@ class Family:
 class MetricState:
     """Families in creation order; `apply` one report's groups at a time."""
 
-    def __init__(self, clock: Callable[[], float]):
+    def __init__(self, clock: Callable[[], float], instance: tuple[str, ...] = ()):
         self._clock = clock
+        self.instance = instance  # AWS instance label values, set from the first report
         self.families: dict[str, Family] = {}
         self._alive: set[str] | None = None
 
     def family(self, spec: mt.MetricSpec) -> Family:
         fam = self.families.get(spec.name)
         if fam is None:
-            fam = self.families[spec.name] = Family(spec)
+            fam = self.families[spec.name] = Family(spec, self.instance)
         return fam
 
     def apply(self, groups: Iterable[GroupSamples]) -> None:

@@ -16,24 +16,24 @@ _INF = math.inf
 
 
 def format_value(value: float) -> str:
-    """A sample value as Prometheus' Go code (and prometheus_client) writes it.
+    """A float sample value as prometheus_client writes it (floatToGoString).
 
-    Python's repr switches to exponent notation only at 1e16, Go at 1e21 for %g with shortest
-    precision, but the client library writes positive values with more than six integer digits as
-    `d.ddde+NN`; scrapers accept both, equality with the library is what the golden test checks.
+    repr, except: NaN/+Inf/-Inf spelled as Prometheus does, and positive values with more than
+    six integer digits (below repr's own switch to exponents at 1e16) written `d.ddde+NN`.
+    Values must be floats: an int would lose its ".0".
     """
-    if value != value:
-        return "NaN"
-    if value == _INF:
-        return "+Inf"
-    if value == -_INF:
-        return "-Inf"
-    text = repr(float(value))
-    if value > 0:
+    text = repr(value)
+    if value >= 1e6:
         dot = text.find(".")
         if dot > 6:
             mantissa = f"{text[0]}.{text[1:dot]}{text[dot + 1:]}".rstrip("0.")
             return f"{mantissa}e+{dot - 1:02d}"
+        if value == _INF:
+            return "+Inf"
+    elif value != value:
+        return "NaN"
+    elif value == -_INF:
+        return "-Inf"
     return text
 
 
