@@ -59,8 +59,9 @@ class Runtime:
         dev = inst.device
         self.app = build_app_program(cfg.workload, inst, len(cfg.cores))
         self.overhead_s = inst.costs.exec_overhead_s
-        self.profile, self.exec_walls, instructions = self._step_profile()
         per_device = dev.logical_cores(inst.lnc)
+        self._check_fits(self.app.device_memory, dev.hbm_bytes / per_device)    # before scheduling
+        self.profile, self.exec_walls, instructions = self._step_profile()
         abs_devices = [c // per_device for c in cfg.cores]
         self.devices = tuple(sorted(set(abs_devices)))
         core_dev = np.array([self.devices.index(d) for d in abs_devices], dtype=np.int64)
