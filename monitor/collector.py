@@ -50,6 +50,22 @@ class _Tracked:
     tag: str
     baselines: dict[str, Any] = field(default_factory=dict)  # group -> Sample / device sample
     collected: dict[str, float] = field(default_factory=dict)  # group -> clock() of last
+    # Static parts, built once: the v3d keys per core, the loaded models as Report objects.
+    keys: tuple[Any, tuple[tuple[str, ...], ...]] | None = None
+    models: tuple[Any, tuple[LoadedModel, ...]] | None = None
+
+    def physical_keys(self, s: Any, core_version: str) -> tuple[tuple[str, ...], ...]:
+        key = (s.cores, s.lnc, core_version)
+        if self.keys is None or self.keys[0] != key:
+            self.keys = (key, g.physical_keys(s.cores, s.lnc, core_version))
+        return self.keys[1]
+
+    def loaded_models(self, s: Any) -> tuple[LoadedModel, ...]:
+        running = s.phase == "executing"
+        key = (running, tuple((m.uuid, m.model_id, len(m.subgraphs)) for m in s.models))
+        if self.models is None or self.models[0] != key:
+            self.models = (key, _loaded_models(s.models, running))
+        return self.models[1]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -96,7 +112,8 @@ class Collector:
     def _prime(self) -> None:
         """Baselines for the runtimes already running, so that the first report covers the
         time since the collector started, like every later one covers its period."""
-        spec = _spec_of(_read_instance(self.root))
+        instance = _read_instance(self.root)
+        spec = _spec_of(instance)
         if spec is None:
             return
         self._physical_per_device = spec.device.physical_cores
@@ -106,7 +123,7 @@ class Collector:
             except shm.CorruptCounters:
                 continue
             tracked = self._tracked[handle.pid] = _Tracked(handle.pid, snapshot.tag or str(handle.pid))
-            sample = _sample_of(snapshot)
+            sample = _sample_of(snapshot, tracked.physical_keys(snapshot, instance.core_version))
             tracked.baselines.update(dict.fromkeys(_COUNTER_GROUPS, sample))
             devices = _devices_of(snapshot, self._physical_per_device)
             for group in _DEVICE_GROUPS:
@@ -218,7 +235,7 @@ class Collector:
                         core_version: str) -> dict[str, Any]:
         out: dict[str, Any] = {}
         if due.intersection(_COUNTER_GROUPS):
-            sample = _sample_of(snapshot)
+            sample = _sample_of(snapshot, tracked.physical_keys(snapshot, core_version))
             for group in _COUNTER_GROUPS:
                 if group not in due:
                     continue
@@ -234,7 +251,8 @@ class Collector:
                     out["engine_counters"] = g.engine_counters(prev, sample)
         if "memory_used" in due:
             period = now - tracked.collected.get("memory_used", self._created)
-            out["memory_used"] = _memory_used(snapshot, max(0.0, period))
+            out["memory_used"] = _memory_used(snapshot, max(0.0, period),
+                                              tracked.loaded_models(snapshot))
         if "neuron_runtime_vcpu_usage" in due:
             out["vcpu"] = self._host.process_vcpu(tracked.pid)
         return out
@@ -378,10 +396,10 @@ def _started_at(snapshot: Any) -> float:
     return min(snapshot.started_at, snapshot.wall_time)
 
 
-def _sample_of(s: Any) -> g.Sample:
+def _sample_of(s: Any, physical_keys: tuple[tuple[str, ...], ...]) -> g.Sample:
     lnc = max(1, s.lnc)
     return g.Sample(
-        s.wall_time, s.cores, tuple(map(tuple, s.physical_cores.tolist())), s.core_busy_s,
+        s.wall_time, s.cores, physical_keys, s.core_busy_s,
         s.phys_busy_s, s.engine_active_s.sum(axis=1) / lnc, s.flops[:, 0], s.flops[:, 1],
         s.hbm_read_bytes, s.hbm_write_bytes, s.dma_bytes, s.collective_bytes, s.collective_s,
         np.fromiter((s.exec_status.get(k, 0) for k in g.STATUS_KEYS), np.int64, len(g.STATUS_KEYS)),
@@ -399,14 +417,17 @@ def _devices_of(s: Any, physical_per_device: int) -> _Devices:
                     s.dev_hbm_write_bytes, s.dev_ecc)
 
 
-def _memory_used(s: Any, period: float) -> MemoryUsed:
-    per_core = s.device_memory.astype(np.int64).tolist()
-    cores = {core: dict(zip(shm.DEVICE_MEMORY, per_core[i])) for i, core in enumerate(s.cores)}
-    running = s.phase == "executing"
-    models = tuple(LoadedModel(m.name, m.uuid, m.model_id, running, {
+def _loaded_models(models: Any, running: bool) -> tuple[LoadedModel, ...]:
+    return tuple(LoadedModel(m.name, m.uuid, m.model_id, running, {
         sg.name: Subgraph(sg.core, sg.device, sum(sg.host_memory.values()),
                           sum(sg.device_memory.values()), dict(sg.host_memory),
-                          dict(sg.device_memory)) for sg in m.subgraphs}) for m in s.models)
+                          dict(sg.device_memory)) for sg in m.subgraphs}) for m in models)
+
+
+def _memory_used(s: Any, period: float, models: tuple[LoadedModel, ...]) -> MemoryUsed:
+    per_core = s.device_memory.astype(np.int64).tolist()
+    keys = shm.DEVICE_MEMORY
+    cores = {core: dict(zip(keys, per_core[i])) for i, core in enumerate(s.cores)}
     return MemoryUsed(period, "", sum(s.host_memory.values()), int(s.device_memory.sum()),
                       dict(s.host_memory), cores, models)
 

@@ -299,7 +299,7 @@ def test_report_round_trips_and_has_aws_keys(root, runtimes):
 def _sample(wall, busy, phys, finished=0) -> g.Sample:
     n = len(busy)
     z = np.zeros(n)
-    return g.Sample(wall, tuple(range(n)), tuple((2 * i, 2 * i + 1) for i in range(n)),
+    return g.Sample(wall, tuple(range(n)), g.physical_keys(tuple(range(n)), 2, "v3d"),
                     np.asarray(busy, float), np.asarray(phys, float), np.zeros((n, 5)), z, z,
                     z, z, np.zeros((n, 4)), z, z, np.zeros(6, np.int64), np.zeros(6, np.int64),
                     finished, np.zeros(0), np.zeros(0))
@@ -335,3 +335,4 @@ def test_latency_percentiles_are_ordered_and_within_range(values, new):
     assert ps == sorted(ps)
     recent = ring[len(ring) - min(new, len(ring)):]
     assert ps[0] == pytest.approx(recent.min()) and ps[-1] == pytest.approx(recent.max())
+    assert ps == pytest.approx(np.percentile(recent, [0, 1, 25, 50, 75, 99, 100]).tolist())
