@@ -1,0 +1,213 @@
+"""Summary (golden file, consistency with the chip model), Chrome JSON (shape, no overlaps, HTA),
+Perfetto protobuf (parsed back with the perfetto package's own classes)."""
+from __future__ import annotations
+
+import collections
+import gzip
+import os
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from device_model import Program, instance
+from device_model.workloads import Placement
+from profiler import render
+from profiler.capture import capture_workload
+from profiler.chrome import chrome_chunks, write_chrome
+from profiler.jsonenc import Int, Micros, Text, encode_records
+from profiler.perfetto import write_perfetto
+from profiler.summary import summarize, top_operators
+
+GOLDEN = Path(__file__).parent / "fixtures" / "profiler"
+REGEN = os.environ.get("NEURONSCOPE_REGEN_GOLDEN") == "1"
+
+
+@pytest.fixture(scope="module")
+def mlp():
+    return capture_workload("mlp:tokens=512,hidden=512,layers=2,microbatches=2", instance("trn2.48xlarge"),
+                            Placement(pp=2, dp=4), num_exec=3, nth_exec=2)
+
+
+def check_golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if REGEN or not path.exists():
+        path.write_text(text)
+    assert text == path.read_text(), f"{name} changed; NEURONSCOPE_REGEN_GOLDEN=1 rewrites it"
+
+
+def test_summary_text_golden(mlp):
+    text = render.summary_text(mlp)
+    check_golden("mlp_summary.txt", text)
+    keys = [line.split(" ")[0] for line in text.split("\n\n")[0].splitlines()]
+    for name in ("total_time", "mfu_estimated_percent", "hfu_estimated_percent", "mbu_estimated_percent",
+                 "hbm_read_bytes", "hbm_write_bytes", "tensor_engine_active_time_percent",
+                 "vector_engine_active_time_percent", "scalar_engine_active_time_percent",
+                 "gpsimd_engine_active_time_percent", "dma_active_time_percent", "cc_op_count",
+                 "cc_op_active_time_percent", "neuroncore_cycle_count", "mm_arithmetic_intensity"):
+        assert name in keys
+
+
+def test_summary_matches_the_chip_models_metrics():
+    inst = instance("trn2.48xlarge")
+    prog = Program()
+    prog.matmul(2048, 4096, 4096, "bf16")
+    run = inst.run(prog)
+    m = run.metrics()
+    s = summarize(capture_workload("matmul:m=2048,k=4096,n=4096", inst, num_exec=2, nth_exec=2))
+    assert s["total_time"] == pytest.approx(m["time_s"], rel=1e-9)
+    assert s["mfu_estimated_percent"] == pytest.approx(100 * m["mfu"], rel=1e-5)
+    assert s["mbu_estimated_percent"] == pytest.approx(100 * m["mbu"], rel=1e-5)
+    assert s["hbm_read_bytes"] == pytest.approx(m["hbm_read_bytes"], rel=1e-5)
+    assert s["tensor_engine_active_time_percent"] == pytest.approx(100 * m["engine_active"]["tensor"], rel=1e-6)
+    assert s["dma_active_time_percent"] == pytest.approx(100 * m["engine_active"]["dma"], rel=1e-6)
+
+
+def test_warmup_execution_is_slower_and_skipped_by_nth_exec():
+    inst = instance("trn2.48xlarge")
+    p = capture_workload("matmul:m=2048,k=4096,n=4096", inst, num_exec=3, nth_exec=2)
+    steps = p.table("steps")
+    spans = steps["end"] - steps["start"]
+    assert spans[0] > spans[1] == pytest.approx(spans[2])
+    names = p.text(p.table("ops")["name_s"][p.table("instructions")["op"]])
+    assert "warmup.load_weights" not in set(names)
+
+
+def test_top_operators_table(mlp):
+    stats = top_operators(mlp, None)
+    assert stats == sorted(stats, key=lambda s: (-s.self_time, s.name))
+    assert sum(s.self_share for s in stats) == pytest.approx(1.0)
+    by_name = {s.name: s for s in stats}
+    assert by_name["layers.0.up"].bound == "TensorE"
+    assert by_name["layers.0.grad_all_reduce"].bound == "CC-core"
+    assert by_name["layers.0.up"].flops == pytest.approx(2 * 512 * 512 * 2048 * 2)   # two micro-batches
+
+
+def test_summary_json_is_valid(mlp):
+    doc = orjson.loads(render.summary_json(mlp))
+    assert doc["summary"][0]["instance"] == "trn2.48xlarge"
+    assert doc["top_operators"][0]["self_time"] > 0
+
+
+def _events(path: Path) -> dict:
+    data = path.read_bytes()
+    return orjson.loads(gzip.decompress(data) if path.suffix == ".gz" else data)
+
+
+@pytest.fixture(scope="module")
+def chrome(mlp, tmp_path_factory):
+    path = tmp_path_factory.mktemp("chrome") / "mlp.json"
+    n = write_chrome(mlp, str(path))
+    return path, n
+
+
+def test_chrome_trace_is_kineto_shaped(chrome, mlp):
+    path, n = chrome
+    doc = _events(path)
+    assert doc["schemaVersion"] == 1 and doc["displayTimeUnit"] == "ns"
+    assert doc["deviceProperties"][0]["instance"] == "trn2.48xlarge"
+    ev = doc["traceEvents"]
+    assert len(ev) == n
+    names = {(e["pid"], e.get("tid")): e["args"]["name"] for e in ev
+             if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert {"TensorE", "TensorMatrixE", "VectorE", "ScalarE", "qSyncIO0"} <= set(names.values())
+    steps = [e["name"] for e in ev if e["name"].startswith("ProfilerStep#")]
+    assert steps == ["ProfilerStep#1", "ProfilerStep#2", "ProfilerStep#3"]
+    kernels = [e for e in ev if e.get("cat") == "kernel"]
+    assert len(kernels) == mlp.rows("instructions")
+    assert all(e["args"]["stream"] > 0 and e["args"]["correlation"] > 0 for e in kernels)
+    counters = {e["name"] for e in ev if e["ph"] == "C"}
+    assert counters == {"HBM Bandwidth", "DMA Throughput", "TensorMatrix Utilization"}
+    flows = collections.Counter((e["ph"], e["cat"]) for e in ev if e["ph"] in "sf")
+    assert flows[("s", "op2inst")] == flows[("f", "op2inst")] > 0
+    assert flows[("s", "ac2g")] == flows[("f", "ac2g")] > 0
+    assert all(e.get("bp") == "e" for e in ev if e["ph"] == "f")
+
+
+def test_chrome_x_events_never_overlap_on_a_thread(chrome):
+    ev = _events(chrome[0])["traceEvents"]
+    by_thread = collections.defaultdict(list)
+    for e in ev:
+        if e["ph"] == "X" and e["pid"] == 0:
+            by_thread[e["tid"]].append((round(e["ts"] * 1000), round(e["dur"] * 1000)))
+    assert len(by_thread) > 5
+    for tid, spans in by_thread.items():
+        spans.sort()
+        starts = np.array([s for s, _ in spans])
+        ends = starts + np.array([d for _, d in spans])
+        assert np.all(starts[1:] >= ends[:-1]), tid
+
+
+def test_chrome_gz_output(mlp, tmp_path):
+    path = tmp_path / "t.json.gz"
+    write_chrome(mlp, str(path))
+    assert path.read_bytes()[:2] == b"\x1f\x8b"
+    assert _events(path)["traceEvents"]
+
+
+@pytest.mark.filterwarnings("ignore")
+def test_hta_temporal_and_kernel_breakdowns(mlp, tmp_path, monkeypatch):
+    hta = pytest.importorskip("hta.trace_analysis")
+    # HTA rounds ns-resolution timestamps to whole microseconds unless told not to (pytorch#122425);
+    # sub-microsecond instructions would get negative durations.
+    monkeypatch.setenv("HTA_DISABLE_NS_ROUNDING", "1")
+    write_chrome(mlp, str(tmp_path / "rank0.json"))
+    analysis = hta.TraceAnalysis(trace_dir=str(tmp_path))
+    temporal = analysis.get_temporal_breakdown(visualize=False)
+    assert temporal["compute_time(us)"][0] > 0
+    assert temporal["idle_time_pctg"][0] + temporal["compute_time_pctg"][0] + \
+        temporal["non_compute_time_pctg"][0] == pytest.approx(100, abs=0.5)
+    by_type, top = analysis.get_gpu_kernel_breakdown(visualize=False)
+    kinds = set(by_type["kernel_type"])
+    assert {"COMPUTATION", "COMMUNICATION", "MEMORY"} <= {k for t in kinds for k in t.split(" overlapping ")}
+    assert "MATMUL" in set(top["name"])
+
+
+def test_perfetto_protobuf_parses_back(mlp, tmp_path, chrome):
+    pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
+    path = tmp_path / "mlp.pftrace"
+    n = write_perfetto(mlp, str(path))
+    trace = pb.Trace.FromString(path.read_bytes())
+    tracks, names, types = {}, {}, collections.Counter()
+    per_track = collections.Counter()
+    for p in trace.packet:
+        if p.HasField("track_descriptor"):
+            d = p.track_descriptor
+            tracks[d.uuid] = d.thread.thread_name or d.process.process_name or d.name
+        for e in p.interned_data.event_names:
+            names[e.iid] = e.name
+        if p.HasField("track_event"):
+            types[p.track_event.type] += 1
+            if p.track_event.type == 1:
+                per_track[tracks.get(p.track_event.track_uuid)] += 1
+    assert {"TensorE", "TensorMatrixE", "VectorE", "ScalarE", "qSyncIO0", "HBM Bandwidth",
+            "DMA Throughput", "TensorMatrix Utilization"} <= set(tracks.values())
+    assert types[1] == types[2]                   # every slice begins and ends
+    instructions = sum(v for k, v in per_track.items() if k and not k.startswith(("Operators", "thread")))
+    assert instructions == mlp.rows("instructions")
+    assert "MATMUL" in names.values()
+    assert n > mlp.rows("instructions")
+    assert path.stat().st_size <= 0.5 * chrome[0].stat().st_size
+
+
+def test_chrome_chunks_event_count(mlp):
+    chunks, count = chrome_chunks(mlp)
+    assert count == len(orjson.loads(b"".join(chunks))["traceEvents"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 10**12), st.integers(0, 10**15), st.integers(0, 3)),
+                min_size=1, max_size=40))
+def test_fixed_width_records_are_valid_json_with_exact_values(rows):
+    table = ("a", "bb\"q", "ccc\\", "é")
+    ints = np.array([r[0] for r in rows], dtype=np.int64)
+    ns = np.array([r[1] for r in rows], dtype=np.int64)
+    idx = np.array([r[2] for r in rows])
+    data = encode_records([b'{"i":', Int(ints), b',"t":', Micros(ns), b',"s":', Text(idx, table), b'},'],
+                          len(rows))
+    back = orjson.loads(b"[" + data[:-1] + b"]")
+    assert [b["i"] for b in back] == ints.tolist()
+    assert [round(b["t"] * 1000) for b in back] == ns.tolist()
+    assert [b["s"] for b in back] == [table[i] for i in idx]
