@@ -127,16 +127,25 @@ def console_script(name: str) -> list[str]:
     return [str(path)] if path.exists() else [sys.executable, "-m", _MODULES[name]]
 
 
-_MODULES = {"neuron-monitor": "monitor.cli", "neuron-ls": "monitor.ls_cli"}
+_MODULES = {"neuron-monitor": "monitor.cli", "neuron-ls": "monitor.ls_cli",
+            "neuron-sim": "device_model.cli"}
 
 
-def start_runtime(root: Path, tag: str, cores: str, workload: str = "matmul:m=1024,k=1024,n=1024",
-                  instance: str = "trn2.48xlarge") -> subprocess.Popen:
-    """A real simulated runtime process (python -m device_model.runtime)."""
-    env = {**os.environ, "NEURON_PROCESS_TAG": tag, "NEURON_RT_VISIBLE_CORES": cores}
-    return subprocess.Popen([sys.executable, "-m", "device_model.runtime", "--instance", instance,
-                             "--workload", workload, "--root", str(root), "--interval", "0.05"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+def start_instance(root: Path, *apps: str, instance: str = "trn2.48xlarge") -> shm.SimInstance:
+    """`neuron-sim start --root ROOT --app TAG=SPEC@CORES ...`: real detached runtime processes."""
+    args = [a for app in apps for a in ("--app", app)]
+    out = subprocess.run([*console_script("neuron-sim"), "start", "--root", str(root),
+                          "--instance", instance, *args], capture_output=True, timeout=120)
+    assert out.returncode == 0, out.stderr.decode()
+    started = shm.read_instance(root)
+    assert started is not None
+    wait_for(lambda: len(shm.list_runtimes(root)) == len(apps), timeout=60)
+    return started
+
+
+def stop_instance(root: Path) -> None:
+    subprocess.run([*console_script("neuron-sim"), "stop", "--root", str(root)],
+                   capture_output=True, timeout=60)
 
 
 def counter_file(root: Path, pid: int) -> Path:

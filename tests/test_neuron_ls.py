@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collector_sim import console_script, counter_file, start_runtime, stop, wait_for, write_instance
+from collector_sim import console_script, start_instance, stop_instance
+from device_model.runtime import shm
 from device_model.specs import get_instance
 from monitor.ls_cli import NO_DEVICE_MESSAGE
 from monitor.ls_render import (
@@ -120,13 +121,11 @@ def test_tables_stay_rectangular_for_any_processes(procs, wide, show_all):
 def sim(tmp_path_factory):
     root = tmp_path_factory.mktemp("ls") / "rt"
     root.mkdir(mode=0o700)
-    write_instance(root)
-    procs = [start_runtime(root, "train", "0-5"), start_runtime(root, "serve", "6")]
-    for p in procs:
-        wait_for(lambda p=p: counter_file(root, p.pid).exists(), timeout=60)
-    yield root, procs
-    for p in procs:
-        stop(p)
+    mm = "matmul:m=1024,k=1024,n=1024"
+    instance = start_instance(root, f"train={mm}@0-5", f"serve={mm}@6")
+    by_tag = {h.read().tag: h.pid for h in shm.list_runtimes(root)}
+    yield root, instance, (by_tag["train"], by_tag["serve"])
+    stop_instance(root)
 
 
 def neuron_ls(root, *args):
@@ -135,15 +134,15 @@ def neuron_ls(root, *args):
 
 
 def test_cli_default_table_is_the_golden_table(sim):
-    root, _ = sim
+    root, instance, _ = sim
     out = neuron_ls(root)
     assert out.returncode == 0 and out.stderr == b""
-    expected = render_table(build_view(get_instance("trn2.48xlarge"), 2, "i-0a1b2c3d4e5f60718"))
+    expected = render_table(build_view(get_instance("trn2.48xlarge"), 2, instance.instance_id))
     assert out.stdout.decode() == expected
 
 
 def test_cli_wide_lists_the_runtime_processes_per_device(sim):
-    root, (train, serve) = sim
+    root, _, (train, serve) = sim
     text = neuron_ls(root, "-w").stdout.decode()
     rows = [[c.strip() for c in line.strip("|").split("|")]
             for line in text.splitlines() if line.startswith("| ")][2:]
@@ -155,23 +154,23 @@ def test_cli_wide_lists_the_runtime_processes_per_device(sim):
             assert row[6].startswith("device_model.runtime --instance trn2.48xlarge")
             assert row[7] != "NA"
     # 4 logical cores per device at LNC=2: cores 0-5 span devices 0-1, core 6 is on device 1.
-    assert pids == {0: [train.pid], 1: [train.pid, serve.pid]}
+    assert pids == {0: [train], 1: sorted([train, serve])}  # listed by pid
 
 
 def test_cli_show_all_adds_itself_and_json_agrees(sim):
-    root, (train, serve) = sim
+    root, _, (train, serve) = sim
     text = neuron_ls(root, "-a").stdout.decode()
     assert text.count("neuron-ls --root") == 16 and "| NA " in text
     devices = orjson.loads(neuron_ls(root, "-j").stdout)
     assert len(devices) == 16
-    assert [p["pid"] for p in devices[1]["neuron_processes"]] == [train.pid, serve.pid]
+    assert [p["pid"] for p in devices[1]["neuron_processes"]] == sorted([train, serve])
     assert devices[2]["neuron_processes"] == []
     everything = orjson.loads(neuron_ls(root, "-j", "-a").stdout)
     assert all(d["neuron_processes"][0]["neuron_runtime_version"] == "NA" for d in everything)
 
 
 def test_cli_topology(sim):
-    root, _ = sim
+    root, _, _ = sim
     text = neuron_ls(root, "-t").stdout.decode()
     assert text.endswith(render_topology(build_view(get_instance("trn2.48xlarge"), 2, "")))
 

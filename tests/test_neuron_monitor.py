@@ -7,14 +7,15 @@ import select
 import signal
 import stat
 import subprocess
-import time
 
 import orjson
+import psutil
 import pytest
 
 from collector_sim import (
-    FakeRuntime, console_script, counter_file, start_runtime, stop, wait_for, write_instance,
+    FakeRuntime, console_script, counter_file, start_instance, stop, stop_instance, wait_for,
 )
+from device_model.runtime import shm
 from monitor.config import RUNTIME_GROUPS, SYSTEM_GROUPS
 from monitor.report import Report
 from monitor.stream import ReportStream
@@ -25,19 +26,19 @@ FAST = {"period": "500ms",
         "system_metrics": [{"type": t} for t in SYSTEM_GROUPS]}
 
 
+MATMUL = "matmul:m=1024,k=1024,n=1024"
+
+
 @pytest.fixture(scope="module")
 def sim(tmp_path_factory):
-    """A trn2.48xlarge with a training runtime on cores 0-7 and a serving one on 8-11."""
+    """`neuron-sim start`: a trn2.48xlarge with a training runtime on cores 0-7 and a serving one
+    on 8-11 (real processes publishing real counter files)."""
     root = tmp_path_factory.mktemp("sim") / "rt"
     root.mkdir(mode=0o700)
-    write_instance(root)
-    procs = {"train": start_runtime(root, "train", "0-7"),
-             "serve": start_runtime(root, "serve", "8-11")}
-    for p in procs.values():
-        wait_for(lambda p=p: counter_file(root, p.pid).exists(), timeout=60)
+    start_instance(root, f"train={MATMUL}@0-7", "serve=demo-serve:layers=1,hidden=512,seq=128@8-11")
+    procs = {h.read().tag: h.pid for h in shm.list_runtimes(root)}
     yield root, procs
-    for p in procs.values():
-        stop(p)
+    stop_instance(root)
 
 
 def config(tmp_path, data=FAST) -> str:
@@ -68,7 +69,7 @@ def test_stream_of_reports_from_real_runtimes(sim, tmp_path):
     last = reports[-1]
     by_tag = {r.tag: r for r in last.runtimes}
     assert set(by_tag) == {"train", "serve"}
-    assert by_tag["train"].pid == procs["train"].pid
+    assert by_tag["train"].pid == procs["train"]
     assert sorted(by_tag["train"].neuroncore_counters.cores) == list(range(8))
     assert sorted(by_tag["serve"].neuroncore_counters.cores) == [8, 9, 10, 11]
     cores = by_tag["train"].neuroncore_counters.cores.values()
@@ -83,34 +84,36 @@ def test_stream_of_reports_from_real_runtimes(sim, tmp_path):
     assert last.system.vcpu.per_cpu and last.system.memory.total_bytes > 0
     devices = last.system.device_counters.devices
     assert len(devices) == 16 and devices[0].power_watts > devices[15].power_watts
-    assert last.instance.id == "i-0a1b2c3d4e5f60718" and last.hardware.lnc == 2
+    assert last.instance.id == shm.read_instance(root).instance_id and last.hardware.lnc == 2
+    assert last.instance.type == "trn2.48xlarge" and last.hardware.device_count == 16
 
 
-def test_runtime_sigkilled_mid_run_disappears_from_the_next_report(sim, tmp_path):
-    root, _ = sim
-    victim = start_runtime(root, "victim", "12-15")
+def test_runtime_sigkilled_mid_run_disappears_from_the_next_report(tmp_path):
+    root = tmp_path / "rt"
+    root.mkdir(mode=0o700)
+    start_instance(root, f"keep={MATMUL}@0-3", f"victim={MATMUL}@4-7")
     try:
-        wait_for(lambda: counter_file(root, victim.pid).exists(), timeout=60)
+        victim = next(h.pid for h in shm.list_runtimes(root) if h.read().tag == "victim")
         proc = monitor("-c", config(tmp_path), "--root", str(root))
         try:
             first = orjson.loads(read_line(proc))
-            assert victim.pid in [r["pid"] for r in first["neuron_runtime_data"]]
-            victim.send_signal(signal.SIGKILL)
-            victim.wait(10)
-            assert counter_file(root, victim.pid).exists()  # SIGKILL leaves the file behind
-            time.sleep(0.05)
+            assert victim in [r["pid"] for r in first["neuron_runtime_data"]]
+            os.kill(victim, signal.SIGKILL)
+            wait_for(lambda: not psutil.pid_exists(victim) or
+                     psutil.Process(victim).status() == psutil.STATUS_ZOMBIE)
+            assert counter_file(root, victim).exists()  # SIGKILL leaves the file behind
             pids = [r["pid"] for r in orjson.loads(read_line(proc))["neuron_runtime_data"]]
-            if victim.pid in pids:  # killed during that collection: gone from the one after
+            if victim in pids:  # killed during that collection: gone from the one after
                 pids = [r["pid"] for r in orjson.loads(read_line(proc))["neuron_runtime_data"]]
-            assert victim.pid not in pids and len(pids) == 2
-            assert not counter_file(root, victim.pid).exists()
+            assert victim not in pids and len(pids) == 1
+            assert not counter_file(root, victim).exists()
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(10) == 0
             assert b"Traceback" not in proc.stderr.read()
         finally:
             stop(proc)
     finally:
-        stop(victim)
+        stop_instance(root)
 
 
 def test_corrupted_counter_file_is_reported_with_an_error(sim, tmp_path):
