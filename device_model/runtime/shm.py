@@ -332,6 +332,7 @@ class RuntimeHandle:
         self._mm: mmap.mmap | None = None
         self._header: dict | None = None
         self._layout: tuple[int, int, int, np.dtype] | None = None
+        self._models: tuple[LoadedModel, ...] = ()
 
     def __repr__(self) -> str:
         return f"RuntimeHandle(pid={self.pid}, path={str(self.path)!r})"
@@ -381,6 +382,7 @@ class RuntimeHandle:
             raise CorruptCounters(f"{self.path.name}: vanished") from None
         try:
             self._header, self._layout = _parse_head(self.path.name, mm)
+            self._models = _parse_models(self._header)
         except BaseException:
             mm.close()
             raise
@@ -404,7 +406,7 @@ class RuntimeHandle:
                 continue
             if zlib.crc32(data) != crc:
                 raise CorruptCounters(f"{self.path.name}: checksum mismatch in slot {slot}")
-            return _snapshot(h, np.frombuffer(data, dtype=dtype, count=1)[0])
+            return _snapshot(h, np.frombuffer(data, dtype=dtype, count=1)[0], self._models)
         raise CorruptCounters(f"{self.path.name}: no consistent update after {READ_ATTEMPTS} attempts")
 
 
@@ -449,16 +451,19 @@ def _check_header(h: Any) -> None:
         raise ValueError("core and device ids must be integers")
 
 
-def _snapshot(h: dict, r: np.void) -> RuntimeSnapshot:
+def _parse_models(h: dict) -> tuple[LoadedModel, ...]:
+    try:
+        return tuple(LoadedModel.from_dict(m) for m in h["models"])
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise CorruptCounters(f"runtime {h['pid']}: bad loaded model ({e})") from None
+
+
+def _snapshot(h: dict, r: np.void, models: tuple[LoadedModel, ...]) -> RuntimeSnapshot:
     ring = int(h["ring"])
     count = int(r["latency_count"])
     n = min(count, ring)
     order = (np.arange(count - n, count) % ring) if n else np.zeros(0, dtype=np.int64)
     phase = int(r["phase"])
-    try:
-        models = tuple(LoadedModel.from_dict(m) for m in h["models"])
-    except (KeyError, TypeError, ValueError, AttributeError) as e:
-        raise CorruptCounters(f"runtime {h['pid']}: bad loaded model ({e})") from None
     return RuntimeSnapshot(
         pid=int(h["pid"]), tag=h["tag"], workload=h["workload"], instance_type=h["instance_type"],
         started_at=float(h["started_at"]), wall_time=float(r["wall_time"]),

@@ -1,0 +1,93 @@
+"""Costs of the simulated runtime: condensing a timeline into counters, one runtime tick, and
+reading a counter file, each against its baseline measured in the same run.
+
+    python bench/bench_runtime.py
+"""
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import orjson
+
+from device_model import instance
+from device_model.counters import ExecutionProfile
+from device_model.runtime.apps import build_app_program
+from device_model.runtime.process import Runtime, RuntimeConfig
+from device_model.runtime.shm import list_runtimes
+
+RUNS = 7
+
+
+def timed(fn, runs: int = RUNS) -> tuple[float, float, float]:
+    samples = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t)
+    return statistics.median(samples), min(samples), max(samples)
+
+
+def python_loop_profile(run, bins: int = 256) -> np.ndarray:
+    """Baseline: the same binning as ExecutionProfile.from_run, one Python step per instruction."""
+    cols = run.timeline.columns
+    wall = run.timeline.wall
+    out = [[0.0] * 4 for _ in range(bins)]
+    for s, e, f, r, w in zip(cols["start"].tolist(), cols["end"].tolist(), cols["flops"].tolist(),
+                             cols["hbm_r"].tolist(), cols["hbm_w"].tolist()):
+        b = min(int((s + e) / 2 / wall * bins), bins - 1)
+        row = out[b]
+        row[0] += 1
+        row[1] += f
+        row[2] += r
+        row[3] += w
+    return np.array(out)
+
+
+def main() -> None:
+    inst = instance("trn2.48xlarge")
+    app = build_app_program("demo-train:layers=2,hidden=2048,seq=2048", inst, 48)
+    run = inst.run(app.program)
+    n = len(run.timeline)
+    med, lo, hi = timed(lambda: ExecutionProfile.from_run(run))
+    base, blo, bhi = timed(lambda: python_loop_profile(run), runs=5)
+    print(f"profile condensation: {n / med / 1e6:.2f} M instr/s [{n / hi / 1e6:.2f}-{n / lo / 1e6:.2f}] "
+          f"({n} instructions); Python loop baseline {n / base / 1e6:.2f} M instr/s; ratio {base / med:.1f}x")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        root.chmod(0o700)
+        cfg = RuntimeConfig(instance="trn2.48xlarge", workload="matmul:m=2048,k=2048,n=2048",
+                            cores=tuple(range(64)), tag="bench", root=root)
+        rt = Runtime(cfg)
+        sim = [0.0]
+
+        def tick():
+            sim[0] += 0.1
+            rt.advance(sim[0])
+            rt.publish()
+        for _ in range(20):
+            tick()
+        med, lo, hi = timed(lambda: [tick() for _ in range(100)])
+        per_tick = med / 100
+        print(f"runtime tick (advance 0.1 s + publish, 64 cores): {per_tick * 1e6:.0f} us "
+              f"[{lo / 100 * 1e6:.0f}-{hi / 100 * 1e6:.0f}]; at 10 Hz = {per_tick * 10 * 100:.2f} % of one core "
+              f"(baseline: the 100 ms tick interval; ratio {0.1 / per_tick:.0f}x headroom)")
+
+        [h] = list_runtimes(root)
+        snap = h.read()
+        as_json = orjson.dumps({k: (v.tolist() if isinstance(v, np.ndarray) else v)
+                                for k, v in ((f, getattr(snap, f)) for f in snap.__slots__) if k != "models"})
+        med, lo, hi = timed(lambda: [h.read() for _ in range(200)])
+        base, blo, bhi = timed(lambda: [orjson.loads(as_json) for _ in range(200)])
+        print(f"counter file read (64 cores, {h.path.stat().st_size // 1024} KiB): {med / 200 * 1e6:.0f} us "
+              f"[{lo / 200 * 1e6:.0f}-{hi / 200 * 1e6:.0f}]; orjson.loads of the same counters "
+              f"({len(as_json) // 1024} KiB) {base / 200 * 1e6:.0f} us; ratio {base / med:.1f}x")
+        rt.close()
+
+
+if __name__ == "__main__":
+    main()
