@@ -51,15 +51,19 @@ def capture_script(command: list[str], inst, args) -> int:
     root = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH", "")]))
     proc = subprocess.Popen(child, env=env)
+    forwarded = False
     while True:
         try:
             return _exit_code(proc.wait())
         except KeyboardInterrupt:
-            # the child got the terminal's SIGINT too; wait for it to write the profile
-            try:
-                proc.send_signal(signal.SIGINT)
-            except ProcessLookupError:
-                pass
+            # A terminal's Ctrl-C reaches the child too; a SIGINT sent to this process alone is
+            # passed on once. Either way, wait for the child to write the profile.
+            if not forwarded:
+                forwarded = True
+                try:
+                    proc.send_signal(signal.SIGINT)
+                except ProcessLookupError:
+                    pass
 
 
 def _exit_code(rc: int) -> int:
@@ -96,7 +100,14 @@ def _run_target(kind: str, target: str, args: list[str]) -> int:
         return 1
 
 
+def _interrupt_once(signum, frame) -> None:
+    """The first SIGINT stops the script; more (e.g. one forwarded by the parent) are ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
 def child_main(argv: list[str]) -> int:
+    signal.signal(signal.SIGINT, _interrupt_once)
     config = orjson.loads(argv[0])
     target_argv = argv[2:]
     from device_model import instance
@@ -108,6 +119,7 @@ def child_main(argv: list[str]) -> int:
     try:
         code = _run_target(config["kind"], target_argv[0], target_argv[1:])
     finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)       # the profile gets written whatever
         recording = recorder.stop()
     world = _world_size() or config["dp"]
     group = place_ranks(inst, world) if world > 1 else None

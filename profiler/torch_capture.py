@@ -254,16 +254,17 @@ def recording_to_profile(recording: Recording, inst: Instance, *, auto_cast: str
         return tids.setdefault(ident, len(tids) + 1)
 
     programs = _step_programs(recording, auto_cast, group)
-    wanted = sorted(s for s in programs if steps is None or s in steps)
+    # steps with device work (a trailing `loss.item()` after the last optimizer step is no step)
+    wanted = sorted(s for s, (prog, _) in programs.items() if prog.ops and (steps is None or s in steps))
     detailed = set(wanted if detail_steps <= 0 else wanted[-detail_steps:])
     host_rows: dict[int, int] = {}
     main_tid = tid_of(threading.get_ident())
     for i, (func, c0, c1, _call, _phase, _module, step, *_seq) in enumerate(recording.calls):
-        if step in programs and step in wanted:
+        if step in wanted:
             host_rows[i] = builder.add_host(f"{getattr(func, 'namespace', 'aten')}::{func.overloadpacket.__name__}",
                                             "cpu_op", main_tid, (c0 - t0) / 1e9, (c1 - t0) / 1e9, step=step)
     for name, cat, ident, s0, s1, step in recording.spans:
-        if steps is None or step in steps:
+        if step in wanted:
             builder.add_host(name, cat, tid_of(ident), (s0 - t0) / 1e9, (s1 - t0) / 1e9, step=step)
     bounds = _step_bounds(recording, programs)
     cache: dict[tuple, object] = {}
@@ -273,8 +274,6 @@ def recording_to_profile(recording: Recording, inst: Instance, *, auto_cast: str
         h_start, h_end = bounds[step]
         builder.add_host(f"ProfilerStep#{step}", "user_annotation", main_tid, (h_start - t0) / 1e9,
                          (h_end - t0) / 1e9, step=step)
-        if not prog.ops:
-            continue
         key = _program_key(prog)
         run = cache.get(key)
         if run is None:

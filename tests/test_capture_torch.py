@@ -1,0 +1,143 @@
+"""Capture of real PyTorch scripts: the shipped transformer example run for real under
+`neuron-profile capture -- python ...`, the recorder's phases and modules, exit codes, an
+exception and SIGINT mid-run, and the torch.profiler-shaped API."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from profiler import fileformat  # noqa: E402
+from profiler.model import PHASES  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "train_transformer.py"
+CLI = [sys.executable, "-m", "profiler.cli"]
+
+
+def capture(tmp_path: Path, *script_args: str, extra: tuple[str, ...] = (), **kw) -> subprocess.CompletedProcess:
+    out = tmp_path / "t.nsprof"
+    return subprocess.run([*CLI, "capture", "-s", str(out), *extra, "--", "python", str(EXAMPLE), *script_args],
+                          capture_output=True, text=True, cwd=ROOT, timeout=300, **kw)
+
+
+@pytest.fixture(scope="module")
+def captured(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("cap")
+    res = capture(tmp, "--steps", "8", extra=("--instance", "trn1.32xlarge", "--detail-steps", "2"))
+    return res, fileformat.load(tmp / "t.nsprof")
+
+
+def test_script_runs_for_real_and_its_loss_falls(captured):
+    res, _ = captured
+    assert res.returncode == 0, res.stderr
+    losses = [float(line.split()[3]) for line in res.stdout.splitlines() if line.startswith("step ")]
+    assert len(losses) == 8 and losses[-1] < losses[0] * 0.8
+
+
+def test_profile_has_steps_phases_modules_and_host_track(captured):
+    _, prof = captured
+    assert prof.meta["instance"] == "trn1.32xlarge" and prof.meta["source"] == "pytorch"
+    steps = prof.table("steps")
+    assert steps["step"].tolist() == list(range(1, 9))
+    assert steps["detailed"].tolist() == [0] * 6 + [1, 1]
+    ops = prof.table("ops")
+    phases = {PHASES[p] for p in ops["phase"].tolist()}
+    assert phases == {"forward", "backward", "optimizer"}
+    names = set(prof.text(ops["name_s"]))
+    assert {"aten::mm", "aten::addmm", "aten::native_layer_norm", "aten::embedding"} <= names
+    modules = set(prof.text(ops["module_s"][ops["phase"] == PHASES.index("backward")]))
+    assert "TinyGPT.layers.0.up" in modules           # backward ops find their forward module
+    host = prof.table("host")
+    cats = set(prof.text(host["cat_s"]))
+    assert {"cpu_op", "python_function", "user_annotation"} <= cats
+    host_names = prof.text(host["name_s"])
+    assert sum(n.startswith("ProfilerStep#") for n in host_names) == 8
+    assert any(n.startswith("Optimizer.step#AdamW") for n in host_names)
+    # every device op came from a recorded host call, on the measured CPU timeline
+    assert (ops["host"] >= 0).all()
+    assert np.all(host["end"] >= host["start"])
+
+
+def test_matmuls_map_to_tensor_engine_with_auto_cast(captured):
+    _, prof = captured
+    ops = prof.table("ops")
+    kinds = np.array(prof.strings)[ops["kind_s"]]
+    mm = kinds == "matmul"
+    assert mm.any() and (ops["busy_tensor"][mm] > 0).all()
+    assert set(np.array(prof.strings)[ops["dtype_s"][mm]]) == {"float32"}     # recorded dtype
+    assert (ops["adj_flops"][mm] == ops["flops"][mm]).all()                   # run as BF16 (matmult)
+
+
+def test_script_exit_code_is_returned_and_profile_still_written(tmp_path):
+    res = capture(tmp_path, "--steps", "3", "--fail-at", "3")
+    assert res.returncode == 1
+    assert "failing at step 3" in res.stderr
+    prof = fileformat.load(tmp_path / "t.nsprof")
+    assert prof.rows("ops") > 0 and set(prof.table("steps")["step"].tolist()) >= {1, 2}
+
+
+def test_sigint_mid_run_leaves_a_valid_profile(tmp_path):
+    out = tmp_path / "t.nsprof"
+    proc = subprocess.Popen([*CLI, "capture", "-s", str(out), "--", "python", str(EXAMPLE), "--steps", "100000"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                            start_new_session=True)
+    for line in proc.stdout:                       # wait until training is under way
+        if line.startswith("step 3 "):
+            break
+    os.killpg(proc.pid, signal.SIGINT)             # like Ctrl-C at a terminal: the whole group
+    proc.communicate(timeout=120)
+    assert proc.returncode == 130
+    prof = fileformat.load(out)
+    assert prof.rows("steps") >= 3
+
+
+def test_missing_script_and_non_python_command(tmp_path):
+    res = subprocess.run([*CLI, "capture", "-s", str(tmp_path / "x"), "--", "python", "nope.py"],
+                         capture_output=True, text=True, cwd=ROOT)
+    assert res.returncode == 2 and res.stderr.strip().count("\n") == 0
+    assert "script not found: nope.py" in res.stderr
+    res = subprocess.run([*CLI, "capture", "--", "ls", "-l"], capture_output=True, text=True, cwd=ROOT)
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+
+
+def test_python_api_with_schedule(tmp_path):
+    sys.path.insert(0, str(EXAMPLE.parent))
+    try:
+        from train_transformer import TinyGPT
+    finally:
+        sys.path.remove(str(EXAMPLE.parent))
+    import torch.nn.functional as F
+    import profiler
+    model = TinyGPT(32, 32, 2, 1, 16)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    windows = []
+    with profiler.profile(instance="trn2.48xlarge", schedule=profiler.schedule(wait=1, warmup=1, active=2, repeat=2),
+                          on_trace_ready=lambda p: windows.append(p.profile)) as prof:
+        for _ in range(9):
+            x = torch.randint(0, 32, (4, 16))
+            loss = F.cross_entropy(model(x).reshape(-1, 32), x.reshape(-1))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            prof.step()
+    assert [sorted(set(w.table("steps")["step"].tolist())) for w in windows] == [[3, 4], [7, 8]]
+    assert prof.key_averages(3)[0].self_time > 0
+    prof.save(str(tmp_path / "api.nsprof"))
+    assert fileformat.load(tmp_path / "api.nsprof").meta["source"] == "pytorch"
+
+
+def test_schedule_matches_torch_profiler():
+    from torch.profiler import schedule as torch_schedule
+    import profiler
+    for kw in (dict(wait=1, warmup=1, active=2), dict(wait=0, warmup=2, active=1, repeat=3, skip_first=2)):
+        ours, theirs = profiler.schedule(**kw), torch_schedule(**kw)
+        assert [ours(i).name for i in range(20)] == [theirs(i).name for i in range(20)]
