@@ -1,0 +1,130 @@
+"""`neuron-profile` end to end through its console entry: capture, view in every format, diff,
+advise, and bad input (one line on stderr, exit 2, never a traceback)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from profiler.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "profiler.cli", *argv], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def profiles(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("cli")
+    a, b = tmp / "trn1.nsprof", tmp / "trn2.nsprof"
+    for path, inst in ((a, "trn1.32xlarge"), (b, "trn2.48xlarge")):
+        assert main(["capture", "--workload", "mlp:tokens=512,hidden=1024,layers=2", "--instance", inst,
+                     "--dp", "8", "--num-exec", "2", "--profile-nth-exec", "2", "-s", str(path)]) == 0
+    return a, b
+
+
+def test_view_formats(profiles, tmp_path, capsys):
+    a, _ = profiles
+    assert main(["view", "-s", str(a)]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("instance trn1.32xlarge\n") and "top operators" in text
+    assert main(["view", "-s", str(a), "--output-format", "summary-json"]) == 0
+    assert orjson.loads(capsys.readouterr().out)["summary"][0]["lnc"] == 1
+    assert main(["view", "-s", str(a), "--output-format", "json", "--output-file", str(tmp_path / "a.json")]) == 0
+    doc = orjson.loads((tmp_path / "a.json").read_bytes())
+    first = doc["instruction"][0]
+    assert {"timestamp", "duration", "label", "opcode", "hlo_name"} <= set(first)
+    for fmt, name in (("chrome", "t.json.gz"), ("perfetto", "t.pftrace")):
+        assert main(["view", "-s", str(a), "--output-format", fmt, "--output-file", str(tmp_path / name)]) == 0
+        assert (tmp_path / name).stat().st_size > 1000
+
+
+def test_default_trace_file_names(profiles, tmp_path):
+    a, _ = profiles
+    copy = tmp_path / "x.nsprof"
+    copy.write_bytes(a.read_bytes())
+    assert main(["view", "-s", str(copy), "--output-format", "perfetto"]) == 0
+    assert (tmp_path / "x.pftrace").exists()
+
+
+def test_diff_trn1_vs_trn2(profiles, capsys):
+    a, b = profiles
+    assert main(["diff", str(a), str(b), "--json"]) == 0
+    doc = orjson.loads(capsys.readouterr().out)
+    total = next(r for r in doc["engines"] if r["name"] == "total")
+    assert 0 < total["ratio"] < 1                      # trn2 is faster
+    up = next(r for r in doc["operators"] if r["name"] == "layers.0.up")
+    assert up["a"]["count"] == up["b"]["count"] == 1
+    assert main(["diff", str(a), str(b)]) == 0
+    assert "per step, per operator" in capsys.readouterr().out
+
+
+def test_diff_bf16_vs_fp8(tmp_path, capsys):
+    paths = []
+    for dtype in ("bf16", "fp8"):
+        p = tmp_path / f"{dtype}.nsprof"
+        assert main(["capture", "-w", f"matmul:m=4096,k=4096,n=4096,dtype={dtype}", "-s", str(p)]) == 0
+        paths.append(str(p))
+    capsys.readouterr()
+    assert main(["diff", *paths, "--json"]) == 0
+    doc = orjson.loads(capsys.readouterr().out)
+    assert next(r for r in doc["engines"] if r["name"] == "TensorE")["ratio"] < 0.8
+
+
+def test_advise_ranks_findings(profiles, capsys):
+    _, b = profiles
+    assert main(["advise", "-s", str(b), "--json"]) == 0
+    findings = orjson.loads(capsys.readouterr().out)["findings"]
+    rules = [f["rule"] for f in findings]
+    assert "exposed-collectives" in rules
+    impacts = [f["impact"] for f in findings]
+    assert impacts == sorted(impacts, reverse=True)
+    assert all(f["evidence"] and f["fix"] for f in findings)
+
+
+def test_advise_pipeline_bubbles_and_small_batches(tmp_path, capsys):
+    p = tmp_path / "pp.nsprof"
+    assert main(["capture", "-w", "mlp:tokens=1020,hidden=1024,layers=4,microbatches=2", "--pp", "4",
+                 "-s", str(p)]) == 0
+    capsys.readouterr()
+    assert main(["advise", "-s", str(p)]) == 0
+    out = capsys.readouterr().out
+    assert "Pipeline bubbles" in out and "Batch size not a multiple of 8" in out
+
+
+def test_truncated_profile_is_one_line_exit_2(profiles, tmp_path):
+    a, _ = profiles
+    bad = tmp_path / "bad.nsprof"
+    bad.write_bytes(a.read_bytes()[:5000])
+    res = run("view", "-s", str(bad))
+    assert res.returncode == 2
+    assert res.stderr.count("\n") == 1 and "truncated" in res.stderr and "Traceback" not in res.stderr
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["view", "-s", "/nonexistent.nsprof"], "no such profile"),
+    (["view", "-s", "README.md"], "not a neuron-profile file"),
+    (["view", "-s", "x", "--output-format", "db"], "invalid choice"),
+    (["capture", "--workload", "nosuch"], "unknown workload"),
+    (["capture", "--workload", "matmul:m=0,k=1,n=1"], "bad value"),
+    (["capture", "--workload", "matmul:m=64,k=64,n=64", "--instance", "trn9.large"], "unknown instance"),
+    (["capture", "--workload", "matmul:m=64,k=64,n=64", "--num-exec", "1", "--profile-nth-exec", "2"],
+     "larger than --num-exec"),
+    (["capture"], "nothing to capture"),
+    (["diff", "/nonexistent"], "required"),
+])
+def test_bad_input_exit_2(argv, needle):
+    res = run(*argv)
+    assert res.returncode == 2, res.stderr
+    assert needle in res.stderr and "Traceback" not in res.stderr
+
+
+def test_version_and_help():
+    assert run("--version").stdout.startswith("neuron-profile ")
+    assert "--profile-nth-exec" in run("capture", "--help").stdout
