@@ -107,12 +107,13 @@ class Collector:
         self.removed = 0  # counter files of dead runtimes removed so far
         self.corrupt = 0  # runtime entries reported with an error so far
         self._physical_per_device = 1
+        self._instance_cache: tuple[tuple[int, int, int], Any] | None = None
         self._prime()
 
     def _prime(self) -> None:
         """Baselines for the runtimes already running, so that the first report covers the
         time since the collector started, like every later one covers its period."""
-        instance = _read_instance(self.root)
+        instance = self._instance()
         spec = _spec_of(instance)
         if spec is None:
             return
@@ -145,10 +146,24 @@ class Collector:
         return max(0.0, min(waits))
 
     # ------------------------------------------------------------------ collection
+    def _instance(self) -> Any:
+        """The instance description, re-read only when its file changed (it is JSON: parsing it
+        every period would cost more than checking it)."""
+        path = shm.runtime_dir(self.root) / shm.INSTANCE_FILE
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            self._instance_cache = None
+            return None
+        identity = (st.st_ino, st.st_mtime_ns, st.st_size)
+        if self._instance_cache is None or self._instance_cache[0] != identity:
+            self._instance_cache = (identity, _read_instance(self.root))
+        return self._instance_cache[1]
+
     def collect(self) -> Report:
         """One report with every group that is due now (on the first call: every group)."""
         now = self._clock()
-        instance = _read_instance(self.root)
+        instance = self._instance()
         spec = _spec_of(instance)
         core_version = instance.core_version if instance is not None else ""
         if spec is not None:
