@@ -336,3 +336,35 @@ def test_latency_percentiles_are_ordered_and_within_range(values, new):
     recent = ring[len(ring) - min(new, len(ring)):]
     assert ps[0] == pytest.approx(recent.min()) and ps[-1] == pytest.approx(recent.max())
     assert ps == pytest.approx(np.percentile(recent, [0, 1, 25, 50, 75, 99, 100]).tolist())
+
+
+def test_partly_held_device_adds_idle_power_for_the_free_cores(root, runtimes):
+    inst = write_instance(root)
+    rt = make(root, runtimes, 100, "a", [4])  # one of device 1's four logical cores
+    clock = Clock(START)
+    c = collector(root, clock)
+    rt.step(1.0, power=100.0)
+    clock.advance(1)
+    from device_model.specs import get_instance
+    idle = get_instance(inst.catalog_name).device.idle_watts
+    device = c.collect().system.device_counters.devices[1]
+    assert device.power_watts == pytest.approx(100.0 + 0.75 * idle)
+    assert device.energy_joules == pytest.approx(100.0 + 0.75 * idle)
+    assert device.temperature_celsius == pytest.approx(40.0)  # the runtime's own estimate
+
+
+def test_next_due_follows_the_shortest_period(root, runtimes):
+    write_instance(root)
+    make(root, runtimes, 100, "a", [0])
+    config = {"period": "2s", "neuron_runtimes": [{"metrics": [
+        {"type": "neuroncore_counters", "period": "500ms"}]}],
+        "system_metrics": [{"type": "memory_info"}]}
+    clock = Clock(START)
+    c = collector(root, clock, config)
+    assert c.next_due() == 0.0  # nothing collected yet
+    c.collect()
+    assert c.next_due() == pytest.approx(0.5)
+    clock.advance(0.5)
+    report = c.collect()
+    assert report.runtimes and report.system.memory is None
+    assert c.next_due() == pytest.approx(0.5)
