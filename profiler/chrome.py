@@ -47,7 +47,7 @@ def _instruction_events(profile: Profile, lay: Layout, corr: np.ndarray) -> byte
         b'{"ph":"X","cat":"kernel","name":', Text(ins["opcode"][lay.order], names),
         b',"pid":%d,"tid":' % DEVICE_PID, Int(lay.tid), b',"ts":', Micros(lay.start_ns),
         b',"dur":', Micros(lay.dur_ns), b',"args":{"correlation":', Int(corr[op]),
-        b',"stream":', Int(lay.tid), b',"device":%d,"op":' % DEVICE_PID, Int(op), b'}},\n'],
+        b',"stream":', Int(lay.tid), b',"op":', Int(op), b'}},\n'],
         lay.order.size)
 
 

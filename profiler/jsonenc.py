@@ -42,16 +42,24 @@ def _digits_needed(values: np.ndarray) -> int:
     return max(1, len(str(top)))
 
 
+_PAIRS = np.array([[ZERO + i // 10, ZERO + i % 10] for i in range(100)], dtype=np.uint8)
+_POW10 = 10 ** np.arange(19, dtype=np.int64)
+
+
 def write_int(out: np.ndarray, values: np.ndarray, width: int) -> None:
-    """Right-aligned decimal digits of `values` into the (n, width) view `out`."""
+    """Right-aligned decimal digits of `values` into the (n, width) view `out`, two digits per
+    division (int64 division is the cost), leading zeros blanked in one masked store."""
     v = values.astype(np.int64, copy=True)
-    for k in range(width - 1, -1, -1):
-        out[:, k] = ZERO + (v % 10)
-        v //= 10
-    orig = values.astype(np.int64)
-    for k in range(1, width):               # k = digits to the right of the column
-        col = width - 1 - k
-        out[:, col][orig < 10 ** k] = SPACE
+    digits = np.maximum(np.searchsorted(_POW10, v, side="right"), 1)
+    k = width
+    while k >= 2:
+        v, r = np.divmod(v, 100)
+        out[:, k - 2: k] = _PAIRS[r]
+        k -= 2
+    if k == 1:
+        out[:, 0] = ZERO + v % 10
+    blank = np.arange(width)[None, :] < (width - digits)[:, None]
+    out[blank] = SPACE
 
 
 def _text_matrix(table: tuple[str, ...]) -> tuple[np.ndarray, int]:

@@ -18,7 +18,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from device_model.core import Instance
 from device_model.program import Program
 
-from .aten_map import AtenCall, add_call
+from .aten_map import VIEWS, AtenCall, add_call
 from .builder import OpInfo, ProfileBuilder
 from .model import Profile
 
@@ -204,15 +204,28 @@ def _numel(out) -> int:
     return 0
 
 
+_FUNC_INFO: dict = {}
+
+
+def _func_info(func) -> tuple[str, str, bool]:
+    info = _FUNC_INFO.get(func)
+    if info is None:
+        name = func.overloadpacket.__name__
+        info = _FUNC_INFO[func] = (name, getattr(func, "namespace", "aten"), name in VIEWS)
+    return info
+
+
 def to_call(func, args, out) -> AtenCall:
-    packet = func.overloadpacket
-    namespace = getattr(func, "namespace", "aten")
+    name, namespace, is_view = _func_info(func)
+    if is_view:                     # metadata-only: no device cost, shapes not needed
+        return AtenCall(name, namespace, (), "", 0)
     shapes, dtype, extra = _shapes(args)
+    packet = func.overloadpacket
     if packet.__name__ in ("convolution", "convolution_backward") and len(args) > 4:
         stride = args[3] if packet.__name__ == "convolution" else args[4]
         padding = args[4] if packet.__name__ == "convolution" else args[5]
         extra = (int(stride[0]) if stride else 1, int(padding[0]) if padding else 0)
-    return AtenCall(packet.__name__, namespace, shapes, dtype, _numel(out), extra)
+    return AtenCall(name, namespace, shapes, dtype, _numel(out), extra)
 
 
 def _step_programs(recording: Recording, auto_cast: str, group):

@@ -1,0 +1,196 @@
+"""neuron-profile costs, each against a baseline measured in the same run:
+
+1. instruction-level trace export (~1M instructions): our numpy Chrome JSON writer against
+   orjson streaming one event dict per line (the fastest off-the-shelf path, perf-baselines §5 b),
+   and our numpy Perfetto protobuf writer against perfetto's TraceProtoBuilder (BEGIN/END
+   TrackEvents with interned names, §5 d1, on a 100k-event slice); sizes of both files;
+2. PyTorch capture overhead per aten op: the shipped transformer's training steps uninstrumented,
+   under our recorder, and under torch.profiler(record_shapes=True), same script, same run.
+
+Prints median [min-max] over runs and the ratios. Usage: python bench/bench_profiler.py [--runs 5]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "examples"))
+
+import numpy as np  # noqa: E402
+import orjson  # noqa: E402
+
+from device_model import instance  # noqa: E402
+from device_model.workloads import Placement  # noqa: E402
+from profiler.capture import capture_workload  # noqa: E402
+from profiler.chrome import chrome_chunks  # noqa: E402
+from profiler.perfetto import perfetto_chunks  # noqa: E402
+from profiler.tracks import instruction_layout  # noqa: E402
+
+
+def fmt(values: list[float], scale: float = 1.0, unit: str = "") -> str:
+    v = [x * scale for x in values]
+    return f"{statistics.median(v):,.2f}{unit} [{min(v):,.2f}-{max(v):,.2f}]"
+
+
+def timed(fn, runs: int) -> list[float]:
+    fn()
+    out = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def write_to(path: str, chunks: list[bytes]) -> None:
+    with open(path, "wb") as fh:
+        for c in chunks:
+            fh.write(c)
+
+
+def orjson_stream(profile, path: str) -> None:
+    """Baseline: one dict per instruction event, orjson.dumps each, streamed line by line."""
+    ins = profile.table("instructions")
+    lay = instruction_layout(profile)
+    names = profile.meta["opcodes"]
+    opcode = ins["opcode"][lay.order].tolist()
+    op = ins["op"][lay.order].tolist()
+    with open(path, "wb") as fh:
+        fh.write(b'{"traceEvents":[\n')
+        for code, tid, s, d, o in zip(opcode, lay.tid.tolist(), lay.start_ns.tolist(), lay.dur_ns.tolist(), op):
+            fh.write(orjson.dumps({"ph": "X", "cat": "kernel", "name": names[code], "pid": 0, "tid": tid,
+                                   "ts": s / 1000, "dur": d / 1000,
+                                   "args": {"correlation": o, "stream": tid, "device": 0, "op": o}}))
+            fh.write(b",\n")
+        fh.write(b'{}]}\n')
+
+
+def perfetto_builder(profile, path: str, limit: int) -> int:
+    """Baseline: perfetto's TraceProtoBuilder, interned names, BEGIN+END per instruction."""
+    from perfetto.trace_builder.proto_builder import TraceProtoBuilder
+    ins = profile.table("instructions")
+    lay = instruction_layout(profile)
+    builder = TraceProtoBuilder()
+    first = builder.add_packet()
+    first.trusted_packet_sequence_id = 1
+    first.sequence_flags = 1
+    for iid, name in enumerate(profile.meta["opcodes"], 1):
+        e = first.interned_data.event_names.add()
+        e.iid, e.name = iid, name
+    n = min(limit, lay.order.size)
+    codes = ins["opcode"][lay.order][:n].tolist()
+    for code, tid, s, d in zip(codes, lay.tid[:n].tolist(), lay.start_ns[:n].tolist(), lay.dur_ns[:n].tolist()):
+        for ts, kind in ((s, 1), (s + d, 2)):
+            p = builder.add_packet()
+            p.timestamp = ts
+            p.trusted_packet_sequence_id = 1
+            p.sequence_flags = 2
+            p.track_event.type = kind
+            p.track_event.track_uuid = 16 + tid
+            if kind == 1:
+                p.track_event.name_iid = code + 1
+    with open(path, "wb") as fh:
+        fh.write(builder.serialize())
+    return n
+
+
+def bench_export(runs: int) -> None:
+    prof = capture_workload("mlp:tokens=4096,hidden=4096,layers=4,microbatches=2",
+                            instance("trn2.48xlarge"), Placement(dp=4))
+    n = prof.rows("instructions")
+    print(f"== trace export: {n:,} instructions, {prof.rows('ops')} operators ==")
+    with tempfile.TemporaryDirectory() as tmp:
+        js, pf, base_js, base_pf = (os.path.join(tmp, f) for f in ("a.json", "a.pftrace", "b.json", "b.pftrace"))
+        t_js = timed(lambda: write_to(js, chrome_chunks(prof)[0]), runs)
+        t_pf = timed(lambda: write_to(pf, perfetto_chunks(prof)[0]), runs)
+        t_base_js = timed(lambda: orjson_stream(prof, base_js), max(3, runs // 2))
+        limit = 100_000
+        t_base_pf = timed(lambda: perfetto_builder(prof, base_pf, limit), max(3, runs // 2))
+        size_js, size_pf = os.path.getsize(js), os.path.getsize(pf)
+        doc = orjson.loads(Path(js).read_bytes())          # the output parses
+        assert sum(1 for e in doc["traceEvents"] if e.get("cat") == "kernel") == n
+    rate = lambda ts, count: [count / t / 1e6 for t in ts]       # noqa: E731
+    print(f"chrome JSON (numpy)         {fmt(rate(t_js, n))} M instr/s   {size_js / 1e6:,.1f} MB")
+    print(f"  baseline orjson stream    {fmt(rate(t_base_js, n))} M instr/s")
+    print(f"  ratio ours/baseline       {statistics.median(t_base_js) / statistics.median(t_js):.1f}x")
+    print(f"perfetto protobuf (numpy)   {fmt(rate(t_pf, n))} M instr/s   {size_pf / 1e6:,.1f} MB "
+          f"({size_pf / size_js:.2f}x the JSON)")
+    print(f"  baseline TraceProtoBuilder {fmt(rate(t_base_pf, limit))} M instr/s ({limit:,} instr)")
+    print(f"  ratio ours/baseline       {statistics.median(rate(t_pf, n)) / statistics.median(rate(t_base_pf, limit)):.1f}x")
+
+
+def bench_capture(runs: int, steps: int) -> None:
+    import torch
+    import torch.nn.functional as F
+    from torch.profiler import ProfilerActivity, profile
+    from profiler.torch_capture import Recorder, recording_to_profile
+    from train_transformer import TinyGPT
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    model = TinyGPT(64, 64, 4, 2, 32)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    x = torch.randint(0, 64, (8, 32))
+
+    def train():
+        for _ in range(steps):
+            loss = F.cross_entropy(model(x).reshape(-1, 64), x.reshape(-1))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+
+    rec = Recorder().start()
+    train()
+    recording = rec.stop()
+    n_ops = len(recording.calls)
+    t_conv = time.perf_counter()
+    recording_to_profile(recording, instance("trn2.48xlarge"), detail_steps=1)
+    t_conv = time.perf_counter() - t_conv
+
+    def recorded():
+        r = Recorder().start()
+        train()
+        r.stop()
+
+    def torch_profiled():
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=True):
+            train()
+
+    base, ours, theirs = [], [], []
+    train()
+    for _ in range(runs):              # interleaved, so drift hits all three alike
+        for bucket, fn in ((base, train), (ours, recorded), (theirs, torch_profiled)):
+            t = time.perf_counter()
+            fn()
+            bucket.append(time.perf_counter() - t)
+    per_op = lambda ts: [(t - statistics.median(base)) / n_ops * 1e6 for t in ts]   # noqa: E731
+    print(f"== PyTorch capture: {steps} training steps of the example transformer, {n_ops:,} aten ops ==")
+    print(f"uninstrumented              {fmt(base, 1e3, ' ms')}  ({statistics.median(base) / n_ops * 1e6:.2f} µs/op)")
+    print(f"our recorder                {fmt(ours, 1e3, ' ms')}  overhead {fmt(per_op(ours), 1, ' µs/op')}")
+    print(f"torch.profiler(shapes)      {fmt(theirs, 1e3, ' ms')}  overhead {fmt(per_op(theirs), 1, ' µs/op')}")
+    print(f"  ratio torch.profiler/ours overhead "
+          f"{statistics.median(per_op(theirs)) / max(statistics.median(per_op(ours)), 1e-9):.2f}x")
+    print(f"mapping + simulation after the run: {t_conv * 1e3:.0f} ms ({t_conv / n_ops * 1e6:.1f} µs/op)")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--skip-capture", action="store_true")
+    args = parser.parse_args()
+    bench_export(args.runs)
+    if not args.skip_capture:
+        bench_capture(args.runs, args.steps)
+    return 0
+
+
+if __name__ == "__main__":
+    np.seterr(all="ignore")
+    sys.exit(main())
