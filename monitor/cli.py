@@ -127,6 +127,8 @@ def run_loop(collector: Collector, out: BinaryIO, record: BinaryIO | None, count
     tick = collector.config.base_period
     next_at = clock() + tick  # the first report covers one period, as the real tool's does
     written = 0
+    pids: set[int] = set()
+    removed, corrupt = collector.removed, collector.corrupt
     while (count is None or written < count) and not stopped():
         delay = next_at - clock()
         if delay > 0:
@@ -136,6 +138,15 @@ def run_loop(collector: Collector, out: BinaryIO, record: BinaryIO | None, count
         line = report.to_json() + b"\n"
         log(2, f"report {written + 1}: {len(report.runtimes)} runtimes, {len(line)} bytes, "
                f"{(clock() - started) * 1e3:.2f} ms")
+        now_pids = {r.pid for r in report.runtimes}
+        for pid in sorted(now_pids - pids):
+            log(1, f"runtime {pid} reported")
+        if collector.removed > removed:
+            log(1, f"removed {collector.removed - removed} counter file(s) of dead runtimes")
+        if collector.corrupt > corrupt:
+            log(1, f"{collector.corrupt - corrupt} runtime(s) with unreadable counters")
+        pids |= now_pids
+        removed, corrupt = collector.removed, collector.corrupt
         status = _write(out, line, record)
         if status is not None:
             return status

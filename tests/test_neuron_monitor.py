@@ -239,3 +239,14 @@ def test_help_and_version():
     out = subprocess.run([*console_script("neuron-monitor"), "--version"], capture_output=True,
                          timeout=30)
     assert out.returncode == 0 and out.stdout.startswith(b"neuron-monitor ")
+
+
+def test_verbose_logs_go_to_stderr_only(sim, tmp_path):
+    root, procs = sim
+    out = subprocess.run([*console_script("neuron-monitor"), "-c", config(tmp_path), "--root",
+                          str(root), "--count", "1", "--verbose", "2"], capture_output=True,
+                         timeout=60)
+    assert out.returncode == 0
+    Report.from_json(out.stdout)
+    err = out.stderr.decode()
+    assert f"runtime {procs['train']} reported" in err and "report 1:" in err
