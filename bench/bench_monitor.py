@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
 import statistics
 import subprocess
@@ -39,7 +38,8 @@ CORES_PER_DEVICE = 4  # logical, at LNC=2
 JOBS = (("llama-train", range(0, 128)), ("mixtral-train", range(128, 192)),
         ("bert-train", range(192, 224)), ("llama-serve", range(224, 256)))
 CONFIG = {"period": "1s",
-          "neuron_runtimes": [{"tag_filter": ".*", "metrics": [{"type": t} for t in RUNTIME_GROUPS]}],
+          "neuron_runtimes": [{"tag_filter": ".*",
+                               "metrics": [{"type": t} for t in RUNTIME_GROUPS]}],
           "system_metrics": [{"type": t} for t in SYSTEM_GROUPS]}
 
 
@@ -244,7 +244,8 @@ def main() -> int:
     print(f"  of which to_json (orjson)               {fmt(encode, 'ms', 1e3)}")
     print(f"  (reading the {len(JOBS)} counter files, in collect) {fmt(reads, 'ms', 1e3)}")
     print(f"naive baseline (Python loops + json.dumps) {fmt(naive, 'ms', 1e3)}")
-    print(f"ratio naive / ours                         {statistics.median(naive) / statistics.median(ours):8.1f}x")
+    ratio = statistics.median(naive) / statistics.median(ours)
+    print(f"ratio naive / ours                         {ratio:8.1f}x")
     print(f"neuron-monitor CPU at period 1 s          {fmt(cpu, '% of a core', 100)}   goal <= 1 %")
     return 0
 

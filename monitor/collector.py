@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -84,7 +84,8 @@ class _Devices:
     @classmethod
     def zeros(cls, like: _Devices) -> _Devices:
         z = np.zeros_like
-        return cls(like.index, like.share, z(like.energy), like.power, like.temperature, like.throttle,
+        return cls(like.index, like.share, z(like.energy), like.power, like.temperature,
+                   like.throttle,
                    z(like.hbm_read), z(like.hbm_write), z(like.ecc))
 
 
@@ -99,7 +100,8 @@ class Collector:
         self._clock = clock
         self._host = host if host is not None else HostSampler()
         self._created = clock()
-        self._handles: dict[Path, tuple[Any, tuple[int, int]]] = {}  # path -> (handle, (inode, size))
+        # path -> (open handle, (inode, size) when opened)
+        self._handles: dict[Path, tuple[Any, tuple[int, int]]] = {}
         self._tracked: dict[int, _Tracked] = {}
         self._system_collected: dict[str, float] = {}
         # device group -> pid -> that runtime's device counters when the group was last collected
@@ -123,7 +125,8 @@ class Collector:
                 snapshot = handle.read()
             except shm.CorruptCounters:
                 continue
-            tracked = self._tracked[handle.pid] = _Tracked(handle.pid, snapshot.tag or str(handle.pid))
+            tag = snapshot.tag or str(handle.pid)
+            tracked = self._tracked[handle.pid] = _Tracked(handle.pid, tag)
             sample = _sample_of(snapshot, tracked.physical_keys(snapshot, instance.core_version))
             tracked.baselines.update(dict.fromkeys(_COUNTER_GROUPS, sample))
             devices = _devices_of(snapshot, self._physical_per_device)

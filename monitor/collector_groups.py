@@ -10,7 +10,6 @@ output mappings (the Report contract holds plain dicts).
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,7 +19,8 @@ from monitor.report import (
     NeuronCoreCounters,
 )
 
-__all__ = ["Sample", "physical_keys", "ENGINES", "DMA_QUEUES", "STATUS_KEYS", "ERROR_KEYS", "neuroncore_counters",
+__all__ = ["Sample", "physical_keys", "ENGINES", "DMA_QUEUES", "STATUS_KEYS", "ERROR_KEYS",
+           "neuroncore_counters",
            "engine_counters", "execution_stats", "zero_like"]
 
 ENGINES = ("tensor", "vector", "scalar", "gpsimd", "dma")
@@ -148,6 +148,3 @@ def _percentiles(ring: np.ndarray, new: int) -> Latency | None:
     values = ordered[low] + (ordered[high] - ordered[low]) * (position - low)
     return Latency(*values.tolist())
 
-
-def as_int_map(keys: tuple[str, ...], values: np.ndarray) -> Mapping[str, int]:
-    return dict(zip(keys, np.asarray(values, dtype=np.int64).tolist()))

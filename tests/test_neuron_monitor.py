@@ -126,7 +126,8 @@ def test_corrupted_counter_file_is_reported_with_an_error(sim, tmp_path):
         out = subprocess.run([*console_script("neuron-monitor"), "-c", config(tmp_path), "--root",
                               str(root), "--count", "1"], capture_output=True, timeout=60)
         assert out.returncode == 0, out.stderr
-        by_tag = {r["neuron_runtime_tag"]: r for r in orjson.loads(out.stdout)["neuron_runtime_data"]}
+        entries = orjson.loads(out.stdout)["neuron_runtime_data"]
+        by_tag = {r["neuron_runtime_tag"]: r for r in entries}
         assert by_tag["broken"]["error"] and by_tag["broken"]["report"] == {}
         assert by_tag["train"]["error"] == "" and by_tag["train"]["report"]["neuroncore_counters"]
     finally:
