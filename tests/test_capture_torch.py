@@ -141,3 +141,32 @@ def test_schedule_matches_torch_profiler():
     for kw in (dict(wait=1, warmup=1, active=2), dict(wait=0, warmup=2, active=1, repeat=3, skip_first=2)):
         ours, theirs = profiler.schedule(**kw), torch_schedule(**kw)
         assert [ours(i).name for i in range(20)] == [theirs(i).name for i in range(20)]
+
+
+def test_dataloader_waits_are_recorded_and_advised():
+    import torch.nn.functional as F
+    import profiler
+    from profiler.advise import advise
+
+    class Slow(torch.utils.data.Dataset):
+        def __len__(self):
+            return 64
+
+        def __getitem__(self, i):
+            time.sleep(0.004)                      # a slow loader: the host waits on data
+            return torch.randint(0, 32, (16,))
+
+    model = torch.nn.Sequential(torch.nn.Embedding(32, 32), torch.nn.Linear(32, 32))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    loader = torch.utils.data.DataLoader(Slow(), batch_size=8)
+    with profiler.profile(instance="trn2.48xlarge") as prof:
+        for x in loader:
+            loss = F.cross_entropy(model(x).reshape(-1, 32), x.reshape(-1))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            prof.step()
+    host = prof.profile.table("host")
+    assert "data_loading" in prof.profile.text(host["cat_s"])
+    rules = [f.rule for f in advise(prof.profile)]
+    assert "host-data-loading" in rules
