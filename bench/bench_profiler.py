@@ -162,10 +162,21 @@ def bench_capture(runs: int, steps: int) -> None:
         with profile(activities=[ProfilerActivity.CPU], record_shapes=True):
             train()
 
-    base, ours, theirs = [], [], []
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Passthrough(TorchDispatchMode):
+        """The floor of any TorchDispatchMode recorder: a mode that only calls through."""
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    def floor():
+        with Passthrough():
+            train()
+
+    base, ours, theirs, empty = [], [], [], []
     train()
-    for _ in range(runs):              # interleaved, so drift hits all three alike
-        for bucket, fn in ((base, train), (ours, recorded), (theirs, torch_profiled)):
+    for _ in range(runs):              # interleaved, so drift hits all four alike
+        for bucket, fn in ((base, train), (ours, recorded), (theirs, torch_profiled), (empty, floor)):
             t = time.perf_counter()
             fn()
             bucket.append(time.perf_counter() - t)
@@ -173,6 +184,7 @@ def bench_capture(runs: int, steps: int) -> None:
     print(f"== PyTorch capture: {steps} training steps of the example transformer, {n_ops:,} aten ops ==")
     print(f"uninstrumented              {fmt(base, 1e3, ' ms')}  ({statistics.median(base) / n_ops * 1e6:.2f} µs/op)")
     print(f"our recorder                {fmt(ours, 1e3, ' ms')}  overhead {fmt(per_op(ours), 1, ' µs/op')}")
+    print(f"empty TorchDispatchMode     {fmt(empty, 1e3, ' ms')}  overhead {fmt(per_op(empty), 1, ' µs/op')}")
     print(f"torch.profiler(shapes)      {fmt(theirs, 1e3, ' ms')}  overhead {fmt(per_op(theirs), 1, ' µs/op')}")
     print(f"  ratio torch.profiler/ours overhead "
           f"{statistics.median(per_op(theirs)) / max(statistics.median(per_op(ours)), 1e-9):.2f}x")
