@@ -417,7 +417,7 @@ def _started_at(snapshot: Any) -> float:
 def _sample_of(s: Any, physical_keys: tuple[tuple[str, ...], ...]) -> g.Sample:
     lnc = max(1, s.lnc)
     return g.Sample(
-        s.wall_time, s.cores, physical_keys, s.core_busy_s,
+        s.wall_time, s.sim_time, s.cores, physical_keys, s.core_busy_s,
         s.phys_busy_s, s.engine_active_s.sum(axis=1) / lnc, s.flops[:, 0], s.flops[:, 1],
         s.hbm_read_bytes, s.hbm_write_bytes, s.dma_bytes, s.collective_bytes, s.collective_s,
         np.fromiter((s.exec_status.get(k, 0) for k in g.STATUS_KEYS), np.int64, len(g.STATUS_KEYS)),

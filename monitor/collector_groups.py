@@ -35,6 +35,7 @@ _PERCENT_POINTS = np.array([0.0, 1.0, 25.0, 50.0, 75.0, 99.0, 100.0])
 class Sample:
     """One runtime's cumulative counters at one instant; per-core arrays follow ``cores``."""
     wall_time: float            # unix seconds the counters refer to
+    sim_time: float             # device seconds the runtime has simulated (busy times are in these)
     cores: tuple[int, ...]      # logical NeuronCore ids
     physical_keys: tuple[tuple[str, ...], ...]  # "nc_v3.<physical id>" of each logical core
     busy: np.ndarray            # (n,) seconds
@@ -57,7 +58,7 @@ class Sample:
 def zero_like(s: Sample, wall_time: float) -> Sample:
     """The same runtime with every counter at zero: the baseline at the runtime's start."""
     z = np.zeros_like
-    return Sample(wall_time, s.cores, s.physical_keys, z(s.busy), z(s.physical_busy),
+    return Sample(wall_time, 0.0, s.cores, s.physical_keys, z(s.busy), z(s.physical_busy),
                   z(s.engine_active), z(s.model_flops), z(s.hardware_flops), z(s.hbm_read),
                   z(s.hbm_write), z(s.dma_bytes), z(s.collective_bytes), z(s.collective_time),
                   z(s.statuses), z(s.errors), 0, s.total_latency[:0], s.device_latency[:0])
@@ -75,6 +76,13 @@ def _interval(prev: Sample, cur: Sample) -> float:
     return max(0.0, cur.wall_time - prev.wall_time)
 
 
+def _device_interval(prev: Sample, cur: Sample) -> float:
+    """Device time between samples: busy and active seconds are simulated seconds, which run
+    faster than the wall clock when the simulation is sped up."""
+    dt = cur.sim_time - prev.sim_time
+    return dt if dt > 0 else _interval(prev, cur)
+
+
 def _rates(delta: np.ndarray, dt: float) -> np.ndarray:
     # A counter that went backwards (a restarted runtime reusing the file) counts as no work.
     return np.clip(delta, 0.0, None) / dt if dt > 0 else np.zeros_like(delta, dtype=float)
@@ -90,11 +98,11 @@ def neuroncore_counters(prev: Sample, cur: Sample, core_version: str) -> NeuronC
     several physical cores (Trn2 at LNC=2: ``v3d`` / ``nc_v3.0``)."""
     if not _aligned(prev, cur):
         prev = zero_like(cur, prev.wall_time)
-    dt = _interval(prev, cur)
-    util = np.minimum(_rates(cur.busy - prev.busy, dt), 1.0).tolist()
-    flops = np.rint(_rates(cur.hardware_flops - prev.hardware_flops, dt)).astype(np.int64).tolist()
+    dt, dev_dt = _interval(prev, cur), _device_interval(prev, cur)
+    util = np.minimum(_rates(cur.busy - prev.busy, dev_dt), 1.0).tolist()
+    flops = np.rint(_rates(cur.hardware_flops - prev.hardware_flops, dev_dt)).astype(np.int64).tolist()
     if cur.physical_busy.shape[1] > 1:
-        phys = np.minimum(_rates(cur.physical_busy - prev.physical_busy, dt), 1.0).tolist()
+        phys = np.minimum(_rates(cur.physical_busy - prev.physical_busy, dev_dt), 1.0).tolist()
         cores = {core: CoreCounters(u, fl, dict(zip(keys, p)), core_version)
                  for core, u, fl, keys, p in zip(cur.cores, util, flops, cur.physical_keys, phys)}
     else:
@@ -107,7 +115,8 @@ def engine_counters(prev: Sample, cur: Sample) -> EngineCounters:
     if not _aligned(prev, cur):
         prev = zero_like(cur, prev.wall_time)
     dt = _interval(prev, cur)
-    util = np.minimum(_rates(cur.engine_active - prev.engine_active, dt), 1.0).tolist()
+    util = np.minimum(_rates(cur.engine_active - prev.engine_active, _device_interval(prev, cur)),
+                      1.0).tolist()
 
     def grown(a: np.ndarray, b: np.ndarray) -> list:
         return np.rint(np.clip(b - a, 0, None)).astype(np.int64).tolist()

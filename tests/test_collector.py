@@ -296,10 +296,10 @@ def test_report_round_trips_and_has_aws_keys(root, runtimes):
 
 
 # --------------------------------------------------------------------------- properties
-def _sample(wall, busy, phys, finished=0) -> g.Sample:
+def _sample(wall, busy, phys, finished=0, sim=None) -> g.Sample:
     n = len(busy)
     z = np.zeros(n)
-    return g.Sample(wall, tuple(range(n)), g.physical_keys(tuple(range(n)), 2, "v3d"),
+    return g.Sample(wall, wall if sim is None else sim, tuple(range(n)), g.physical_keys(tuple(range(n)), 2, "v3d"),
                     np.asarray(busy, float), np.asarray(phys, float), np.zeros((n, 5)), z, z,
                     z, z, np.zeros((n, 4)), z, z, np.zeros(6, np.int64), np.zeros(6, np.int64),
                     finished, np.zeros(0), np.zeros(0))
@@ -368,3 +368,13 @@ def test_next_due_follows_the_shortest_period(root, runtimes):
     report = c.collect()
     assert report.runtimes and report.system.memory is None
     assert c.next_due() == pytest.approx(0.5)
+
+
+def test_utilization_is_measured_in_device_time_when_the_simulation_is_sped_up():
+    # 1 wall second at speed 10 simulates 10 device seconds; 5 of them busy is 50%, not 500%.
+    prev = _sample(100.0, [0.0], [[0.0, 0.0]], sim=0.0)
+    cur = _sample(101.0, [5.0], [[5.0, 4.0]], sim=10.0)
+    counters = g.neuroncore_counters(prev, cur, "v3d")
+    assert counters.period == pytest.approx(1.0)
+    assert counters.cores[0].utilization == pytest.approx(0.5)
+    assert counters.cores[0].physical["nc_v3.1"] == pytest.approx(0.4)
