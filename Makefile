@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: setup
-	$(VENV)/bin/neuron-sim estimate --workload matmul:m=4096,k=8192,n=8192,dtype=bf16 --instance trn2.48xlarge
+	$(VENV)/bin/neuron-top --demo
 
 test: setup
 	bash scripts/ensure-prometheus.sh

@@ -29,8 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="read a neuron-monitor JSON stream from FILE ('-' for stdin)")
     source.add_argument("--replay", metavar="FILE", help="replay a recorded stream at its own pace")
     source.add_argument("--demo", action="store_true",
-                        help="show the default simulated trn2.48xlarge instance (the default "
-                             "when no stream is given)")
+                        help="start the default simulated trn2.48xlarge instance (a Llama training "
+                             "job and an inference service) and show it; it stops on quit")
     parser.add_argument("--speed", type=float, default=1.0, metavar="X",
                         help="replay speed factor (default 1.0)")
     parser.add_argument("--loop", action="store_true", help="replay: start over at the end")
@@ -71,7 +71,8 @@ def _readable_file(name: str) -> pathlib.Path:
 
 
 def make_source(args: argparse.Namespace):
-    from tui.sources import ReplaySource, StreamSource, demo_source
+    from tui.sources import (ReplaySource, StreamSource, local_instance_source,
+                             simulated_demo_source)
 
     if args.speed <= 0:
         raise UsageError(f"--speed must be > 0, got {args.speed:g}")
@@ -87,7 +88,14 @@ def make_source(args: argparse.Namespace):
         return StreamSource(os.open(path, os.O_RDONLY), path.name)
     if args.replay is not None:
         return ReplaySource(_readable_file(args.replay), speed=args.speed, loop=args.loop)
-    return demo_source()
+    if not args.demo:
+        local = local_instance_source()          # one `neuron-sim start` left running
+        if local is not None:
+            return local
+    try:
+        return simulated_demo_source()
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot start the simulated instance: {exc}") from None
 
 
 def main(argv: list[str] | None = None) -> int:

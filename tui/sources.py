@@ -151,3 +151,79 @@ class ListSource(Source):
             yield report
         while self._hold_open and not self._stop.wait(0.1):
             pass
+
+
+def live_config(period_s: float = 1.0):
+    """Every runtime and system group at one period: what neuron-top shows."""
+    from monitor.config import RUNTIME_GROUPS, SYSTEM_GROUPS, MonitorConfig
+    return MonitorConfig.from_dict({
+        "period": f"{int(period_s * 1000)}ms",
+        "neuron_runtimes": [{"tag_filter": ".*", "metrics": [{"type": g} for g in RUNTIME_GROUPS]}],
+        "system_metrics": [{"type": g} for g in SYSTEM_GROUPS],
+    })
+
+
+class CollectorSource(Source):
+    """Reports collected in-process from the simulated instance's runtimes under ``root``."""
+
+    def __init__(self, root: pathlib.Path | None = None, *, period_s: float = 1.0,
+                 label: str = "local simulated instance",
+                 on_close: Callable[[], None] | None = None) -> None:
+        super().__init__()
+        self.root = root
+        self.period_s = period_s
+        self.label = label
+        self._on_close = on_close
+
+    def reports(self) -> Iterator[Report]:
+        from monitor.collector import Collector
+        collector = Collector(live_config(self.period_s), root=self.root)
+        try:
+            while not self._stop.is_set():
+                yield collector.collect()
+                self._stop.wait(self.period_s)
+        finally:
+            collector.close()
+
+    def close(self) -> None:
+        super().close()
+        if self._on_close is not None:
+            on_close, self._on_close = self._on_close, None
+            on_close()
+
+
+def local_instance_source() -> Source | None:
+    """The simulated instance `neuron-sim start` left running for this user, if any."""
+    from device_model.runtime.shm import read_instance
+    try:
+        desc = read_instance(None)
+    except (OSError, ValueError):
+        return None
+    if desc is None:
+        return None
+    return CollectorSource(None, label=f"local simulated {desc.instance_type}")
+
+
+def simulated_demo_source(instance_name: str = "trn2.48xlarge", seed: int = 0) -> Source:
+    """Start the default simulated instance (a Llama training job and an inference service) in a
+    private runtime directory, show it, and stop it when the source closes."""
+    import shutil
+    import tempfile
+
+    from device_model import instance
+    from device_model.runtime.launcher import cleanup, launch, plan, terminate
+
+    root = pathlib.Path(tempfile.mkdtemp(prefix="neuron-top-demo-"))
+    os.chmod(root, 0o700)
+    try:
+        desc, procs = launch(plan(instance(instance_name), [], []), root, seed, 1.0)
+    except BaseException:
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+
+    def stop() -> None:
+        terminate(procs)
+        cleanup(root)
+        shutil.rmtree(root, ignore_errors=True)
+
+    return CollectorSource(root, label=f"demo: simulated {desc.instance_type}", on_close=stop)
