@@ -22,7 +22,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DASHBOARDS = ROOT / "dashboards"
 sys.path.insert(0, str(ROOT / "tests" / "fixtures" / "exporter"))
-from harness import ExporterProcess, stream_gen_command  # noqa: E402
+from harness import ExporterProcess, console_script  # noqa: E402
 
 pytestmark = [
     pytest.mark.skipif(shutil.which("prometheus") is None,
@@ -33,11 +33,36 @@ GRAFANA_VARIABLES = {"$instance": ".+", "$device": ".+", "$__rate_interval": "1m
                      "$__range": "5m", "$__interval": "1s"}
 
 
+MONITOR_CONFIG = {  # every group, both extension groups included, every second
+    "period": "1s",
+    "neuron_runtimes": [{"tag_filter": ".*", "metrics": [
+        {"type": t} for t in ("neuroncore_counters", "memory_used", "neuron_runtime_vcpu_usage",
+                              "execution_stats", "neuroncore_engine_counters")]}],
+    "system_metrics": [{"type": t} for t in ("vcpu_usage", "memory_info", "neuron_hw_counters",
+                                             "neuron_device_counters")]}
+
+
 @pytest.fixture(scope="module")
-def monitor_command() -> list[str]:
-    """The report source piped into the exporter: one line per second."""
-    return stream_gen_command("--interval", "1", "--runtimes", "3", "--devices", "4",
-                              "--churn-every", "0")
+def simulated_instance(tmp_path_factory):
+    """`neuron-sim start` on a private runtime directory; stopped at the end."""
+    root = tmp_path_factory.mktemp("sim")
+    root.chmod(0o700)
+    sim = console_script("neuron-sim")
+    subprocess.run([sim, "start", "--instance", "trn2.48xlarge", "--root", str(root)],
+                   check=True, capture_output=True, timeout=120)
+    try:
+        yield root
+    finally:
+        subprocess.run([sim, "stop", "--root", str(root)], capture_output=True, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def monitor_command(simulated_instance, tmp_path_factory) -> list[str]:
+    """The report source piped into the exporter: our neuron-monitor on the simulated instance.
+    (tests/fixtures/exporter/stream_gen.py is a drop-in replacement: stream_gen_command(...).)"""
+    config = tmp_path_factory.mktemp("monitor") / "monitor.json"
+    config.write_text(json.dumps(MONITOR_CONFIG))
+    return [console_script("neuron-monitor"), "-c", str(config), "--root", str(simulated_instance)]
 
 
 def free_port() -> int:
