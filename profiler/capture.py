@@ -66,14 +66,17 @@ def capture_workload(spec: str, inst: Instance, placement: Placement = Placement
         host_start = t
         execute = builder.add_host("nrt_execute", "runtime", HOST_TID, host_start, host_start, step=step)
         t += overhead
+        seen: set[int] = set()      # repeated executions (micro-batches): instructions of the first
         for i, (prog, idle) in enumerate(segments):
+            first_time = id(prog) not in seen
+            seen.add(id(prog))
             t += idle
-            key = (step == 1, i)
+            key = (step == 1, i if i == 0 else id(prog))
             if key not in runs:
                 runs[key] = inst.run(prog)
             run = runs[key]
             n_before = builder.n_ops
-            builder.add_step(step, prog, run, detailed=detailed, host_start=host_start,
+            builder.add_step(step, prog, run, detailed=detailed and first_time, host_start=host_start,
                              host_end=host_start, info=None, shift=t)
             builder.link_ops_to_host(n_before, builder.n_ops, execute)
             t += run.timeline.wall

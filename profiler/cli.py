@@ -55,6 +55,8 @@ def _capture_parser(sub) -> None:
     c.add_argument("--workload", "-w", metavar="SPEC", help="NAME[:key=value,...], e.g. mlp:layers=4")
     c.add_argument("--instance", "-i", default="trn2.48xlarge", metavar="TYPE")
     c.add_argument("--lnc", type=int, choices=(1, 2), help="logical NeuronCore config")
+    c.add_argument("--cores", type=_positive, metavar="N", help="logical cores of the job (default: all)")
+    c.add_argument("--nodes", type=_positive, default=1, metavar="N", help="instances of the job")
     for flag in ("tp", "pp", "dp"):
         c.add_argument(f"--{flag}", type=_positive, metavar="N", help=f"{flag.upper()} degree")
     c.add_argument("--num-exec", type=_positive, default=1, metavar="N", help="executions to run")
@@ -95,7 +97,7 @@ def cmd_capture(args, script: list[str]) -> int:
     from .capture import capture_workload
     from .fileformat import save
     from .progress import progress_bar
-    placement = Placement(tp=args.tp, pp=args.pp, dp=args.dp)
+    placement = Placement(cores=args.cores, nodes=args.nodes, tp=args.tp, pp=args.pp, dp=args.dp)
     with progress_bar(args.progress, args.num_exec, "capturing") as tick:
         profile = capture_workload(args.workload, inst, placement, num_exec=args.num_exec,
                                    nth_exec=args.profile_nth_exec, progress=tick)

@@ -1,9 +1,10 @@
 """Built-in runs to capture: the step Program of one rank, by workload spec.
 
-A workload in `device_model.workloads.REGISTRY` that offers `program(inst, opts, placement)`
-(the Program of one step for one rank) is used as it is. The microbenchmarks of that registry
-(matmul, collectives) and a small MLP training step are built here, so the profiler has whole
-training steps (forward, backward, optimizer, data-parallel all-reduce, pipeline stages) to show.
+A workload in `device_model.workloads.REGISTRY` with a `build(inst, opts, placement)` step plan
+(the models: llama, gpt, bert presets) is captured as its first pipeline stage's representative
+rank runs it: each execution (micro-batch, optimizer) `count` times. The microbenchmarks (matmul,
+collectives) and a small MLP training step with explicit TP/PP/DP collectives and the 1F1B bubble
+are built here.
 """
 from __future__ import annotations
 
@@ -131,23 +132,27 @@ LOCAL: dict[str, tuple[tuple[Param, ...], Callable[[Instance, dict, Placement], 
 }
 
 
+def _model_workloads() -> dict[str, Any]:
+    return {name: w for name, w in REGISTRY.items() if callable(getattr(w, "build", None))}
+
+
 def available() -> dict[str, str]:
     """Workload name -> help, for --help and error messages."""
-    out = {name: help_ for name, (_, _, help_) in LOCAL.items()}
-    for name, w in REGISTRY.items():
-        if callable(getattr(w, "program", None)):
-            out[name] = w.help
+    out = {name: w.help for name, w in _model_workloads().items()}
+    out.update({name: help_ for name, (_, _, help_) in LOCAL.items()})
     return dict(sorted(out.items()))
 
 
 def plan_step(spec: str, inst: Instance, placement: Placement) -> StepPlan:
     name, raw = split_spec(spec)
-    registered = REGISTRY.get(name)
-    program_fn = getattr(registered, "program", None) if registered else None
-    if callable(program_fn):
+    registered = _model_workloads().get(name)
+    if registered is not None and name not in LOCAL:
         opts: dict[str, Any] = bind(name, raw, registered.params)
-        prog = program_fn(inst, opts, placement)
-        return StepPlan(((prog, 0.0),), registered.help)
+        plan = registered.build(inst, opts, placement)
+        segments = tuple((e.program, 0.0) for e in plan.stages[0] for _ in range(max(1, e.count)))
+        lay = plan.layout
+        return StepPlan(segments, f"{plan.workload} {plan.mode} step, first pipeline stage "
+                        f"(tp={lay.tp} pp={lay.pp} dp={lay.dp})")
     if name not in LOCAL:
         raise SpecError(f"unknown workload {name!r}; allowed: {', '.join(available())}")
     params, fn, _ = LOCAL[name]

@@ -128,3 +128,14 @@ def test_bad_input_exit_2(argv, needle):
 def test_version_and_help():
     assert run("--version").stdout.startswith("neuron-profile ")
     assert "--profile-nth-exec" in run("capture", "--help").stdout
+
+
+def test_capture_a_model_preset_from_the_workload_registry(tmp_path, capsys):
+    path = tmp_path / "bert.nsprof"
+    assert main(["capture", "-w", "bert-base", "--cores", "4", "--tp", "1", "--pp", "1", "-s", str(path)]) == 0
+    from profiler import fileformat
+    prof = fileformat.load(path)
+    assert prof.meta["workload"] == "bert-base" and "bert" in prof.meta["description"]
+    phases = set(prof.table("ops")["phase"].tolist())
+    assert len(phases) >= 2                       # forward and backward at least
+    assert prof.rows("instructions") > 0
