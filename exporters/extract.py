@@ -20,12 +20,16 @@ from monitor.report import HardwareInfo, InstanceInfo, Report
 Sample = tuple[tuple[str, ...], float]
 FamilySamples = tuple[mt.MetricSpec, list[Sample]]
 
-# Dense BF16 peak of one physical NeuronCore, FLOP/s: 128x128 PEs x 2 FLOP x Tensor clock
-# (../shared/reference/trn2-arch.md §1 and the Trn1/Trn3 table).
-PEAK_BF16_PER_PHYSICAL_CORE = {"trainium": 128 * 128 * 2 * 2.8e9,
-                               "trainium1": 128 * 128 * 2 * 2.8e9,
-                               "trainium2": 128 * 128 * 2 * 2.4e9,
-                               "trainium3": 128 * 128 * 2 * 2.4e9}
+def _bf16_peaks() -> dict[str, float]:
+    """Dense BF16 peak of one physical NeuronCore per `neuron_device_type`, from the device
+    catalog (128x128 PEs x 2 FLOP x Tensor clock); "trainium" is Trainium1's older name."""
+    from device_model.specs import DEVICES
+    peaks = {d.device_type.lower(): d.peak_flops("bf16") for d in DEVICES.values()}
+    peaks.setdefault("trainium", peaks.get("trainium1", 0.0))
+    return peaks
+
+
+PEAK_BF16_PER_PHYSICAL_CORE = _bf16_peaks()
 
 
 @dataclass(frozen=True, slots=True)
