@@ -11,18 +11,9 @@ from .core import instance
 from .errors import SpecError
 from .workloads import REGISTRY, Placement, estimate
 from .workloads.report import apply_vs, format_comparison, format_model, ratios
+from .cliargs import positive_int as _positive
 
 ENGINE_ORDER = ("tensor", "vector", "scalar", "gpsimd", "dma")
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:

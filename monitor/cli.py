@@ -25,6 +25,7 @@ from device_model.runtime.shm import RuntimeDirError, runtime_dir
 from monitor.collector import Collector
 from monitor.config import MonitorConfig
 from monitor.errors import ConfigError
+from device_model.cliargs import positive_int as _positive
 
 __all__ = ["main", "build_parser", "run_loop"]
 
@@ -74,16 +75,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--count", metavar="N", type=_positive,
                    help="stop after N reports (default: run until interrupted)")
     return p
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
-    return value
 
 
 def main(argv: list[str] | None = None) -> int:

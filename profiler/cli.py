@@ -9,19 +9,10 @@ from device_model.errors import SpecError
 
 from . import __version__
 from .model import ProfileError
+from device_model.cliargs import positive_int as _positive
 
 FORMATS = ("summary-text", "summary-json", "json", "chrome", "perfetto")
 DEFAULT_SESSION = "profile.nsprof"
-
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be positive")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
