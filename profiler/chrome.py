@@ -14,10 +14,13 @@ HTA's kernel-type rules count them as communication and memory; other names are 
 """
 from __future__ import annotations
 
+from itertools import chain
+from typing import Iterator
+
 import numpy as np
 import orjson
 
-from .jsonenc import Int, Micros, Text, encode_records
+from .jsonenc import Int, IntOf, Micros, Text, encode_records, iter_records
 from .model import PHASES, Profile
 from .tracks import (DEVICE_PID, OP_TID_BASE, Layout, counters, host_pid, instruction_layout,
                      op_rows, to_ns)
@@ -39,15 +42,17 @@ def kernel_name(opcode: str) -> str:
     return opcode
 
 
-def _instruction_events(profile: Profile, lay: Layout, corr: np.ndarray) -> bytes:
+def _instruction_events(profile: Profile, lay: Layout, corr: np.ndarray) -> Iterator[bytes]:
+    """Chunks of instruction events, encoded as they are consumed (memory stays bounded)."""
     ins = profile.table("instructions")
     names = tuple(kernel_name(o) for o in profile.meta["opcodes"])
-    op = ins["op"][lay.order].astype(np.int64)
-    return encode_records([
+    op = ins["op"][lay.order]
+    tid = Int(lay.tid)          # written twice (tid and stream), converted once
+    return iter_records([
         b'{"ph":"X","cat":"kernel","name":', Text(ins["opcode"][lay.order], names),
-        b',"pid":%d,"tid":' % DEVICE_PID, Int(lay.tid), b',"ts":', Micros(lay.start_ns),
-        b',"dur":', Micros(lay.dur_ns), b',"args":{"correlation":', Int(corr[op]),
-        b',"stream":', Int(lay.tid), b',"op":', Int(op), b'}},\n'],
+        b',"pid":%d,"tid":' % DEVICE_PID, tid, b',"ts":', Micros(lay.start_ns),
+        b',"dur":', Micros(lay.dur_ns), b',"args":{"correlation":', IntOf(op, corr),
+        b',"stream":', tid, b',"op":', Int(op), b'}},\n'],
         lay.order.size)
 
 
@@ -138,8 +143,8 @@ def _metadata_events(profile: Profile, lay: Layout, n_op_rows: int) -> list[byte
     return [orjson.dumps(e) for e in ev]
 
 
-def chrome_chunks(profile: Profile) -> tuple[list[bytes], int]:
-    """The trace as byte chunks, and its event count."""
+def chrome_chunks(profile: Profile) -> tuple[Iterator[bytes], int]:
+    """The trace as byte chunks (instruction events encoded lazily), and its event count."""
     meta = profile.meta
     ops = profile.table("ops")
     lay = instruction_layout(profile)
@@ -171,7 +176,7 @@ def chrome_chunks(profile: Profile) -> tuple[list[bytes], int]:
     tail = b",\n".join(small) + b"\n]}\n"
     ins_data = _instruction_events(profile, lay, corr)
     count = lay.order.size + n_ops + 2 * (h_row.size + f_op.size) + len(small)
-    return [header, ins_data, op_data, flows, tail], count
+    return chain([header], ins_data, [op_data, flows, tail]), count
 
 
 def write_chrome(profile: Profile, path: str) -> int:
