@@ -4,6 +4,7 @@
    orjson streaming one event dict per line (the fastest off-the-shelf path, perf-baselines §5 b),
    and our numpy Perfetto protobuf writer against perfetto's TraceProtoBuilder (BEGIN/END
    TrackEvents with interned names, §5 d1, on a 100k-event slice); sizes of both files;
+   `.json.gz` through write_chrome at gzip level 1 (shipped) and 6, against the plain JSON;
 2. PyTorch capture overhead per aten op: the shipped transformer's training steps uninstrumented,
    under our recorder, and under torch.profiler(record_shapes=True), same script, same run.
 
@@ -29,7 +30,8 @@ import orjson  # noqa: E402
 from device_model import instance  # noqa: E402
 from device_model.workloads import Placement  # noqa: E402
 from profiler.capture import capture_workload  # noqa: E402
-from profiler.chrome import chrome_chunks  # noqa: E402
+from profiler import traceio  # noqa: E402
+from profiler.chrome import chrome_chunks, write_chrome  # noqa: E402
 from profiler.perfetto import perfetto_chunks  # noqa: E402
 from profiler.tracks import instruction_layout  # noqa: E402
 
@@ -116,6 +118,8 @@ def bench_export(runs: int) -> None:
         size_js, size_pf = os.path.getsize(js), os.path.getsize(pf)
         doc = orjson.loads(Path(js).read_bytes())          # the output parses
         assert sum(1 for e in doc["traceEvents"] if e.get("cat") == "kernel") == n
+        del doc
+        gz = gzip_levels(prof, os.path.join(tmp, "a.json.gz"), runs)
     rate = lambda ts, count: [count / t / 1e6 for t in ts]       # noqa: E731
     print(f"chrome JSON (numpy)         {fmt(rate(t_js, n))} M instr/s   {size_js / 1e6:,.1f} MB")
     print(f"  baseline orjson stream    {fmt(rate(t_base_js, n))} M instr/s")
@@ -124,6 +128,22 @@ def bench_export(runs: int) -> None:
           f"({size_pf / size_js:.2f}x the JSON)")
     print(f"  baseline TraceProtoBuilder {fmt(rate(t_base_pf, limit))} M instr/s ({limit:,} instr)")
     print(f"  ratio ours/baseline       {statistics.median(rate(t_pf, n)) / statistics.median(rate(t_base_pf, limit)):.1f}x")
+    for level, (t_gz, size_gz) in gz.items():
+        print(f"chrome .json.gz, level {level}  {fmt(rate(t_gz, n))} M instr/s   {size_gz / 1e6:,.1f} MB   "
+              f"time {statistics.median(t_gz) / statistics.median(t_js):.2f}x the plain JSON's")
+
+
+def gzip_levels(prof, path: str, runs: int) -> dict[int, tuple[list[float], int]]:
+    """write_chrome to `.json.gz` (atomic, write-behind thread) at the shipped level and at 6."""
+    shipped = traceio.GZIP_LEVEL
+    out = {}
+    try:
+        for level in sorted({shipped, 6}):
+            traceio.GZIP_LEVEL = level
+            out[level] = (timed(lambda: write_chrome(prof, path), runs), os.path.getsize(path))
+    finally:
+        traceio.GZIP_LEVEL = shipped
+    return out
 
 
 def bench_capture(runs: int, steps: int) -> None:
