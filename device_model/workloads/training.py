@@ -96,12 +96,14 @@ class TrainingPlan:
             p.binary("add", self.layer_params, "fp32", name=prefix + "grad_accumulate")
 
     def microbatch_program(self, s: int, layers: int | None = None) -> Program:
-        """Forward and backward of one micro-batch on stage `s` (all its layers unless given)."""
+        """Forward and backward of one micro-batch on stage `s` (all its layers unless given);
+        layers are named by their index in the whole model."""
         lay, n = self.spec.layout, self.layers[s] if layers is None else layers
+        first = sum(self.layers[:s])
         p = Program()
         if s == 0:
             emit_forward(p, self.embed, "embed.")
-        for i in range(n):
+        for i in range(first, first + n):
             emit_forward(p, self.layer, f"layer{i}.")
         if s == lay.pp - 1:
             emit_forward(p, self.head, "head.")
@@ -110,7 +112,7 @@ class TrainingPlan:
         p.phase = "backward"
         if s == lay.pp - 1:
             emit_backward(p, self.head, "head.")
-        for i in reversed(range(n)):
+        for i in reversed(range(first, first + n)):
             self._layer_backward(p, f"layer{i}.")
         if s == 0:
             emit_backward(p, self.embed, "embed.")
