@@ -53,13 +53,37 @@ class ProfileBuilder:
         self._ins: list[dict[str, np.ndarray]] = []
         self._ops: list[dict[str, np.ndarray]] = []
         self._n_ops = 0
-        self._steps: dict[int, list] = {}
+        self._steps: dict[tuple[int, int], list] = {}     # (rank index, step) -> steps row
         self._host = {c: [] for c in SCHEMA["host"]}
         self._coll = {c: [] for c in SCHEMA["collectives"]}
         self._sem: list[dict[str, np.ndarray]] = []
         self._throttles: list[tuple[float, float, float]] = []
         self._sem_count = np.zeros(len(LANE_ROW), dtype=np.int64)
         self._links: list[tuple[int, int, int]] = []
+        self._n_ins = 0
+        self._n_sem = 0
+        self._rank_info: list[dict] = []           # captured ranks, in capture order
+        self._rank_start: list[dict[str, int]] = []  # each rank's first row of every table
+
+    # --- ranks -------------------------------------------------------------------------------
+    def begin_rank(self, rank: int, **info) -> None:
+        """Rows added from now on belong to captured rank `rank` (its own NeuronCore); `info`
+        (stage, stages, core, ...) goes with its rows into `meta["ranks"]`. Without a call the
+        profile holds one rank and no `ranks` entry, as before."""
+        self._rank_info.append({"rank": int(rank), **info})
+        self._rank_start.append(self._row_counts())
+        self._sem_count[:] = 0          # every NeuronCore counts its own semaphore signals
+
+    def _row_counts(self) -> dict[str, int]:
+        return {"instructions": self._n_ins, "ops": self._n_ops, "steps": len(self._steps),
+                "host": len(self._host["start"]), "collectives": len(self._coll["op"]),
+                "semaphores": self._n_sem, "throttles": len(self._throttles)}
+
+    def _rank_rows(self) -> list[dict]:
+        """meta["ranks"]: each rank's info and its [start, stop) rows of every table."""
+        ends = self._rank_start[1:] + [self._row_counts()]
+        return [{**info, "rows": {t: [start[t], end[t]] for t in start}}
+                for info, start, end in zip(self._rank_info, self._rank_start, ends)]
 
     # --- host events -------------------------------------------------------------------------
     def add_host(self, name: str, cat: str, tid: int, start: float, end: float, op: int = -1,
@@ -98,13 +122,14 @@ class ProfileBuilder:
             ins["start"] = ins["start"] + shift
             ins["end"] = ins["end"] + shift
             self._ins.append(ins)
+            self._n_ins += len(tl)
             self._add_semaphores(ins)
             self._throttles += [(t.start + shift, t.duration, t.ratio) for t in tl.throttles]
         start = (float(tl.op_start.min()) if n else tl.t0) + shift
         end = max(tl.end + shift, start)
-        row = self._steps.get(step)
+        row = self._steps.get(self._step_key(step))
         if row is None:
-            self._steps[step] = [step, start, end, host_start, host_end, int(detailed)]
+            self._steps[self._step_key(step)] = [step, start, end, host_start, host_end, int(detailed)]
         else:
             row[1], row[2] = min(row[1], start), max(row[2], end)
             row[3], row[4] = min(row[3], host_start), max(row[4], host_end)
@@ -118,9 +143,18 @@ class ProfileBuilder:
         """Ops [first_op, stop_op) were launched by host event `host_row` (correlation)."""
         self._links.append((first_op, stop_op, host_row))
 
+    def set_step_device(self, step: int, start: float, end: float) -> None:
+        """The device span of `step` on the current rank, when it is not just its ops' span
+        (a pipeline stage idles inside the job's step before its first and after its last op)."""
+        row = self._steps[self._step_key(step)]
+        row[1], row[2] = start, end
+
     def set_step_host(self, step: int, start: float, end: float) -> None:
-        row = self._steps[step]
+        row = self._steps[self._step_key(step)]
         row[3], row[4] = start, end
+
+    def _step_key(self, step: int) -> tuple[int, int]:
+        return len(self._rank_info), step
 
     def _op_rows(self, step: int, program: Program, run: Run, info: list[OpInfo] | None):
         tl = run.timeline
@@ -191,6 +225,7 @@ class ProfileBuilder:
             values[sel] = self._sem_count[lane] + np.arange(1, sel.sum() + 1)
             self._sem_count[lane] += sel.sum()
         self._sem.append({"time": ends, "sem": lanes, "value": values})
+        self._n_sem += ends.size
 
     # --- result -----------------------------------------------------------------------------
     def build(self, **meta) -> Profile:
@@ -204,9 +239,14 @@ class ProfileBuilder:
             "throttles": _from_rows("throttles", self._throttles),
         }
         ops = tables["ops"]
-        ops["self_time"] = exclusive_time(ops["start"], ops["end"])
+        ranks = self._rank_rows()
+        for a, b in [r["rows"]["ops"] for r in ranks] or [(0, ops["start"].size)]:
+            # per NeuronCore: ranks run at the same time on different cores
+            ops["self_time"][a:b] = exclusive_time(ops["start"][a:b], ops["end"][a:b])
         for first, stop, host_row in self._links:
             ops["host"][first:stop] = host_row
+        if ranks:
+            meta = {"ranks": ranks, **meta}
         profile = Profile({**self.meta, **meta}, tuple(self.strings.strings), tables)
         profile.validate("capture")
         return profile
