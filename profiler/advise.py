@@ -6,7 +6,7 @@ Thresholds are plain constants below so they can be read and argued with.
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 import orjson
@@ -15,6 +15,7 @@ from device_model.errors import SpecError
 from device_model.specs import get_instance
 
 from .model import PHASES, Profile
+from .ranks import rank_views
 from .render import human_count, human_time
 from .summary import scope_mask, summarize, union_length
 
@@ -191,6 +192,15 @@ RULES = (rule_dma_small, rule_tensor_underused, rule_exposed_collectives, rule_b
 
 
 def advise(profile: Profile) -> list[Finding]:
+    """With several captured ranks, each rule's finding on the rank where it weighs most."""
+    views = rank_views(profile)
+    if len(views) > 1:
+        worst: dict[str, Finding] = {}
+        for view in views:
+            for f in advise(view):
+                if f.rule not in worst or f.impact > worst[f.rule].impact:
+                    worst[f.rule] = replace(f, evidence=(f"on {view.meta['rank_label']}",) + f.evidence)
+        return sorted(worst.values(), key=lambda f: (-f.impact, f.rule))
     summary = summarize(profile)
     found = [f for rule in RULES if (f := rule(profile, summary)) is not None]
     return sorted(found, key=lambda f: (-f.impact, f.rule))

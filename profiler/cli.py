@@ -50,6 +50,9 @@ def _capture_parser(sub) -> None:
     c.add_argument("--nodes", type=_positive, default=1, metavar="N", help="instances of the job")
     for flag in ("tp", "pp", "dp"):
         c.add_argument(f"--{flag}", type=_positive, metavar="N", help=f"{flag.upper()} degree")
+    c.add_argument("--ranks", metavar="WHICH", help="built-in runs: ranks to capture, each its own "
+                   "NeuronCore in the profile: stages (one per pipeline stage; default), first, last, "
+                   "or stage numbers like 0,3")
     c.add_argument("--num-exec", type=_positive, default=1, metavar="N", help="executions to run")
     c.add_argument("--profile-nth-exec", type=_positive, default=1, metavar="N",
                    help="keep every Nth execution at instruction level (2 skips warm-up)")
@@ -79,6 +82,8 @@ def cmd_capture(args, script: list[str]) -> int:
     inst = _instance(args)
     if script and args.workload:
         raise SpecError("give either --workload or a script after --, not both")
+    if script and args.ranks:
+        raise SpecError("--ranks applies to --workload captures; a script's ranks are its processes")
     if script:
         from .script import capture_script
         return capture_script(script, inst, args)
@@ -91,14 +96,16 @@ def cmd_capture(args, script: list[str]) -> int:
     placement = Placement(cores=args.cores, nodes=args.nodes, tp=args.tp, pp=args.pp, dp=args.dp)
     with progress_bar(args.progress, args.num_exec, "capturing") as tick:
         profile = capture_workload(args.workload, inst, placement, num_exec=args.num_exec,
-                                   nth_exec=args.profile_nth_exec, progress=tick)
+                                   nth_exec=args.profile_nth_exec, ranks=args.ranks, progress=tick)
     path = save(profile, args.session_file)
     _report_written(path, profile)
     return 0
 
 
 def _report_written(path: Path, profile) -> None:
-    print(f"neuron-profile: wrote {path} ({profile.rows('steps')} steps, {profile.rows('ops')} "
+    ranks = len(profile.meta.get("ranks") or ())
+    each = f"{ranks} ranks, " if ranks > 1 else ""
+    print(f"neuron-profile: wrote {path} ({each}{profile.rows('steps')} steps, {profile.rows('ops')} "
           f"operators, {profile.rows('instructions')} instructions)", file=sys.stderr)
 
 
@@ -124,9 +131,9 @@ def cmd_view(args) -> int:
         return 0
     stem = str(Path(args.session_file).with_suffix(""))
     if fmt == "chrome":
-        from .chrome import write_chrome
+        from .chrome_ranks import write_chrome_ranks
         out = args.output_file or stem + ".json"
-        n = write_chrome(profile, out)
+        n = write_chrome_ranks(profile, out)
     else:
         from .perfetto import write_perfetto
         out = args.output_file or stem + ".pftrace"

@@ -1,7 +1,9 @@
 """`neuron-profile diff A B`: per-operator and per-engine differences with ratios B/A.
 
 Both profiles are compared over their summarised steps, per step (so a 3-step profile and a
-1-step profile of the same run diff to ratios of 1). Operators match by name (or kind).
+1-step profile of the same run diff to ratios of 1). Operators match by name (or kind). A profile
+of several ranks counts all of them added up (`rank_summary.py`), so profiles with different
+rank counts compare the work of the captured ranks per step.
 """
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import orjson
 
 from .model import Profile
 from .render import human_count, human_time
-from .summary import summarize, top_operators
+from .rank_summary import summarize_ranks, top_operators_ranks
 
 ENGINE_KEYS = (("total", "total_time"), ("TensorE", "tensor_engine_active_time"),
                ("VectorE", "vector_engine_active_time"), ("ScalarE", "scalar_engine_active_time"),
@@ -50,16 +52,18 @@ class DiffResult:
 
 def _label(p: Profile) -> str:
     m = p.meta
-    return f"{m.get('workload') or m.get('command') or m.get('source')} on {m['instance']}"
+    ranks = len(m.get("ranks") or ())
+    each = f" ({ranks} ranks added up)" if ranks > 1 else ""
+    return f"{m.get('workload') or m.get('command') or m.get('source')} on {m['instance']}{each}"
 
 
 def _ops(p: Profile, by: str, steps: int) -> dict[str, dict]:
     return {s.name: {"time": s.self_time / steps, "count": s.count / steps, "bytes": s.hbm_bytes / steps,
-                     "flops": s.flops / steps, "bound": s.bound} for s in top_operators(p, None, by)}
+                     "flops": s.flops / steps, "bound": s.bound} for s in top_operators_ranks(p, None, by)}
 
 
 def diff_profiles(a: Profile, b: Profile, by: str = "name") -> DiffResult:
-    sa, sb = summarize(a), summarize(b)
+    sa, sb = summarize_ranks(a), summarize_ranks(b)
     na, nb = max(1, sa["trace_count"]), max(1, sb["trace_count"])
     engines = [Row(label, {"time": sa[k] / na}, {"time": sb[k] / nb}) for label, k in ENGINE_KEYS]
     metrics = [Row(k, {"value": sa[k] / (1 if "percent" in k else na)},

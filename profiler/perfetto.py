@@ -9,12 +9,15 @@ A `Trace` is a sequence of `packet` fields, so batches are simply concatenated.
 Tracks: one process per NeuronCore with a thread per engine lane / DMA queue (AWS row names),
 "Operators (row k)" threads, counter tracks, and the host process with its threads. Flows go
 from each host call to its operator span and from each operator span to its first instruction.
+A profile of several captured ranks gives one NeuronCore process and one host process per rank;
+each rank's track uuids and flow ids live in their own range.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from .model import Profile
+from .ranks import rank_views
 from .tracks import (DEVICE_PID, OP_TID_BASE, counters, host_pid, instruction_layout, op_rows, to_ns)
 from .traceio import write_atomic
 
@@ -26,6 +29,8 @@ _TRACK_BASE = 16                 # device thread tracks: base + tid
 _OP_TRACK_BASE = 4096            # operator rows: base + row
 _COUNTER_BASE = 8192
 _HOST_TRACK_BASE = 16384         # host threads: base + index
+_RANK_UUIDS = 1 << 20            # rank k's track uuids: k * _RANK_UUIDS + the above
+_RANK_FLOWS = 1 << 42            # rank k's flow ids: k * _RANK_FLOWS + op row (+ 2^40)
 
 
 def _pb():
@@ -117,14 +122,14 @@ def slices(start: np.ndarray, dur: np.ndarray, track: np.ndarray, name_iid: np.n
     return begin + end
 
 
-def _descriptors(profile: Profile, threads, n_op_rows: int, counter_names, host_tids) -> bytes:
+def _descriptors(profile: Profile, threads, n_op_rows: int, counter_names, host_tids, u: int) -> bytes:
     pb = _pb()
     meta = profile.meta
     trace = pb.Trace()
 
     def track(uuid: int, **kw):
         p = trace.packet.add()
-        p.track_descriptor.uuid = uuid
+        p.track_descriptor.uuid = u + uuid
         for k, v in kw.items():
             if k == "process":
                 p.track_descriptor.process.pid, p.track_descriptor.process.process_name = v
@@ -137,14 +142,16 @@ def _descriptors(profile: Profile, threads, n_op_rows: int, counter_names, host_
             else:
                 setattr(p.track_descriptor, k, v)
 
-    track(_PROCESS_UUID, process=(DEVICE_PID, f"NeuronCore {DEVICE_PID} ({meta['instance']}, "
-                                              f"{meta['device']}, LNC={meta['lnc']})"))
+    pid = int(meta.get("device_pid", DEVICE_PID))
+    where = f"{meta['rank_label']}, " if "rank_label" in meta else ""
+    track(_PROCESS_UUID, process=(pid, f"NeuronCore {pid} ({where}{meta['instance']}, "
+                                       f"{meta['device']}, LNC={meta['lnc']})"))
     for th in threads:
-        track(_TRACK_BASE + th.tid, thread=(DEVICE_PID, th.tid, th.name))
+        track(_TRACK_BASE + th.tid, thread=(pid, th.tid, th.name))
     for r in range(n_op_rows):
-        track(_OP_TRACK_BASE + r, thread=(DEVICE_PID, OP_TID_BASE + r, f"Operators (row {r})"))
+        track(_OP_TRACK_BASE + r, thread=(pid, OP_TID_BASE + r, f"Operators (row {r})"))
     for i, (name, unit) in enumerate(counter_names):
-        track(_COUNTER_BASE + i, name=name, parent_uuid=_PROCESS_UUID, counter=unit)
+        track(_COUNTER_BASE + i, name=name, parent_uuid=u + _PROCESS_UUID, counter=unit)
     hp = host_pid(profile)
     track(_HOST_UUID, process=(hp, meta.get("host_name", "Host")))
     for i, tid in enumerate(host_tids):
@@ -165,17 +172,20 @@ def _interned(names: list[str]) -> bytes:
     return trace.SerializeToString()
 
 
-def perfetto_chunks(profile: Profile) -> tuple[list[bytes], int]:
+def perfetto_chunks(profile: Profile, index: int = 0) -> tuple[list[bytes], int]:
+    """One rank's packets; `index` (its place among the ranks of the trace) picks its uuid and
+    flow id ranges, and the interned names (shared by all ranks) come with index 0."""
     meta = profile.meta
+    u = index * _RANK_UUIDS
     ops, host, ins = profile.table("ops"), profile.table("host"), profile.table("instructions")
     n_str = len(profile.strings)
     names = list(profile.strings) + list(meta["opcodes"]) + ["first instruction"]
     opcode_iid0, first_iid = n_str + 1, n_str + 1 + len(meta["opcodes"])
     lay = instruction_layout(profile)
-    chunks = [_interned(names)]
+    chunks = [_interned(names)] if index == 0 else []
     count = 0
     # instructions
-    chunks.append(slices(lay.start_ns, lay.dur_ns, _TRACK_BASE + lay.tid,
+    chunks.append(slices(lay.start_ns, lay.dur_ns, u + _TRACK_BASE + lay.tid,
                          opcode_iid0 + ins["opcode"][lay.order].astype(np.int64)))
     count += lay.order.size
     # operator spans, with a flow to their first instruction where they have one
@@ -185,23 +195,23 @@ def perfetto_chunks(profile: Profile) -> tuple[list[bytes], int]:
     op_of_ins = ins["op"][lay.order].astype(np.int64)
     has_ins = np.zeros(o_start.size, bool)
     has_ins[op_of_ins] = True
-    flow_id = np.arange(o_start.size, dtype=np.uint64) + 1
+    flow_id = np.arange(o_start.size, dtype=np.uint64) + np.uint64(1 + index * _RANK_FLOWS)
     for sel, flow in ((has_ins, flow_id), (~has_ins, None)):
-        chunks.append(slices(o_start[sel], (o_end - o_start)[sel], _OP_TRACK_BASE + rows[sel],
+        chunks.append(slices(o_start[sel], (o_end - o_start)[sel], u + _OP_TRACK_BASE + rows[sel],
                              ops["name_s"][sel].astype(np.int64) + 1, None if flow is None else flow[sel]))
     count += o_start.size
     if op_of_ins.size:
         o = np.lexsort((lay.start_ns, op_of_ins))
         first = o[np.flatnonzero(np.r_[True, op_of_ins[o][1:] != op_of_ins[o][:-1]])]
         chunks.append(track_events(lay.start_ns[first], np.full(first.size, INSTANT),
-                                   _TRACK_BASE + lay.tid[first], np.full(first.size, first_iid),
+                                   u + _TRACK_BASE + lay.tid[first], np.full(first.size, first_iid),
                                    flow_id[op_of_ins[first]]))
         count += first.size
     # host events; the launching call of each op starts a flow to the op span
     host_tids = sorted(set(host["tid"].tolist()))
     tid_index = {t: i for i, t in enumerate(host_tids)}
     h_start, h_end = to_ns(host["start"]), to_ns(host["end"])
-    h_track = np.array([_HOST_TRACK_BASE + tid_index[t] for t in host["tid"].tolist()], dtype=np.int64)
+    h_track = np.array([u + _HOST_TRACK_BASE + tid_index[t] for t in host["tid"].tolist()], dtype=np.int64)
     first_op = np.full(host["start"].size, -1, dtype=np.int64)
     hosted = np.flatnonzero(ops["host"] >= 0)[::-1]
     first_op[ops["host"][hosted]] = hosted          # reversed: the first op of each call wins
@@ -214,20 +224,24 @@ def perfetto_chunks(profile: Profile) -> tuple[list[bytes], int]:
     if launch.any():
         # the flow from the host call ends on the operator span it launched
         ops_l = first_op[launch]
-        chunks.append(track_events(o_start[ops_l], np.full(ops_l.size, INSTANT), _OP_TRACK_BASE + rows[ops_l],
+        chunks.append(track_events(o_start[ops_l], np.full(ops_l.size, INSTANT), u + _OP_TRACK_BASE + rows[ops_l],
                                    ops["name_s"][ops_l].astype(np.int64) + 1, flow_id[ops_l] + (1 << 40)))
     count += host["start"].size
     cnts = counters(profile)
     for i, c in enumerate(cnts):
         chunks.append(track_events(c.times_ns, np.full(c.times_ns.size, COUNTER),
-                                   np.full(c.times_ns.size, _COUNTER_BASE + i), double=c.values))
+                                   np.full(c.times_ns.size, u + _COUNTER_BASE + i), double=c.values))
         count += c.times_ns.size
     chunks.insert(0, _descriptors(profile, lay.threads, int(rows.max()) + 1 if rows.size else 0,
-                                  [(c.name, c.unit) for c in cnts], host_tids))
+                                  [(c.name, c.unit) for c in cnts], host_tids, u))
     return chunks, count
 
 
 def write_perfetto(profile: Profile, path: str) -> int:
-    chunks, count = perfetto_chunks(profile)
+    chunks, count = [], 0
+    for index, view in enumerate(rank_views(profile)):
+        part, n = perfetto_chunks(view, index)
+        chunks += part
+        count += n
     write_atomic(path, chunks)
     return count

@@ -5,6 +5,7 @@ import numpy as np
 import orjson
 
 from .model import PHASES, Profile
+from .ranks import rank_keys, rank_views
 from .summary import OpStat, summarize, top_operators
 
 
@@ -40,7 +41,11 @@ def ops_table(stats: list[OpStat]) -> str:
 
 
 def summary_text(profile: Profile, limit: int = 15) -> str:
-    summary = summarize(profile)
+    """One block per captured rank (figures per rank), blocks separated by a blank line."""
+    views = rank_views(profile)
+    if len(views) > 1:
+        return "\n".join(summary_text(v, limit) for v in views)
+    summary = {**rank_keys(profile), **summarize(profile)}
     lines = [f"{k} {_fmt_value(v)}" for k, v in summary.items()]
     lines += ["", "top operators (self time over the summarised steps)", ops_table(top_operators(profile, limit))]
     return "\n".join(lines) + "\n"
@@ -53,15 +58,31 @@ def _stat_dict(s: OpStat) -> dict:
 
 
 def summary_json(profile: Profile, limit: int | None = 50) -> bytes:
-    doc = {"summary": [summarize(profile)],
-           "top_operators": [_stat_dict(s) for s in top_operators(profile, limit)],
+    views = rank_views(profile)         # one summary per captured rank, like AWS's per core
+    doc = {"summary": [{**rank_keys(v), **summarize(v)} for v in views],
+           "top_operators": [{**rank_keys(v), **_stat_dict(s)} for v in views
+                             for s in top_operators(v, limit)],
            "metadata": profile.meta}
     return orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n"
 
 
 def profile_json(profile: Profile) -> bytes:
     """AWS's `--output-format json` shape: `summary` plus one record per instruction (timestamps
-    and durations in ns, `label` the timeline row) and, beyond AWS, the operator records."""
+    and durations in ns, `label` the timeline row) and, beyond AWS, the operator records. With
+    several captured ranks: one summary per rank, and records carry their `rank`."""
+    views = rank_views(profile)
+    if len(views) == 1:
+        return orjson.dumps(_profile_doc(profile), option=orjson.OPT_SERIALIZE_NUMPY) + b"\n"
+    doc: dict = {"summary": [], "instruction": [], "operator": [], "metadata": profile.meta}
+    for v in views:
+        part = _profile_doc(v)
+        doc["summary"] += [{**rank_keys(v), **s} for s in part["summary"]]
+        for key in ("instruction", "operator"):
+            doc[key] += [{**r, "rank": v.meta["rank"]} for r in part[key]]
+    return orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n"
+
+
+def _profile_doc(profile: Profile) -> dict:
     ins = profile.table("instructions")
     ops = profile.table("ops")
     meta = profile.meta
@@ -83,6 +104,5 @@ def profile_json(profile: Profile) -> bytes:
                                                   ops["phase"].tolist(), ops["step"].tolist(),
                                                   ops["start"].tolist(), ops["end"].tolist(),
                                                   ops["module_s"].tolist())]
-    doc = {"summary": [summarize(profile)], "instruction": records, "operator": operators,
-           "metadata": meta}
-    return orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n"
+    return {"summary": [summarize(profile)], "instruction": records, "operator": operators,
+            "metadata": meta}
