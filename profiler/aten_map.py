@@ -42,6 +42,13 @@ COLLECTIVES = {"allreduce_": "all_reduce", "all_reduce": "all_reduce", "allgathe
                "reduce_scatter_tensor": "reduce_scatter", "alltoall_": "all_to_all",
                "alltoall_base_": "all_to_all", "all_to_all_single": "all_to_all", "send": "send_recv",
                "recv_": "send_recv", "broadcast_": "all_gather"}
+# Operators add_call maps whole through its own branch (matmuls, convolutions, softmax, norms,
+# attention, embedding): a recorder that sees nested calls keeps these and not what they call.
+WHOLE_OPS = frozenset("""mm addmm bmm baddbmm linear matmul _scaled_mm addmm_ convolution
+convolution_backward _convolution conv2d _softmax softmax _log_softmax log_softmax _softmax_backward_data
+_log_softmax_backward_data native_layer_norm layer_norm native_layer_norm_backward rms_norm _fused_rms_norm
+native_batch_norm _native_batch_norm_legit native_group_norm group_norm embedding
+scaled_dot_product_attention""".split())
 DTYPES = {"torch.float32": "fp32", "torch.bfloat16": "bf16", "torch.float16": "fp16",
           "torch.float8_e4m3fn": "fp8", "torch.float8_e5m2": "fp8", "torch.float64": "fp32"}
 

@@ -61,6 +61,9 @@ def _capture_parser(sub) -> None:
     c.add_argument("--detail-steps", type=int, default=4, metavar="N",
                    help="scripts: steps kept at instruction level (the last N; 0 = all)")
     c.add_argument("--progress", choices=("auto", "on", "off"), default="auto")
+    c.add_argument("--recorder", choices=("auto", "native", "python"), default="auto",
+                   help="scripts: native (C++ RecordFunction hook, built on first use) or python "
+                        "(TorchDispatchMode, no compiler needed); auto falls back to python")
 
 
 def _view_parser(sub) -> None:

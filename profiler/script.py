@@ -45,7 +45,7 @@ def capture_script(command: list[str], inst, args) -> int:
     config = {"instance": inst.spec.name, "lnc": inst.lnc, "out": str(args.session_file),
               "auto_cast": args.auto_cast, "detail_steps": args.detail_steps, "kind": kind,
               "target": target, "progress": args.progress, "command": " ".join(command),
-              "dp": args.dp or 1}
+              "dp": args.dp or 1, "recorder": args.recorder}
     child = [sys.executable, "-m", "profiler.script", orjson.dumps(config).decode(), "--", target, *script_args]
     env = dict(os.environ)
     root = str(Path(__file__).resolve().parent.parent)
@@ -113,9 +113,14 @@ def child_main(argv: list[str]) -> int:
     from device_model import instance
     from device_model.workloads.micro import place_ranks
     from .fileformat import save
-    from .torch_capture import Recorder, recording_to_profile
+    from .torch_capture import start_recorder
+    from .torch_mapping import recording_to_profile
     inst = instance(config["instance"], config["lnc"])
-    recorder = Recorder().start()
+    try:
+        recorder = start_recorder(config.get("recorder"))
+    except ValueError as e:
+        print(f"neuron-profile: error: {e}", file=sys.stderr)
+        return 2
     try:
         code = _run_target(config["kind"], target_argv[0], target_argv[1:])
     finally:

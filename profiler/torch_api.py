@@ -82,15 +82,15 @@ class profile:
         self._active: set[int] = set()
 
     def __enter__(self) -> "profile":
-        from .torch_capture import Recorder
-        self._recorder = Recorder().start()
+        from .torch_capture import start_recorder
+        self._recorder = start_recorder()
         self._recorder.explicit_steps = True      # steps come from prof.step()
         self._note_action()
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
         recording = self._recorder.stop()
-        steps_with_calls = {c[6] for c in recording.calls}
+        steps_with_calls = recording.steps()
         if self._active & steps_with_calls:       # an unfinished window is still delivered
             self._emit(recording)
 
@@ -104,11 +104,11 @@ class profile:
         self._recorder.explicit_step()
         self.step_num += 1
         if action is ProfilerAction.RECORD_AND_SAVE:
-            self._emit(self._recorder.recording)
+            self._emit(self._recorder.flush())
         self._note_action()
 
     def _emit(self, recording) -> None:
-        from .torch_capture import recording_to_profile
+        from .torch_mapping import recording_to_profile
         self.profile = recording_to_profile(recording, self.inst, auto_cast=self.auto_cast,
                                             detail_steps=self.detail_steps, steps=set(self._active),
                                             command="profiler.profile")

@@ -1,29 +1,31 @@
-"""Recording a real PyTorch run: aten operators (TorchDispatchMode), module paths (global module
-hooks), forward/backward (the autograd node running), optimizer steps, DataLoader waits.
+"""Recording a real PyTorch run: aten operators, module paths (global module hooks),
+forward/backward, optimizer steps, DataLoader waits.
 
-The hot path stores one tuple per aten call; names, shapes and the chip mapping are worked out
-after the run (`Recording.to_profile`). Backward ops get the module of the forward op whose
-autograd node they run, through the node's sequence number.
+Two recorders fill the same columnar Recording. The native one (profiler/native_capture.py) hooks
+the dispatcher's RecordFunction from C++ and costs about a microsecond per operator; the Python
+one here is a TorchDispatchMode, slower but needing no compiler. `start_recorder()` picks the
+native one when it can be built. Either way the hot path keeps ids and numbers only; names,
+shapes and the chip mapping are worked out after the run (profiler/torch_mapping.py).
 """
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from device_model.core import Instance
-from device_model.program import Program
-
-from .aten_map import VIEWS, AtenCall, add_call
-from .builder import OpInfo, ProfileBuilder
-from .model import Profile
+from .aten_map import VIEWS, AtenCall
 
 FORWARD, BACKWARD, OPTIMIZER = 0, 1, 2
 PHASE_NAMES = ("forward", "backward", "optimizer")
+UNMATCHED_NODE = 1 << 62      # node_seq of backward nodes made by no forward call (AccumulateGrad)
+COLUMNS = {"sig": np.int32, "t0": np.int64, "t1": np.int64, "phase": np.int8, "module": np.int32,
+           "step": np.int32, "seq": np.int64, "node_seq": np.int64, "tid": np.int32}
 _current_node = torch._C._current_autograd_node
 _seq_nr = torch._C._autograd._get_sequence_nr
 _now = time.perf_counter_ns
@@ -31,22 +33,60 @@ _now = time.perf_counter_ns
 
 @dataclass(slots=True)
 class Recording:
-    """Raw records of one capture; times are perf_counter_ns."""
+    """Raw records of one capture; times are perf_counter_ns (CLOCK_MONOTONIC).
+
+    One row per operator call (COLUMNS): `sig` indexes `sigs`/`labels`, `module` indexes
+    `modules`, `seq` is the autograd sequence number a forward call's node gets, `node_seq` the
+    number of the backward node a call runs under (or -1)."""
     t0: int = field(default_factory=_now)
-    # (func, t0, t1, args, out, phase, module, step, seq, node_seq); after Recorder.compact():
-    # (func, t0, t1, AtenCall, phase, module, step, seq, node_seq)
-    calls: list = field(default_factory=list)
-    spans: list = field(default_factory=list)      # (name, cat, tid, t0, t1, step)
-    boundaries: list = field(default_factory=list) # perf_counter_ns at the end of each step
+    sigs: list = field(default_factory=list)        # AtenCall by signature id
+    labels: list = field(default_factory=list)      # "aten::mm" by signature id
+    modules: list = field(default_factory=lambda: [""])
+    chunks: list = field(default_factory=list)      # dicts of COLUMNS arrays, in time order
+    spans: list = field(default_factory=list)       # (name, cat, tid, t0, t1, step)
+    boundaries: list = field(default_factory=list)  # perf_counter_ns at the end of each step
+    recorder: str = "python"
+    # raw batches a recorder hands over without decoding them during the run, and the function
+    # that turns one into a chunk (called on first use of the columns)
+    pending: list = field(default_factory=list)
+    decoder: object = None
+    _sig_ids: dict = field(default_factory=dict)
+
+    def intern(self, call: AtenCall) -> int:
+        sig = self._sig_ids.get(call)
+        if sig is None:
+            sig = self._sig_ids[call] = len(self.sigs)
+            self.sigs.append(call)
+            self.labels.append(f"{call.namespace}::{call.name}")
+        return sig
+
+    def table(self) -> dict[str, np.ndarray]:
+        """All calls as one set of columns (chunks are merged once)."""
+        if self.pending:
+            batches, self.pending = self.pending, []
+            for batch in batches:
+                self.decoder(self, batch)
+        if len(self.chunks) != 1:
+            merged = {c: np.concatenate([ch[c] for ch in self.chunks]).astype(t, copy=False) if self.chunks
+                      else np.zeros(0, t) for c, t in COLUMNS.items()}
+            self.chunks = [merged]
+        return self.chunks[0]
+
+    def __len__(self) -> int:
+        return len(self.table()["sig"])
+
+    def steps(self) -> set[int]:
+        return set(np.unique(self.table()["step"]).tolist())
 
 
 class _Hooks:
-    """Global module and optimizer hooks feeding the recorder's module stack and phase."""
+    """Global module and optimizer hooks feeding the recorder's module stack, phase and steps."""
 
-    def __init__(self, rec: "Recorder") -> None:
+    def __init__(self, rec: "RecorderBase") -> None:
         self.rec = rec
         self.handles = []
-        self.names: dict[int, str] = {}
+        self.ids: dict[int, int] = {}
+        self._dl = None
 
     def install(self) -> None:
         mod = torch.nn.modules.module
@@ -63,44 +103,46 @@ class _Hooks:
         self.handles = []
         self._unpatch_dataloader()
 
-    def _name(self, module) -> str:
-        name = self.names.get(id(module))
-        if name is None:
+    def _id(self, module) -> int:
+        mid = self.ids.get(id(module))
+        if mid is None:
+            modules = self.rec.recording.modules
             root = type(module).__name__
             for sub_name, sub in module.named_modules():
-                self.names.setdefault(id(sub), f"{root}.{sub_name}" if sub_name else root)
-            name = self.names[id(module)]
-        return name
+                if id(sub) not in self.ids:
+                    self.ids[id(sub)] = len(modules)
+                    modules.append(f"{root}.{sub_name}" if sub_name else root)
+            mid = self.ids[id(module)]
+        return mid
 
     def _pre(self, module, args) -> None:
         rec = self.rec
-        rec.module_stack.append((self._name(module), _now()))
-        rec.module = rec.module_stack[-1][0]
+        mid = self._id(module)
+        rec.module_stack.append((mid, _now()))
+        rec.set_module(mid)
 
     def _post(self, module, args, output) -> None:
         rec = self.rec
         if rec.module_stack:
-            name, t0 = rec.module_stack.pop()
-            rec.recording.spans.append((name, "python_function", threading.get_ident(), t0, _now(), rec.step))
-        rec.module = rec.module_stack[-1][0] if rec.module_stack else ""
+            mid, t0 = rec.module_stack.pop()
+            rec.recording.spans.append((rec.recording.modules[mid], "python_function", threading.get_ident(),
+                                        t0, _now(), rec.step))
+        rec.set_module(rec.module_stack[-1][0] if rec.module_stack else 0)
 
     def _opt_pre(self, optimizer, args, kwargs) -> None:
-        self.rec.phase = OPTIMIZER
+        self.rec.set_phase(OPTIMIZER)
         self.rec.opt_t0 = _now()
 
     def _opt_post(self, optimizer, args, kwargs) -> None:
         rec = self.rec
         rec.recording.spans.append((f"Optimizer.step#{type(optimizer).__name__}.step", "user_annotation",
                                     threading.get_ident(), rec.opt_t0, _now(), rec.step))
-        rec.phase = FORWARD
+        rec.set_phase(FORWARD)
         if not rec.explicit_steps:
             rec.end_step()
 
     def _patch_dataloader(self) -> None:
-        try:
-            from torch.utils.data import dataloader
-        except ImportError:          # pragma: no cover - part of torch
-            return
+        from torch.utils.data import dataloader
         cls = dataloader._BaseDataLoaderIter
         original = cls.__next__
         rec = self.rec
@@ -117,27 +159,59 @@ class _Hooks:
         self._dl = (cls, original)
 
     def _unpatch_dataloader(self) -> None:
-        if getattr(self, "_dl", None):
+        if self._dl:
             cls, original = self._dl
             cls.__next__ = original
             self._dl = None
 
 
-class Recorder(TorchDispatchMode):
-    """Records every aten call made while active."""
+class RecorderBase:
+    """Context (module, phase, step) and step bookkeeping shared by both recorders."""
+    kind = "base"
 
     def __init__(self) -> None:
-        super().__init__()
-        self.recording = Recording()
-        self._append = self.recording.calls.append
-        self.module = ""
-        self.module_stack: list[tuple[str, int]] = []
+        self.recording = Recording(recorder=self.kind)
+        self.module = 0
+        self.module_stack: list[tuple[int, int]] = []
         self.phase = FORWARD
         self.step = 1
         self.explicit_steps = False
         self.opt_t0 = 0
         self.hooks = _Hooks(self)
-        self._compacted = 0
+
+    def set_module(self, module: int) -> None:
+        self.module = module
+
+    def set_phase(self, phase: int) -> None:
+        self.phase = phase
+
+    def end_step(self) -> None:
+        self.recording.boundaries.append(_now())
+        self.step += 1
+        self.compact()
+
+    def explicit_step(self) -> None:
+        self.explicit_steps = True
+        self.end_step()
+
+    def compact(self) -> None:          # move what the hot path kept into the Recording's columns
+        raise NotImplementedError
+
+    def flush(self) -> Recording:
+        """The recording so far, with every call made until now in its columns."""
+        self.compact()
+        return self.recording
+
+
+class Recorder(TorchDispatchMode, RecorderBase):
+    """The Python recorder: every aten call that reaches the Python dispatch key."""
+    kind = "python"
+
+    def __init__(self) -> None:
+        TorchDispatchMode.__init__(self)
+        RecorderBase.__init__(self)
+        self._calls: list[tuple] = []
+        self._append = self._calls.append
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         t0 = _now()
@@ -145,7 +219,7 @@ class Recorder(TorchDispatchMode):
         t1 = _now()
         node = _current_node()
         self._append((func, t0, t1, args, out, self.phase, self.module, self.step,
-                      _seq_nr(), node._sequence_nr() if node is not None else -1))
+                      _seq_nr() - 1, min(node._sequence_nr(), UNMATCHED_NODE) if node is not None else -1))
         return out
 
     def start(self) -> "Recorder":
@@ -159,26 +233,19 @@ class Recorder(TorchDispatchMode):
         self.compact()
         return self.recording
 
-    def end_step(self) -> None:
-        self.recording.boundaries.append(_now())
-        self.step += 1
-        self.compact()
-
     def compact(self) -> None:
-        """Replace the tensors kept by the hot path with their shapes, so a long run holds no
-        more than one step's tensors."""
-        calls = self.recording.calls
-        for i in range(self._compacted, len(calls)):
-            func, t0, t1, args, out, *rest = calls[i]
-            calls[i] = (func, t0, t1, to_call(func, args, out), *rest)
-        self._compacted = len(calls)
+        """Replace the tensors kept by the hot path with interned signatures, so a long run
+        holds no more than one step's tensors."""
+        calls, self._calls = self._calls, []
+        self._append = self._calls.append
+        if not calls:
+            return
+        rec = self.recording
+        rows = [(rec.intern(to_call(func, args, out)), t0, t1, phase, module, step, seq, node_seq, 0)
+                for func, t0, t1, args, out, phase, module, step, seq, node_seq in calls]
+        cols = list(zip(*rows))
+        rec.chunks.append({c: np.asarray(cols[i], dtype=t) for i, (c, t) in enumerate(COLUMNS.items())})
 
-    def explicit_step(self) -> None:
-        self.explicit_steps = True
-        self.end_step()
-
-
-# --- after the run: records -> calls -> programs -> profile ---------------------------------
 
 def _shapes(args) -> tuple[tuple[tuple[int, ...], ...], str, tuple]:
     shapes, dtype, extra = [], "", ()
@@ -215,98 +282,36 @@ def _func_info(func) -> tuple[str, str, bool]:
     return info
 
 
+def conv_extra(name: str, args) -> tuple:
+    """Stride and padding of a convolution call, from its positional arguments."""
+    stride = args[3] if name == "convolution" else args[4]
+    padding = args[4] if name == "convolution" else args[5]
+    return (int(stride[0]) if stride else 1, int(padding[0]) if padding else 0)
+
+
 def to_call(func, args, out) -> AtenCall:
     name, namespace, is_view = _func_info(func)
     if is_view:                     # metadata-only: no device cost, shapes not needed
         return AtenCall(name, namespace, (), "", 0)
     shapes, dtype, extra = _shapes(args)
-    packet = func.overloadpacket
-    if packet.__name__ in ("convolution", "convolution_backward") and len(args) > 4:
-        stride = args[3] if packet.__name__ == "convolution" else args[4]
-        padding = args[4] if packet.__name__ == "convolution" else args[5]
-        extra = (int(stride[0]) if stride else 1, int(padding[0]) if padding else 0)
+    if name in ("convolution", "convolution_backward") and len(args) > 5:
+        extra = conv_extra(name, args)
     return AtenCall(name, namespace, shapes, dtype, _numel(out), extra)
 
 
-def _step_programs(recording: Recording, auto_cast: str, group):
-    """Per step: Program, OpInfo per chip op, host row of each call (filled later)."""
-    seq_module: dict[int, str] = {}
-    programs: dict[int, tuple[Program, list]] = {}
-    for i, (func, t0, t1, call, phase, module, step, seq, node_seq) in enumerate(recording.calls):
-        if node_seq >= 0:
-            phase_name = "backward"
-            module = seq_module.get(node_seq, module)
-        else:
-            phase_name = PHASE_NAMES[phase]
-            if phase == FORWARD:
-                seq_module.setdefault(seq - 1, module)
-        prog, infos = programs.setdefault(step, (Program(), []))
-        prog.phase = phase_name
-        added = add_call(prog, call, auto_cast, group)
-        shape_text = "x".join(",".join(map(str, s)) for s in call.shapes[:2])
-        infos.extend([(i, module, shape_text, call.dtype.removeprefix("torch."))] * added)
-    return programs
-
-
-def _program_key(prog: Program) -> tuple:
-    return tuple((op.key, op.phase, op.name, op.deps) for op in prog.ops)
-
-
-def recording_to_profile(recording: Recording, inst: Instance, *, auto_cast: str = "matmult",
-                         detail_steps: int = 4, steps: set[int] | None = None, command: str = "",
-                         group=None, meta: dict | None = None) -> Profile:
-    """Simulate each recorded step on `inst` and assemble the profile, keeping the measured CPU
-    timeline as the host process. `steps` limits the steps kept (the API's schedule)."""
-    builder = ProfileBuilder(inst, "pytorch", command=command, auto_cast=auto_cast,
-                             host_pid=os.getpid(), host_name=f"Host: {command or 'python'} (measured CPU)",
-                             **(meta or {}))
-    t0 = recording.t0
-    tids: dict[int, int] = {}
-
-    def tid_of(ident: int) -> int:
-        return tids.setdefault(ident, len(tids) + 1)
-
-    programs = _step_programs(recording, auto_cast, group)
-    # steps with device work (a trailing `loss.item()` after the last optimizer step is no step)
-    wanted = sorted(s for s, (prog, _) in programs.items() if prog.ops and (steps is None or s in steps))
-    detailed = set(wanted if detail_steps <= 0 else wanted[-detail_steps:])
-    host_rows: dict[int, int] = {}
-    main_tid = tid_of(threading.get_ident())
-    for i, (func, c0, c1, _call, _phase, _module, step, *_seq) in enumerate(recording.calls):
-        if step in wanted:
-            host_rows[i] = builder.add_host(f"{getattr(func, 'namespace', 'aten')}::{func.overloadpacket.__name__}",
-                                            "cpu_op", main_tid, (c0 - t0) / 1e9, (c1 - t0) / 1e9, step=step)
-    for name, cat, ident, s0, s1, step in recording.spans:
-        if step in wanted:
-            builder.add_host(name, cat, tid_of(ident), (s0 - t0) / 1e9, (s1 - t0) / 1e9, step=step)
-    bounds = _step_bounds(recording, programs)
-    cache: dict[tuple, object] = {}
-    t_dev = 0.0
-    for step in wanted:
-        prog, infos = programs[step]
-        h_start, h_end = bounds[step]
-        builder.add_host(f"ProfilerStep#{step}", "user_annotation", main_tid, (h_start - t0) / 1e9,
-                         (h_end - t0) / 1e9, step=step)
-        key = _program_key(prog)
-        run = cache.get(key)
-        if run is None:
-            run = cache[key] = inst.run(prog)
-        info = [OpInfo(m, sh, dt, host_rows.get(i, -1)) for i, m, sh, dt in infos]
-        t_dev += inst.costs.exec_overhead_s
-        builder.add_step(step, prog, run, detailed=step in detailed, host_start=(h_start - t0) / 1e9,
-                         host_end=(h_end - t0) / 1e9, info=info, shift=t_dev)
-        t_dev += run.timeline.wall
-    return builder.build()
-
-
-def _step_bounds(recording: Recording, programs) -> dict[int, tuple[int, int]]:
-    """Host interval of each step: from the previous boundary (or the capture start) to its own
-    boundary (or the last call)."""
-    edges = [recording.t0, *recording.boundaries]
-    last = max((c[2] for c in recording.calls), default=recording.t0)
-    out = {}
-    for step in programs:
-        start = edges[step - 1] if step - 1 < len(edges) else last
-        end = edges[step] if step < len(edges) else last
-        out[step] = (start, max(end, start))
-    return out
+def start_recorder(kind: str | None = None) -> RecorderBase:
+    """A started recorder: `kind` "native", "python" or "auto" (default: $NEURONSCOPE_RECORDER,
+    else auto — native when it can be built, with one line on stderr when it cannot)."""
+    kind = kind or os.environ.get("NEURONSCOPE_RECORDER", "auto")
+    if kind not in ("auto", "native", "python"):
+        raise ValueError(f"unknown recorder {kind!r} (choose auto, native or python)")
+    if kind != "python":
+        from .native_build import NativeUnavailable
+        from .native_capture import NativeRecorder
+        try:
+            return NativeRecorder().start()
+        except NativeUnavailable as e:
+            if kind == "native":
+                raise ValueError(str(e)) from None
+            print(f"neuron-profile: {e}; using the Python recorder (slower)", file=sys.stderr)
+    return Recorder().start()

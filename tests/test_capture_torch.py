@@ -29,10 +29,17 @@ def capture(tmp_path: Path, *script_args: str, extra: tuple[str, ...] = (), **kw
                           capture_output=True, text=True, cwd=ROOT, timeout=300, **kw)
 
 
-@pytest.fixture(scope="module")
-def captured(tmp_path_factory):
+# What each recorder keeps of a linear layer and a layer norm: the native one sees the operator the
+# script called (aten::linear), the Python one what reaches the dispatcher's Python key.
+RECORDED = {"native": {"aten::linear", "aten::mm", "aten::layer_norm", "aten::embedding"},
+            "python": {"aten::addmm", "aten::mm", "aten::native_layer_norm", "aten::embedding"}}
+
+
+@pytest.fixture(scope="module", params=["native", "python"])
+def captured(request, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("cap")
-    res = capture(tmp, "--steps", "8", extra=("--instance", "trn1.32xlarge", "--detail-steps", "2"))
+    res = capture(tmp, "--steps", "8", extra=("--instance", "trn1.32xlarge", "--detail-steps", "2",
+                                              "--recorder", request.param))
     return res, fileformat.load(tmp / "t.nsprof")
 
 
@@ -46,6 +53,7 @@ def test_script_runs_for_real_and_its_loss_falls(captured):
 def test_profile_has_steps_phases_modules_and_host_track(captured):
     _, prof = captured
     assert prof.meta["instance"] == "trn1.32xlarge" and prof.meta["source"] == "pytorch"
+    recorder = prof.meta["recorder"]
     steps = prof.table("steps")
     assert steps["step"].tolist() == list(range(1, 9))
     assert steps["detailed"].tolist() == [0] * 6 + [1, 1]
@@ -53,7 +61,7 @@ def test_profile_has_steps_phases_modules_and_host_track(captured):
     phases = {PHASES[p] for p in ops["phase"].tolist()}
     assert phases == {"forward", "backward", "optimizer"}
     names = set(prof.text(ops["name_s"]))
-    assert {"aten::mm", "aten::addmm", "aten::native_layer_norm", "aten::embedding"} <= names
+    assert RECORDED[recorder] <= names
     modules = set(prof.text(ops["module_s"][ops["phase"] == PHASES.index("backward")]))
     assert "TinyGPT.layers.0.up" in modules           # backward ops find their forward module
     host = prof.table("host")
