@@ -110,3 +110,17 @@ def load() -> ctypes.CDLL:
     lib.ns_release.restype = None
     _loaded = lib
     return lib
+
+
+def main() -> int:
+    """`python -m profiler.native_build`: build ahead of the first capture (setup does this)."""
+    try:
+        import torch
+        print(f"native recorder: {build(torch)}")
+    except (ImportError, NativeUnavailable) as e:
+        print(f"native recorder not built ({e}); captures will use the Python recorder")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -46,6 +46,8 @@ def operator_kinds() -> str:
     lines = [f"aten::{n}\t{MAPPED}\n" for n in sorted(mapped)]
     lines += [f"{ns}::{n}\t{MAPPED}\n" for n in sorted(COLLECTIVES) for ns in ("aten", "c10d", "_c10d_functional")]
     lines += [f"aten::{n}\t{SKIP}\n" for n in sorted(skip)]
+    lines += [f"profiler::{n}\t{SKIP}\n" for n in ("_record_function_enter", "_record_function_enter_new",
+                                                  "_record_function_exit")]   # record_function's markers
     return "".join(lines)
 
 

@@ -39,8 +39,8 @@ class Recording:
     `modules`, `seq` is the autograd sequence number a forward call's node gets, `node_seq` the
     number of the backward node a call runs under (or -1)."""
     t0: int = field(default_factory=_now)
-    sigs: list = field(default_factory=list)        # AtenCall by signature id
-    labels: list = field(default_factory=list)      # "aten::mm" by signature id
+    _sigs: list = field(default_factory=list)       # AtenCall by signature id
+    _labels: list = field(default_factory=list)     # "aten::mm" by signature id
     modules: list = field(default_factory=lambda: [""])
     chunks: list = field(default_factory=list)      # dicts of COLUMNS arrays, in time order
     spans: list = field(default_factory=list)       # (name, cat, tid, t0, t1, step)
@@ -55,17 +55,30 @@ class Recording:
     def intern(self, call: AtenCall) -> int:
         sig = self._sig_ids.get(call)
         if sig is None:
-            sig = self._sig_ids[call] = len(self.sigs)
-            self.sigs.append(call)
-            self.labels.append(f"{call.namespace}::{call.name}")
+            sig = self._sig_ids[call] = len(self._sigs)
+            self._sigs.append(call)
+            self._labels.append(f"{call.namespace}::{call.name}")
         return sig
 
-    def table(self) -> dict[str, np.ndarray]:
-        """All calls as one set of columns (chunks are merged once)."""
+    def _resolve(self) -> None:
         if self.pending:
             batches, self.pending = self.pending, []
             for batch in batches:
                 self.decoder(self, batch)
+
+    @property
+    def sigs(self) -> list[AtenCall]:
+        self._resolve()
+        return self._sigs
+
+    @property
+    def labels(self) -> list[str]:
+        self._resolve()
+        return self._labels
+
+    def table(self) -> dict[str, np.ndarray]:
+        """All calls as one set of columns (chunks are merged once)."""
+        self._resolve()
         if len(self.chunks) != 1:
             merged = {c: np.concatenate([ch[c] for ch in self.chunks]).astype(t, copy=False) if self.chunks
                       else np.zeros(0, t) for c, t in COLUMNS.items()}
@@ -242,7 +255,10 @@ class Recorder(TorchDispatchMode, RecorderBase):
             return
         rec = self.recording
         rows = [(rec.intern(to_call(func, args, out)), t0, t1, phase, module, step, seq, node_seq, 0)
-                for func, t0, t1, args, out, phase, module, step, seq, node_seq in calls]
+                for func, t0, t1, args, out, phase, module, step, seq, node_seq in calls
+                if func.namespace != "profiler"]       # record_function's own markers
+        if not rows:
+            return
         cols = list(zip(*rows))
         rec.chunks.append({c: np.asarray(cols[i], dtype=t) for i, (c, t) in enumerate(COLUMNS.items())})
 

@@ -1,0 +1,206 @@
+"""The native aten recorder against the Python one and against torch itself: which calls it keeps,
+the shapes and dtypes it decodes, phases and modules, threads, errors inside operators, and how it
+is built, cached and replaced by the Python recorder when it cannot be built."""
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+torch = pytest.importorskip("torch")
+import torch.nn.functional as F  # noqa: E402
+
+from profiler import native_build  # noqa: E402
+from profiler.native_capture import NativeRecorder  # noqa: E402
+from profiler.torch_capture import BACKWARD, FORWARD, Recorder, start_recorder  # noqa: E402
+from profiler.torch_mapping import recording_to_profile, resolve_phases  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def record(fn, kind: str = "native"):
+    rec = NativeRecorder().start() if kind == "native" else Recorder().start()
+    try:
+        fn()
+    finally:
+        recording = rec.stop()
+    return recording
+
+
+def labels(recording) -> list[str]:
+    t = recording.table()
+    return [recording.labels[s] for s in t["sig"].tolist()]
+
+
+def test_known_operators_are_kept_whole_and_views_and_no_ops_dropped():
+    x, w = torch.randn(4, 8), torch.randn(16, 8)
+
+    def work():
+        F.linear(x, w)                 # composite: kept as linear, not t + mm
+        x.view(32)                     # metadata only
+        x.contiguous()                 # already contiguous: does nothing
+        x.to(torch.float32)            # same dtype: does nothing
+        torch.cat([x, x])
+    assert labels(record(work)) == ["aten::linear", "aten::cat"]
+
+
+def test_decoded_shapes_dtypes_and_lists():
+    x = torch.randn(2, 3, 8, 8)
+    conv_w = torch.randn(4, 3, 3, 3)
+
+    def work():
+        torch.nn.functional.conv2d(x, conv_w, stride=2, padding=1)
+        torch.cat([torch.ones(2, 3), torch.ones(5, 3)])
+        torch.add(torch.ones(3, dtype=torch.bfloat16), 1)
+    rec = record(work)
+    calls = {c.name: c for c in rec.sigs}
+    conv = calls["conv2d"]
+    assert conv.shapes[:2] == ((2, 3, 8, 8), (4, 3, 3, 3)) and conv.dtype == "torch.float32"
+    assert calls["cat"].shapes == ((21,),) and calls["cat"].out_numel == 21
+    assert calls["add"].dtype == "torch.bfloat16" and calls["add"].out_numel == 3
+
+
+@settings(max_examples=40, deadline=None)
+@given(shape=st.lists(st.integers(1, 5), min_size=1, max_size=4),
+       dtype=st.sampled_from([torch.float16, torch.bfloat16, torch.float32, torch.float64]))
+def test_any_shape_and_floating_dtype_decode_as_torch_reports_them(shape, dtype):
+    a = torch.zeros(shape, dtype=dtype)
+    rec = record(lambda: torch.mul(a, a))
+    (call,) = rec.sigs
+    assert call.name == "mul" and call.shapes == (tuple(shape), tuple(shape))
+    assert call.dtype == str(dtype) and call.out_numel == a.numel()
+
+
+class Tiny(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up = torch.nn.Linear(8, 16)
+        self.down = torch.nn.Linear(16, 8)
+
+    def forward(self, x):
+        return self.down(F.gelu(self.up(x)))
+
+
+def train_steps(model, opt, steps: int = 3):
+    x = torch.randn(4, 8)
+    for _ in range(steps):
+        loss = model(x).square().mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+
+@pytest.mark.parametrize("kind", ["native", "python"])
+def test_phases_modules_and_steps(kind):
+    torch.manual_seed(0)
+    model = Tiny()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    train_steps(model, opt, 1)
+    rec = record(lambda: train_steps(model, opt, 3), kind)
+    cols = rec.table()
+    phase, module = resolve_phases(rec, cols)
+    names = np.array(rec.modules)[module]
+    assert sorted(set(cols["step"].tolist())) == [1, 2, 3]
+    bwd = phase == BACKWARD
+    assert bwd.any() and (phase == FORWARD).any()
+    assert {"Tiny.up", "Tiny.down"} <= set(names[bwd].tolist())     # backward finds its module
+    assert (cols["t1"] >= cols["t0"]).all() and (np.diff(cols["t0"]) >= 0).all()
+    assert cols["t0"].min() >= rec.t0
+
+
+def test_both_recorders_give_the_same_forward_and_backward_flops():
+    from device_model import instance
+    inst = instance("trn2.48xlarge")
+    flops = {}
+    for kind in ("native", "python"):
+        torch.manual_seed(0)
+        model = Tiny()
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        prof = recording_to_profile(record(lambda: train_steps(model, opt, 2), kind), inst, detail_steps=1)
+        ops = prof.table("ops")
+        flops[kind] = [float(ops["flops"][ops["phase"] == p].sum()) for p in (0, 1)]
+    assert flops["native"] == flops["python"] and min(flops["native"]) > 0
+
+
+def test_calls_from_another_thread_are_kept_while_collecting():
+    a = torch.ones(16)
+    rec = NativeRecorder().start()
+    done = threading.Event()
+
+    def worker():
+        for _ in range(2000):
+            torch.add(a, a)
+        done.set()
+    t = threading.Thread(target=worker)
+    t.start()
+    while not done.is_set():
+        rec.flush()                     # collection races the worker's appends
+    t.join()
+    recording = rec.stop()
+    cols = recording.table()
+    adds = [i for i, s in enumerate(cols["sig"].tolist()) if recording.labels[s] == "aten::add"]
+    assert len(adds) == 2000 and set(cols["tid"][adds].tolist()) == {1}
+
+
+def test_an_operator_that_raises_leaves_recording_intact():
+    x3 = torch.randn(2, 4, 8)
+    w = torch.randn(8, 8)
+    bad = torch.randn(8, 5)
+
+    def work():
+        F.linear(x3, w)                 # many callees: recording is switched off inside it
+        with pytest.raises(RuntimeError):
+            F.linear(x3, bad)
+        torch.add(w, w)
+    # the failed call is recorded too (it ran until it raised), and recording goes on after it
+    assert labels(record(work)) == ["aten::linear", "aten::linear", "aten::add"]
+    again = record(lambda: torch.mul(w, w))
+    assert labels(again) == ["aten::mul"]
+
+
+def test_library_is_cached_per_user_with_private_modes(tmp_path, monkeypatch):
+    monkeypatch.setenv("NEURONSCOPE_CACHE_DIR", str(tmp_path))
+    path = native_build.build(torch)
+    assert path.exists() and path.is_relative_to(tmp_path)
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert native_build.build(torch) == path                    # second call: no rebuild
+    assert not list(path.parent.glob("*.tmp"))
+
+
+def test_without_a_compiler_auto_falls_back_and_native_is_a_clear_error(tmp_path):
+    env = {**os.environ, "NEURONSCOPE_CACHE_DIR": str(tmp_path), "CXX": "no-such-compiler",
+           "PYTHONPATH": str(ROOT)}
+    code = ("import sys; from profiler.torch_capture import start_recorder\n"
+            "r = start_recorder(sys.argv[1]); print(r.kind); r.stop()")
+    auto = subprocess.run([sys.executable, "-c", code, "auto"], capture_output=True, text=True, env=env)
+    assert auto.returncode == 0 and auto.stdout.strip() == "python"
+    assert "no C++ compiler" in auto.stderr and auto.stderr.strip().count("\n") == 0
+    script = tmp_path / "s.py"
+    script.write_text("import torch\ntorch.ones(2) + 1\n")
+    native = subprocess.run([sys.executable, "-m", "profiler.cli", "capture", "-s", str(tmp_path / "o"),
+                             "--recorder", "native", "--", "python", str(script)],
+                            capture_output=True, text=True, env=env, cwd=ROOT)
+    assert native.returncode == 2 and "Traceback" not in native.stderr
+    assert "no C++ compiler" in native.stderr
+
+
+def test_a_failing_build_is_reported_in_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("NEURONSCOPE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("CXX", "false")                          # a compiler that always fails
+    with pytest.raises(native_build.NativeUnavailable, match="building the native recorder failed"):
+        native_build.build(torch)
+    assert not list((tmp_path / "neuronscope" / "native").glob("*.so*"))
+
+
+def test_recorder_choice_is_validated():
+    with pytest.raises(ValueError, match="unknown recorder"):
+        start_recorder("fast")
