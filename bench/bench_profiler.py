@@ -1,12 +1,10 @@
-"""neuron-profile costs, each against a baseline measured in the same run:
-
-1. instruction-level trace export (~1M instructions): our numpy Chrome JSON writer against
+"""neuron-profile trace export, against baselines measured in the same run: instruction-level
+export of a built-in capture with our numpy Chrome JSON writer against
    orjson streaming one event dict per line (the fastest off-the-shelf path, perf-baselines §5 b),
    and our numpy Perfetto protobuf writer against perfetto's TraceProtoBuilder (BEGIN/END
    TrackEvents with interned names, §5 d1, on a 100k-event slice); sizes of both files;
-   `.json.gz` through write_chrome at gzip level 1 (shipped) and 6, against the plain JSON;
-2. PyTorch capture overhead per aten op: the shipped transformer's training steps uninstrumented,
-   under our recorder, and under torch.profiler(record_shapes=True), same script, same run.
+   `.json.gz` through write_chrome at gzip level 1 (shipped) and 6, against the plain JSON.
+PyTorch capture overhead is measured by bench/bench_capture.py.
 
 Prints median [min-max] over runs and the ratios. Usage: python bench/bench_profiler.py [--runs 5]
 """
@@ -22,7 +20,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "examples"))
 
 import numpy as np  # noqa: E402
 import orjson  # noqa: E402
@@ -146,80 +143,11 @@ def gzip_levels(prof, path: str, runs: int) -> dict[int, tuple[list[float], int]
     return out
 
 
-def bench_capture(runs: int, steps: int) -> None:
-    import torch
-    import torch.nn.functional as F
-    from torch.profiler import ProfilerActivity, profile
-    from profiler.torch_capture import Recorder, recording_to_profile
-    from train_transformer import TinyGPT
-    torch.manual_seed(0)
-    torch.set_num_threads(1)
-    model = TinyGPT(64, 64, 4, 2, 32)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    x = torch.randint(0, 64, (8, 32))
-
-    def train():
-        for _ in range(steps):
-            loss = F.cross_entropy(model(x).reshape(-1, 64), x.reshape(-1))
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-
-    rec = Recorder().start()
-    train()
-    recording = rec.stop()
-    n_ops = len(recording.calls)
-    t_conv = time.perf_counter()
-    recording_to_profile(recording, instance("trn2.48xlarge"), detail_steps=1)
-    t_conv = time.perf_counter() - t_conv
-
-    def recorded():
-        r = Recorder().start()
-        train()
-        r.stop()
-
-    def torch_profiled():
-        with profile(activities=[ProfilerActivity.CPU], record_shapes=True):
-            train()
-
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class Passthrough(TorchDispatchMode):
-        """The floor of any TorchDispatchMode recorder: a mode that only calls through."""
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            return func(*args, **(kwargs or {}))
-
-    def floor():
-        with Passthrough():
-            train()
-
-    base, ours, theirs, empty = [], [], [], []
-    train()
-    for _ in range(runs):              # interleaved, so drift hits all four alike
-        for bucket, fn in ((base, train), (ours, recorded), (theirs, torch_profiled), (empty, floor)):
-            t = time.perf_counter()
-            fn()
-            bucket.append(time.perf_counter() - t)
-    per_op = lambda ts: [(t - statistics.median(base)) / n_ops * 1e6 for t in ts]   # noqa: E731
-    print(f"== PyTorch capture: {steps} training steps of the example transformer, {n_ops:,} aten ops ==")
-    print(f"uninstrumented              {fmt(base, 1e3, ' ms')}  ({statistics.median(base) / n_ops * 1e6:.2f} µs/op)")
-    print(f"our recorder                {fmt(ours, 1e3, ' ms')}  overhead {fmt(per_op(ours), 1, ' µs/op')}")
-    print(f"empty TorchDispatchMode     {fmt(empty, 1e3, ' ms')}  overhead {fmt(per_op(empty), 1, ' µs/op')}")
-    print(f"torch.profiler(shapes)      {fmt(theirs, 1e3, ' ms')}  overhead {fmt(per_op(theirs), 1, ' µs/op')}")
-    print(f"  ratio torch.profiler/ours overhead "
-          f"{statistics.median(per_op(theirs)) / max(statistics.median(per_op(ours)), 1e-9):.2f}x")
-    print(f"mapping + simulation after the run: {t_conv * 1e3:.0f} ms ({t_conv / n_ops * 1e6:.1f} µs/op)")
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--skip-capture", action="store_true")
     args = parser.parse_args()
     bench_export(args.runs)
-    if not args.skip_capture:
-        bench_capture(args.runs, args.steps)
     return 0
 
 
