@@ -168,3 +168,10 @@ def _attention(prog: Program, s, mm_dtype: str, dtype: str, label: str, backward
         prog.matmul(seq, d, k_len, mm_dtype, batch=batch, weights=False, name=f"{label}.qk")
         prog.softmax(batch * seq, k_len, dtype, name=f"{label}.softmax")
         prog.matmul(seq, k_len, d, mm_dtype, batch=batch, weights=False, name=f"{label}.pv")
+
+
+def conv_extra(name: str, args) -> tuple:
+    """Stride and padding of a convolution call, from its positional arguments."""
+    stride = args[3] if name == "convolution" else args[4]
+    padding = args[4] if name == "convolution" else args[5]
+    return (int(stride[0]) if stride else 1, int(padding[0]) if padding else 0)

@@ -12,9 +12,9 @@ import functools
 
 import numpy as np
 
-from .aten_map import BINARY, COLLECTIVES, COPIES, REDUCE, UNARY, VIEWS, WHOLE_OPS, AtenCall
+from .aten_map import BINARY, COLLECTIVES, COPIES, REDUCE, UNARY, VIEWS, WHOLE_OPS, AtenCall, conv_extra
 from .native_build import NativeUnavailable, load
-from .torch_capture import COLUMNS, Recording, RecorderBase, conv_extra
+from .torch_capture import COLUMNS, Recording, RecorderBase
 
 RECORD = np.dtype([("t0", "<i8"), ("t1", "<i8"), ("seq", "<i8"), ("node_seq", "<i8"), ("out_numel", "<i8"),
                    ("sig", "<i4"), ("module", "<i4"), ("step", "<i4"), ("phase", "<i4"), ("tid", "<i4"),

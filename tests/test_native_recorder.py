@@ -20,7 +20,8 @@ import torch.nn.functional as F  # noqa: E402
 
 from profiler import native_build  # noqa: E402
 from profiler.native_capture import NativeRecorder  # noqa: E402
-from profiler.torch_capture import BACKWARD, FORWARD, Recorder, start_recorder  # noqa: E402
+from profiler.python_capture import Recorder  # noqa: E402
+from profiler.torch_capture import BACKWARD, FORWARD, start_recorder  # noqa: E402
 from profiler.torch_mapping import recording_to_profile, resolve_phases  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
