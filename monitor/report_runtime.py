@@ -1,0 +1,262 @@
+"""The runtime groups of a Report: one ``neuron_runtime_data`` entry and its per-period groups.
+
+``RuntimeReport`` holds what one runtime reported (core utilization and FLOP/s, executions and
+latency percentiles, memory, vCPU and the engine-counter extension). Separate from report.py so
+that each part of the document lives in a module of its own; ``memory_used`` is in
+report_memory.py. Base units inside; mappings are plain dicts for speed: treat them as read-only.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from monitor import _fields as f
+from monitor.report_memory import MemoryUsed
+
+__all__ = ["PERCENTILES", "RuntimeReport", "NeuronCoreCounters", "CoreCounters", "ExecutionStats",
+           "Latency", "RuntimeVcpu", "EngineCounters", "CoreEngineCounters"]
+
+PERCENTILES = ("p0", "p1", "p25", "p50", "p75", "p99", "p100")
+
+
+@dataclass(frozen=True, slots=True)
+class CoreCounters:
+    utilization: float
+    flops: float
+    physical: Mapping[str, float] | None = None
+    physical_key: str = "v3d"
+
+    @classmethod
+    def parse(cls, d: Any, path: str) -> CoreCounters:
+        d = f.obj(d, path)
+        physical, physical_key = None, "v3d"
+        for key, value in d.items():
+            if key not in ("neuroncore_utilization", "flops") and type(value) is dict:
+                physical_key = key
+                physical = {name: f.pct(f.obj(v, f"{path}.{key}.{name}").get(
+                    "neuroncore_utilization"), f"{path}.{key}.{name}.neuroncore_utilization")
+                    for name, v in value.items()}
+                break
+        return cls(f.pct(d.get("neuroncore_utilization"), path + ".neuroncore_utilization"),
+                   f.num(d.get("flops"), path + ".flops"), physical, physical_key)
+
+    def dump(self) -> dict:
+        out: dict = {"neuroncore_utilization": self.utilization * 100.0,
+                     "flops": f.int_if_whole(self.flops)}
+        if self.physical is not None:
+            out[self.physical_key] = {k: {"neuroncore_utilization": v * 100.0}
+                                      for k, v in self.physical.items()}
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class NeuronCoreCounters:
+    period: float
+    error: str
+    cores: Mapping[int, CoreCounters]
+
+    @classmethod
+    def parse(cls, d: Any, path: str) -> NeuronCoreCounters:
+        period, error, d = f.group_head(d, path)
+        cores = f.indexed(d, "neuroncores_in_use", path, error, CoreCounters.parse)
+        return cls(period, error, cores)
+
+    def dump(self) -> dict:
+        if self.error and not self.cores:
+            return f.group_out(self.period, self.error)
+        return f.group_out(self.period, self.error, neuroncores_in_use=f.indexed_out(self.cores))
+
+
+@dataclass(frozen=True, slots=True)
+class Latency:
+    """Latency percentiles over the period, in seconds."""
+    p0: float
+    p1: float
+    p25: float
+    p50: float
+    p75: float
+    p99: float
+    p100: float
+
+    @classmethod
+    def parse(cls, d: Any, path: str) -> Latency | None:
+        if d is None:
+            return None
+        d = f.obj(d, path)
+        return cls(*(f.nonneg(d.get(p), f"{path}.{p}") for p in PERCENTILES))
+
+    def dump(self) -> dict:
+        return {p: getattr(self, p) for p in PERCENTILES}
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionStats:
+    period: float
+    error: str
+    errors: Mapping[str, int]
+    statuses: Mapping[str, int]
+    total_latency: Latency | None = None
+    device_latency: Latency | None = None
+
+    @classmethod
+    def parse(cls, d: Any, path: str) -> ExecutionStats:
+        period, error, d = f.group_head(d, path)
+        errors = f.counts(d, "error_summary", path, error)
+        # Before the inference_stats -> execution_stats rename the counts were "inference_summary".
+        status_key = "inference_summary" if "inference_summary" in d else "execution_summary"
+        statuses = f.counts(d, status_key, path, error)
+        latency = d.get("latency_stats")
+        if latency is None:  # the whole group is null when nothing ran in the period
+            return cls(period, error, errors, statuses)
+        latency = f.obj(latency, path + ".latency_stats")
+        return cls(period, error, errors, statuses,
+                   Latency.parse(latency.get("total_latency"), path + ".latency_stats.total_latency"),
+                   Latency.parse(latency.get("device_latency"), path + ".latency_stats.device_latency"))
+
+    def dump(self) -> dict:
+        if self.error and not (self.errors or self.statuses or self.total_latency
+                               or self.device_latency):
+            return f.group_out(self.period, self.error)
+        total = self.total_latency.dump() if self.total_latency else None
+        device = self.device_latency.dump() if self.device_latency else None
+        return f.group_out(self.period, self.error, error_summary=dict(self.errors),
+                           execution_summary=dict(self.statuses),
+                           latency_stats={"total_latency": total, "device_latency": device})
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeVcpu:
+    period: float
+    error: str
+    user: float
+    system: float
+
+    @classmethod
+    def parse(cls, d: Any, path: str) -> RuntimeVcpu:
+        period, error, d = f.group_head(d, path)
+        if error and d.get("vcpu_usage") is None:
+            return cls(period, error, 0.0, 0.0)
+        usage = f.obj(d.get("vcpu_usage"), path + ".vcpu_usage")
+        return cls(period, error, f.pct(usage.get("user"), path + ".vcpu_usage.user"),
+                   f.pct(usage.get("system"), path + ".vcpu_usage.system"))
+
+    def dump(self) -> dict:
+        if self.error and not (self.user or self.system):
+            return f.group_out(self.period, self.error)
+        return f.group_out(self.period, self.error,
+                           vcpu_usage={"user": self.user * 100.0, "system": self.system * 100.0})
+
+
+@dataclass(frozen=True, slots=True)
+class CoreEngineCounters:
+    """neuronscope extension: per-core engine activity, counts are totals within the period."""
+    engine_utilization: Mapping[str, float]
+    model_flops: int
+    hardware_flops: int
+    hbm_read_bytes: int
+    hbm_write_bytes: int
+    dma_bytes: Mapping[str, int]
+    collective_bytes: int
+    collective_time: float
+
+    @classmethod
+    def parse(cls, d: Any, path: str) -> CoreEngineCounters:
+        d = f.obj(d, path)
+        util_path = path + ".engine_utilization"
+        util = {f.text(k, util_path): f.pct(v, f"{util_path}.{k}")
+                for k, v in f.obj(d.get("engine_utilization"), util_path).items()}
+        return cls(util, f.count(d.get("model_flops"), path + ".model_flops"),
+                   f.count(d.get("hardware_flops"), path + ".hardware_flops"),
+                   f.count(d.get("hbm_read_bytes"), path + ".hbm_read_bytes"),
+                   f.count(d.get("hbm_write_bytes"), path + ".hbm_write_bytes"),
+                   f.count_map(d.get("dma_bytes"), path + ".dma_bytes"),
+                   f.count(d.get("collective_bytes"), path + ".collective_bytes"),
+                   f.nonneg(d.get("collective_time"), path + ".collective_time"))
+
+    def dump(self) -> dict:
+        return {"engine_utilization": {k: v * 100.0 for k, v in self.engine_utilization.items()},
+                "model_flops": self.model_flops, "hardware_flops": self.hardware_flops,
+                "hbm_read_bytes": self.hbm_read_bytes, "hbm_write_bytes": self.hbm_write_bytes,
+                "dma_bytes": dict(self.dma_bytes), "collective_bytes": self.collective_bytes,
+                "collective_time": float(self.collective_time)}
+
+
+@dataclass(frozen=True, slots=True)
+class EngineCounters:
+    """neuronscope extension group ``neuroncore_engine_counters``."""
+    period: float
+    error: str
+    cores: Mapping[int, CoreEngineCounters]
+
+    @classmethod
+    def parse(cls, d: Any, path: str) -> EngineCounters:
+        period, error, d = f.group_head(d, path)
+        return cls(period, error, f.indexed(d, "neuroncores_in_use", path, error,
+                                            CoreEngineCounters.parse))
+
+    def dump(self) -> dict:
+        if self.error and not self.cores:
+            return f.group_out(self.period, self.error)
+        return f.group_out(self.period, self.error, neuroncores_in_use=f.indexed_out(self.cores))
+
+
+_RUNTIME_GROUPS = {  # JSON key -> (RuntimeReport attribute, parser)
+    "neuroncore_counters": ("neuroncore_counters", NeuronCoreCounters.parse),
+    "execution_stats": ("execution_stats", ExecutionStats.parse),
+    "inference_stats": ("execution_stats", ExecutionStats.parse),  # pre-2.5 name, read only
+    "memory_used": ("memory_used", MemoryUsed.parse),
+    "neuron_runtime_vcpu_usage": ("vcpu", RuntimeVcpu.parse),
+    "neuroncore_engine_counters": ("engine_counters", EngineCounters.parse),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeReport:
+    pid: int
+    tag: str
+    error: str = ""
+    neuroncore_counters: NeuronCoreCounters | None = None
+    execution_stats: ExecutionStats | None = None
+    memory_used: MemoryUsed | None = None
+    vcpu: RuntimeVcpu | None = None
+    engine_counters: EngineCounters | None = None
+    address: str | None = None  # written only when the source document had it
+    extra_groups: Mapping[str, Any] = field(default_factory=dict)  # unknown groups, kept verbatim
+
+    @classmethod
+    def parse(cls, d: Any, path: str) -> RuntimeReport:
+        d = f.obj(d, path)
+        pid = f.count(d.get("pid"), path + ".pid")
+        tag = d.get("neuron_runtime_tag")
+        tag = str(pid) if tag is None else f.text(tag, path + ".neuron_runtime_tag")
+        error = f.text(d.get("error", ""), path + ".error")
+        address = d.get("address")
+        address = None if address is None else f.text(address, path + ".address")
+        report_path = path + ".report"
+        report = f.obj(d.get("report", {} if error else None), report_path)
+        groups: dict[str, Any] = {}
+        extra: dict[str, Any] = {}
+        for key, value in report.items():
+            known = _RUNTIME_GROUPS.get(key)
+            if known is None:
+                extra[key] = f.verbatim(value, f"{report_path}.{key}")
+            elif value is not None:
+                groups[known[0]] = known[1](value, f"{report_path}.{key}")
+        return cls(pid, tag, error, address=address, extra_groups=extra, **groups)
+
+    def dump(self) -> dict:
+        report: dict[str, Any] = {}
+        for key, attr in (("neuroncore_counters", self.neuroncore_counters),
+                          ("execution_stats", self.execution_stats),
+                          ("memory_used", self.memory_used),
+                          ("neuron_runtime_vcpu_usage", self.vcpu),
+                          ("neuroncore_engine_counters", self.engine_counters)):
+            if attr is not None:
+                report[key] = attr.dump()
+        report.update(self.extra_groups)
+        out: dict[str, Any] = {"pid": self.pid}
+        if self.address is not None:
+            out["address"] = self.address
+        out.update(neuron_runtime_tag=self.tag, error=self.error, report=report)
+        return out

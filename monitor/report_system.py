@@ -1,0 +1,202 @@
+"""The system groups of a Report: ``system_data`` (ECC counters, host vCPU and memory, and the
+per-device HBM, power and thermal extension).
+
+Separate from the runtime groups (report_runtime.py): these describe the host and its devices,
+not one runtime, and are filled from /proc and the device sums rather than from a runtime's
+counters. Base units inside; mappings are plain dicts for speed: treat them as read-only.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from monitor import _fields as f
+
+__all__ = ["ECC_KEYS", "SystemData", "HwCounters", "DeviceEcc", "SystemVcpu", "MemoryInfo",
+           "DeviceCounters", "DeviceCounter"]
+
+ECC_KEYS = ("mem_ecc_corrected", "mem_ecc_uncorrected", "sram_ecc_corrected", "sram_ecc_uncorrected")
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceEcc:
+    index: int
+    mem_ecc_corrected: int = 0
+    mem_ecc_uncorrected: int = 0
+    sram_ecc_corrected: int = 0
+    sram_ecc_uncorrected: int = 0
+
+    @classmethod
+    def parse(cls, d: Any, path: str) -> DeviceEcc:
+        d = f.obj(d, path)
+        # Older tools lack sram_ecc_corrected; a missing counter reads as 0.
+        return cls(f.count(d.get("neuron_device_index"), path + ".neuron_device_index"),
+                   *(f.count(d.get(k, 0), f"{path}.{k}") for k in ECC_KEYS))
+
+    def dump(self) -> dict:
+        out = {"neuron_device_index": self.index}
+        out.update((k, getattr(self, k)) for k in ECC_KEYS)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class HwCounters:
+    period: float
+    error: str
+    devices: tuple[DeviceEcc, ...] | None  # None: the JSON said null (no Neuron driver/device)
+
+    @classmethod
+    def parse(cls, d: Any, path: str) -> HwCounters:
+        period, error, d = f.group_head(d, path)
+        devices = f.optional_array(d, "neuron_devices", path, DeviceEcc.parse)
+        return cls(period, error, devices)
+
+    def dump(self) -> dict:
+        devices = None if self.devices is None else [e.dump() for e in self.devices]
+        return f.group_out(self.period, self.error, neuron_devices=devices)
+
+
+@dataclass(frozen=True, slots=True)
+class SystemVcpu:
+    period: float
+    error: str
+    average: Mapping[str, float]
+    per_cpu: Mapping[int, Mapping[str, float]]
+    context_switches: int  # context switches within the period (a delta, like the other counts)
+
+    @classmethod
+    def parse(cls, d: Any, path: str) -> SystemVcpu:
+        period, error, d = f.group_head(d, path)
+        switches = d.get("context_switch_count")
+        switches = 0 if switches is None and error else f.count(
+            switches, path + ".context_switch_count")
+        average = f.pct_map(d.get("average_usage", {} if error else None), path + ".average_usage")
+        per_cpu = f.indexed(d, "usage_data", path, error, f.pct_map)
+        return cls(period, error, average, per_cpu, switches)
+
+    def dump(self) -> dict:
+        if self.error and not (self.average or self.per_cpu or self.context_switches):
+            return f.group_out(self.period, self.error)
+        return f.group_out(self.period, self.error, context_switch_count=self.context_switches,
+                           average_usage={k: v * 100.0 for k, v in self.average.items()},
+                           usage_data={str(i): {k: v * 100.0 for k, v in cpu.items()}
+                                       for i, cpu in self.per_cpu.items()})
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryInfo:
+    period: float
+    error: str
+    total_bytes: int
+    used_bytes: int
+    swap_total_bytes: int
+    swap_used_bytes: int
+
+    @classmethod
+    def parse(cls, d: Any, path: str) -> MemoryInfo:
+        period, error, d = f.group_head(d, path)
+        values = [0 if (error and d.get(k) is None) else f.count(d.get(k), f"{path}.{k}")
+                  for k in ("memory_total_bytes", "memory_used_bytes", "swap_total_bytes",
+                            "swap_used_bytes")]
+        return cls(period, error, *values)
+
+    def dump(self) -> dict:
+        values = (self.total_bytes, self.used_bytes, self.swap_total_bytes, self.swap_used_bytes)
+        if self.error and not any(values):
+            return f.group_out(self.period, self.error)
+        return f.group_out(self.period, self.error, memory_total_bytes=self.total_bytes,
+                           memory_used_bytes=self.used_bytes, swap_total_bytes=self.swap_total_bytes,
+                           swap_used_bytes=self.swap_used_bytes)
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceCounter:
+    """neuronscope extension: one device's HBM traffic, power and thermal state in the period."""
+    index: int
+    hbm_read_bytes: int
+    hbm_write_bytes: int
+    hbm_bandwidth_utilization: float  # ratio
+    power_watts: float
+    energy_joules: float
+    temperature_celsius: float
+    throttle_ratio: float  # ratio 0..1 in JSON too (the name says so)
+    modelled: bool = True
+
+    @classmethod
+    def parse(cls, d: Any, path: str) -> DeviceCounter:
+        d = f.obj(d, path)
+        return cls(f.count(d.get("neuron_device_index"), path + ".neuron_device_index"),
+                   f.count(d.get("hbm_read_bytes"), path + ".hbm_read_bytes"),
+                   f.count(d.get("hbm_write_bytes"), path + ".hbm_write_bytes"),
+                   f.pct(d.get("hbm_bandwidth_utilization"), path + ".hbm_bandwidth_utilization"),
+                   f.nonneg(d.get("power_watts"), path + ".power_watts"),
+                   f.nonneg(d.get("energy_joules"), path + ".energy_joules"),
+                   f.num(d.get("temperature_celsius"), path + ".temperature_celsius"),
+                   f.nonneg(d.get("throttle_ratio"), path + ".throttle_ratio"),
+                   f.boolean(d.get("modelled", True), path + ".modelled"))
+
+    def dump(self) -> dict:
+        return {"neuron_device_index": self.index, "hbm_read_bytes": self.hbm_read_bytes,
+                "hbm_write_bytes": self.hbm_write_bytes,
+                "hbm_bandwidth_utilization": self.hbm_bandwidth_utilization * 100.0,
+                "power_watts": float(self.power_watts), "energy_joules": float(self.energy_joules),
+                "temperature_celsius": float(self.temperature_celsius),
+                "throttle_ratio": float(self.throttle_ratio), "modelled": self.modelled}
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceCounters:
+    """neuronscope extension group ``neuron_device_counters``."""
+    period: float
+    error: str
+    devices: tuple[DeviceCounter, ...]
+
+    @classmethod
+    def parse(cls, d: Any, path: str) -> DeviceCounters:
+        period, error, d = f.group_head(d, path)
+        devices = f.optional_array(d, "neuron_devices", path, DeviceCounter.parse)
+        return cls(period, error, devices or ())
+
+    def dump(self) -> dict:
+        return f.group_out(self.period, self.error, neuron_devices=[c.dump() for c in self.devices])
+
+
+_SYSTEM_GROUPS = {
+    "neuron_hw_counters": ("hw_counters", HwCounters.parse),
+    "vcpu_usage": ("vcpu", SystemVcpu.parse),
+    "memory_info": ("memory", MemoryInfo.parse),
+    "neuron_device_counters": ("device_counters", DeviceCounters.parse),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SystemData:
+    hw_counters: HwCounters | None = None
+    vcpu: SystemVcpu | None = None
+    memory: MemoryInfo | None = None
+    device_counters: DeviceCounters | None = None
+    extra_groups: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, d: Any, path: str) -> SystemData:
+        d = f.obj({} if d is None else d, path)
+        groups: dict[str, Any] = {}
+        extra: dict[str, Any] = {}
+        for key, value in d.items():
+            known = _SYSTEM_GROUPS.get(key)
+            if known is None:
+                extra[key] = f.verbatim(value, f"{path}.{key}")
+            elif value is not None:
+                groups[known[0]] = known[1](value, f"{path}.{key}")
+        return cls(extra_groups=extra, **groups)
+
+    def dump(self) -> dict:
+        out: dict[str, Any] = {}
+        for key, group in (("neuron_hw_counters", self.hw_counters), ("vcpu_usage", self.vcpu),
+                           ("memory_info", self.memory),
+                           ("neuron_device_counters", self.device_counters)):
+            if group is not None:
+                out[key] = group.dump()
+        out.update(self.extra_groups)
+        return out
