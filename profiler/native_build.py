@@ -64,7 +64,7 @@ def build(torch) -> Path:
         raise NativeUnavailable("this torch has no C++ headers to build the native recorder against")
     out.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     os.chmod(out.parent, 0o700)
-    with open(out.parent / ".lock", "w") as lock:
+    with os.fdopen(os.open(out.parent / ".lock", os.O_WRONLY | os.O_CREAT, 0o600), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if out.exists():                          # another process built it meanwhile
             return out

@@ -173,6 +173,7 @@ def test_library_is_cached_per_user_with_private_modes(tmp_path, monkeypatch):
     assert path.exists() and path.is_relative_to(tmp_path)
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE((path.parent / ".lock").stat().st_mode) == 0o600
     assert native_build.build(torch) == path                    # second call: no rebuild
     assert not list(path.parent.glob("*.tmp"))
 
