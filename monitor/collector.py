@@ -3,7 +3,9 @@
 Each ``collect()`` reads every runtime's counter file once (one consistent snapshot each), turns
 the cumulative counters into the period's values against the previous collection of the same
 group (collector_groups.py), adds the real host groups from HostSampler and the device groups
-summed over the runtimes, and always fills instance_info and neuron_hardware_info.
+summed over the runtimes (collector_devices.py), and always fills instance_info and
+neuron_hardware_info (collector_shm.py, which also turns snapshots into samples). This module
+holds the scheduling and the state kept between collections.
 
 Groups follow the config's periods: a group appears in a report when its period has elapsed since
 it was last collected (a runtime first seen is due at once). Its baseline is then the previous
@@ -25,20 +27,21 @@ from typing import Any
 
 import numpy as np
 
-from device_model.errors import SpecError
 from device_model.runtime import shm
-from device_model.specs import InstanceSpec, get_instance
 from monitor import collector_groups as g
+from monitor.collector_devices import Devices, DeviceTotals, devices_of
+from monitor.collector_shm import (
+    NO_DEVICE_HARDWARE, hardware_info, instance_info, loaded_models_of, memory_used,
+    read_instance, sample_of, spec_of, started_at, tag_of_damaged,
+)
 from monitor.config import MonitorConfig
 from monitor.host import HostSampler
 from monitor.report import (
-    DeviceCounter, DeviceCounters, DeviceEcc, HardwareInfo, HwCounters, InstanceInfo,
-    LoadedModel, MemoryUsed, Report, RuntimeReport, Subgraph, SystemData,
+    DeviceCounters, DeviceEcc, HwCounters, LoadedModel, Report, RuntimeReport, SystemData,
 )
 
 __all__ = ["Collector", "NO_DEVICE_HARDWARE"]
 
-NO_DEVICE_HARDWARE = HardwareInfo()  # neuron-monitor's hardware info without a Neuron driver
 _COUNTER_GROUPS = ("neuroncore_counters", "execution_stats", "neuroncore_engine_counters")
 _DEVICE_GROUPS = ("neuron_hw_counters", "neuron_device_counters")
 
@@ -64,29 +67,8 @@ class _Tracked:
         running = s.phase == "executing"
         key = (running, tuple((m.uuid, m.model_id, len(m.subgraphs)) for m in s.models))
         if self.models is None or self.models[0] != key:
-            self.models = (key, _loaded_models(s.models, running))
+            self.models = (key, loaded_models_of(s.models, running))
         return self.models[1]
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class _Devices:
-    """One runtime's cumulative per-device counters (arrays follow ``index``)."""
-    index: np.ndarray        # device indices
-    share: np.ndarray        # the runtime's share of each device's physical cores (0..1]
-    energy: np.ndarray       # joules since start
-    power: np.ndarray        # watts now
-    temperature: np.ndarray  # °C now
-    throttle: np.ndarray     # ratio now
-    hbm_read: np.ndarray     # bytes since start
-    hbm_write: np.ndarray
-    ecc: np.ndarray          # (d, 4) events since start
-
-    @classmethod
-    def zeros(cls, like: _Devices) -> _Devices:
-        z = np.zeros_like
-        return cls(like.index, like.share, z(like.energy), like.power, like.temperature,
-                   like.throttle,
-                   z(like.hbm_read), z(like.hbm_write), z(like.ecc))
 
 
 class Collector:
@@ -105,7 +87,7 @@ class Collector:
         self._tracked: dict[int, _Tracked] = {}
         self._system_collected: dict[str, float] = {}
         # device group -> pid -> that runtime's device counters when the group was last collected
-        self._device_state: dict[str, dict[int, _Devices]] = {}
+        self._device_state: dict[str, dict[int, Devices]] = {}
         self.removed = 0  # counter files of dead runtimes removed so far
         self.corrupt = 0  # runtime entries reported with an error so far
         self._physical_per_device = 1
@@ -116,7 +98,7 @@ class Collector:
         """Baselines for the runtimes already running, so that the first report covers the
         time since the collector started, like every later one covers its period."""
         instance = self._instance()
-        spec = _spec_of(instance)
+        spec = spec_of(instance)
         if spec is None:
             return
         self._physical_per_device = spec.device.physical_cores
@@ -127,9 +109,9 @@ class Collector:
                 continue
             tag = snapshot.tag or str(handle.pid)
             tracked = self._tracked[handle.pid] = _Tracked(handle.pid, tag)
-            sample = _sample_of(snapshot, tracked.physical_keys(snapshot, instance.core_version))
+            sample = sample_of(snapshot, tracked.physical_keys(snapshot, instance.core_version))
             tracked.baselines.update(dict.fromkeys(_COUNTER_GROUPS, sample))
-            devices = _devices_of(snapshot, self._physical_per_device)
+            devices = devices_of(snapshot, self._physical_per_device)
             for group in _DEVICE_GROUPS:
                 self._device_state.setdefault(group, {})[handle.pid] = devices
 
@@ -160,19 +142,19 @@ class Collector:
             return None
         identity = (st.st_ino, st.st_mtime_ns, st.st_size)
         if self._instance_cache is None or self._instance_cache[0] != identity:
-            self._instance_cache = (identity, _read_instance(self.root))
+            self._instance_cache = (identity, read_instance(self.root))
         return self._instance_cache[1]
 
     def collect(self) -> Report:
         """One report with every group that is due now (on the first call: every group)."""
         now = self._clock()
         instance = self._instance()
-        spec = _spec_of(instance)
+        spec = spec_of(instance)
         core_version = instance.core_version if instance is not None else ""
         if spec is not None:
             self._physical_per_device = spec.device.physical_cores
         runtimes: list[RuntimeReport] = []
-        device_samples: dict[int, _Devices] = {}
+        device_samples: dict[int, Devices] = {}
         seen: set[int] = set()
         # Without an instance there is no device: the real tool then reports no runtimes at all.
         for handle in self._live_handles() if instance is not None else ():
@@ -183,8 +165,8 @@ class Collector:
         for pid in [p for p in self._tracked if p not in seen]:
             self._forget(pid)
         system = self._system(now, instance, spec, device_samples)
-        return Report(tuple(runtimes), system, _instance_info(instance),
-                      _hardware_info(instance, spec))
+        return Report(tuple(runtimes), system, instance_info(instance),
+                      hardware_info(instance, spec))
 
     def close(self) -> None:
         for handle, _ in self._handles.values():
@@ -223,7 +205,7 @@ class Collector:
         return live
 
     def _collect_runtime(self, handle: Any, now: float, core_version: str,
-                         device_samples: dict[int, _Devices]) -> RuntimeReport | None:
+                         device_samples: dict[int, Devices]) -> RuntimeReport | None:
         pid = handle.pid
         tracked = self._tracked.get(pid)
         try:
@@ -231,7 +213,7 @@ class Collector:
         except shm.CorruptCounters as exc:
             if not handle.path.exists():  # exited and cleaned up since the listing
                 return None
-            tag = tracked.tag if tracked is not None else _tag_of_damaged(handle)
+            tag = tracked.tag if tracked is not None else tag_of_damaged(handle)
             handle.close()  # reopen next time: the file may be rewritten
             if not self.config.runtime_groups_for(tag):
                 return None
@@ -240,7 +222,7 @@ class Collector:
         tag = snapshot.tag or str(pid)
         if tracked is None or tracked.tag != tag:  # a new runtime (or a pid reused under a new tag)
             tracked = self._tracked[pid] = _Tracked(pid, tag)
-        device_samples[pid] = _devices_of(snapshot, self._physical_per_device)
+        device_samples[pid] = devices_of(snapshot, self._physical_per_device)
         due = set(self._due(self.config.runtime_groups_for(tag), tracked.collected, now))
         if not due:
             return None
@@ -253,13 +235,13 @@ class Collector:
                         core_version: str) -> dict[str, Any]:
         out: dict[str, Any] = {}
         if due.intersection(_COUNTER_GROUPS):
-            sample = _sample_of(snapshot, tracked.physical_keys(snapshot, core_version))
+            sample = sample_of(snapshot, tracked.physical_keys(snapshot, core_version))
             for group in _COUNTER_GROUPS:
                 if group not in due:
                     continue
                 prev = tracked.baselines.get(group)
                 if prev is None:  # first sight: the counters started at zero with the runtime
-                    prev = g.zero_like(sample, _started_at(snapshot))
+                    prev = g.zero_like(sample, started_at(snapshot))
                 tracked.baselines[group] = sample
                 if group == "neuroncore_counters":
                     out["neuroncore_counters"] = g.neuroncore_counters(prev, sample, core_version)
@@ -269,7 +251,7 @@ class Collector:
                     out["engine_counters"] = g.engine_counters(prev, sample)
         if "memory_used" in due:
             period = now - tracked.collected.get("memory_used", self._created)
-            out["memory_used"] = _memory_used(snapshot, max(0.0, period),
+            out["memory_used"] = memory_used(snapshot, max(0.0, period),
                                               tracked.loaded_models(snapshot))
         if "neuron_runtime_vcpu_usage" in due:
             out["vcpu"] = self._host.process_vcpu(tracked.pid)
@@ -283,7 +265,7 @@ class Collector:
 
     # ------------------------------------------------------------------ system groups
     def _system(self, now: float, instance: Any, spec: Any,
-                device_samples: dict[int, _Devices]) -> SystemData:
+                device_samples: dict[int, Devices]) -> SystemData:
         due = set(self._due(self.config.system_groups, self._system_collected, now))
         host = self._host.sample(due)
         hw = dev = None
@@ -296,7 +278,7 @@ class Collector:
         return SystemData(hw_counters=hw, vcpu=host.vcpu, memory=host.memory,
                           device_counters=dev)
 
-    def _device_groups(self, instance: Any, spec: Any, samples: dict[int, _Devices],
+    def _device_groups(self, instance: Any, spec: Any, samples: dict[int, Devices],
                        due: set[str], periods: dict[str, float]
                        ) -> tuple[HwCounters | None, DeviceCounters | None]:
         if instance is None or spec is None:
@@ -313,10 +295,10 @@ class Collector:
             dev = totals.device_counters(spec, periods["neuron_device_counters"])
         return hw, dev
 
-    def _device_totals(self, group: str, spec: Any, samples: dict[int, _Devices]) -> _DeviceTotals:
+    def _device_totals(self, group: str, spec: Any, samples: dict[int, Devices]) -> DeviceTotals:
         """Per-device sums over the runtimes of what grew since this group's last collection."""
         baselines = self._device_state.setdefault(group, {})
-        totals = _DeviceTotals.zeros(spec.devices)
+        totals = DeviceTotals.zeros(spec.devices)
         for pid, cur in samples.items():
             totals.add(baselines.get(pid), cur)
             baselines[pid] = cur
@@ -325,144 +307,6 @@ class Collector:
         return totals
 
 
-# --------------------------------------------------------------------------- device sums
-@dataclass(slots=True)
-class _DeviceTotals:
-    """Per-device values summed over the runtimes sharing each device."""
-    share: np.ndarray     # share of each device's physical cores held by runtimes
-    energy: np.ndarray    # joules in the period, summed over the runtimes' shares
-    power: np.ndarray     # watts now, summed over the runtimes' shares
-    temperature: np.ndarray  # °C now, hottest report
-    throttle: np.ndarray  # ratio now, largest report
-    hbm_read: np.ndarray
-    hbm_write: np.ndarray
-    ecc: np.ndarray       # (devices, 4) events in the period
-
-    @classmethod
-    def zeros(cls, devices: int) -> _DeviceTotals:
-        z = np.zeros(devices)
-        return cls(z.copy(), z.copy(), z.copy(), np.full(devices, -np.inf),
-                   z.copy(), z.copy(), z.copy(), np.zeros((devices, 4)))
-
-    def add(self, prev: _Devices | None, cur: _Devices) -> None:
-        idx = cur.index
-        ok = idx < self.share.size  # a runtime claiming a device the instance lacks adds nothing
-        idx = idx[ok]
-        np.add.at(self.share, idx, cur.share[ok])
-        np.add.at(self.power, idx, cur.power[ok])
-        np.maximum.at(self.temperature, idx, cur.temperature[ok])
-        np.maximum.at(self.throttle, idx, cur.throttle[ok])
-        if prev is None or not np.array_equal(prev.index, cur.index):
-            prev = _Devices.zeros(cur)  # a runtime started since: its counters began at zero
-        for total, before, now in ((self.energy, prev.energy, cur.energy),
-                                   (self.hbm_read, prev.hbm_read, cur.hbm_read),
-                                   (self.hbm_write, prev.hbm_write, cur.hbm_write)):
-            np.add.at(total, idx, np.clip(now[ok] - before[ok], 0.0, None))
-        np.add.at(self.ecc, idx, np.clip(cur.ecc[ok].astype(np.float64) - prev.ecc[ok], 0, None))
-
-    def device_counters(self, spec: Any, period: float) -> DeviceCounters:
-        dev = spec.device
-        # A runtime models the power of its own cores (their idle share plus their activity);
-        # the cores no runtime holds idle.
-        idle = dev.idle_watts * np.clip(1.0 - self.share, 0.0, 1.0)
-        power = self.power + idle
-        energy = self.energy + idle * period
-        still = dev.ambient_c + dev.thermal_resistance_c_per_w * dev.idle_watts
-        # Each runtime's thermal model sees the rest of its device idle: the hottest is closest.
-        temperature = np.where(self.share > 0, self.temperature, still)
-        bandwidth = np.clip((self.hbm_read + self.hbm_write) / (dev.hbm_bw * period), 0.0, None) \
-            if period > 0 else np.zeros_like(self.hbm_read)
-        rows = zip(np.rint(self.hbm_read).astype(np.int64).tolist(),
-                   np.rint(self.hbm_write).astype(np.int64).tolist(), bandwidth.tolist(),
-                   power.tolist(), energy.tolist(), temperature.tolist(), self.throttle.tolist())
-        return DeviceCounters(period, "", tuple(DeviceCounter(i, *row)
-                                                for i, row in enumerate(rows)))
-
-
-# --------------------------------------------------------------------------- reading shm
 def _wait(periods: dict[str, float], collected: dict[str, float], now: float) -> float:
     waits = [collected.get(k, -math.inf) + p - now for k, p in periods.items()]
     return min(waits, default=math.inf)
-
-
-def _read_instance(root: Path | None) -> Any:
-    try:
-        return shm.read_instance(root)
-    except shm.CorruptCounters:  # a damaged instance file reads as no instance (no driver)
-        return None
-
-
-def _spec_of(instance: Any) -> InstanceSpec | None:
-    if instance is None:
-        return None
-    try:
-        return get_instance(instance.catalog_name)
-    except SpecError:
-        return None
-
-
-def _tag_of_damaged(handle: Any) -> str:
-    """The tag from a counter file whose counters are damaged; its pid if the header is too."""
-    try:
-        tag = handle.header().get("tag")
-    except (shm.CorruptCounters, OSError):
-        tag = None
-    return tag if isinstance(tag, str) and tag else str(handle.pid)
-
-
-def _started_at(snapshot: Any) -> float:
-    return min(snapshot.started_at, snapshot.wall_time)
-
-
-def _sample_of(s: Any, physical_keys: tuple[tuple[str, ...], ...]) -> g.Sample:
-    lnc = max(1, s.lnc)
-    return g.Sample(
-        s.wall_time, s.sim_time, s.cores, physical_keys, s.core_busy_s,
-        s.phys_busy_s, s.engine_active_s.sum(axis=1) / lnc, s.flops[:, 0], s.flops[:, 1],
-        s.hbm_read_bytes, s.hbm_write_bytes, s.dma_bytes, s.collective_bytes, s.collective_s,
-        np.fromiter((s.exec_status.get(k, 0) for k in g.STATUS_KEYS), np.int64, len(g.STATUS_KEYS)),
-        np.fromiter((s.errors.get(k, 0) for k in g.ERROR_KEYS), np.int64, len(g.ERROR_KEYS)),
-        s.latency_count, s.latency_total, s.latency_device)
-
-
-def _devices_of(s: Any, physical_per_device: int) -> _Devices:
-    devices = np.asarray(s.devices, dtype=np.int64)
-    held = np.asarray(s.core_devices, dtype=np.int64)
-    # logical cores on each listed device x physical cores per logical core
-    share = (held[None, :] == devices[:, None]).sum(axis=1) * s.lnc / max(1, physical_per_device)
-    return _Devices(devices, share, s.dev_energy_j,
-                    s.dev_power_w, s.dev_temperature_c, s.dev_throttle, s.dev_hbm_read_bytes,
-                    s.dev_hbm_write_bytes, s.dev_ecc)
-
-
-def _loaded_models(models: Any, running: bool) -> tuple[LoadedModel, ...]:
-    return tuple(LoadedModel(m.name, m.uuid, m.model_id, running, {
-        sg.name: Subgraph(sg.core, sg.device, sum(sg.host_memory.values()),
-                          sum(sg.device_memory.values()), dict(sg.host_memory),
-                          dict(sg.device_memory)) for sg in m.subgraphs}) for m in models)
-
-
-def _memory_used(s: Any, period: float, models: tuple[LoadedModel, ...]) -> MemoryUsed:
-    per_core = s.device_memory.astype(np.int64).tolist()
-    keys = shm.DEVICE_MEMORY
-    cores = {core: dict(zip(keys, per_core[i])) for i, core in enumerate(s.cores)}
-    return MemoryUsed(period, "", sum(s.host_memory.values()), int(s.device_memory.sum()),
-                      dict(s.host_memory), cores, models)
-
-
-def _instance_info(instance: Any) -> InstanceInfo:
-    if instance is None:
-        return InstanceInfo()
-    return InstanceInfo(instance.instance_name, instance.instance_id, instance.instance_type,
-                        instance.availability_zone, instance.availability_zone_id,
-                        instance.region, instance.ami_id, instance.subnet_id)
-
-
-def _hardware_info(instance: Any, spec: InstanceSpec | None) -> HardwareInfo:
-    if instance is None:
-        return NO_DEVICE_HARDWARE
-    # logical_neuroncore_config exists only where LNC can be chosen (Trn2 and later).
-    has_lnc = spec is None or len(spec.device.lnc_options) > 1
-    return HardwareInfo(instance.device_type, instance.device_version, instance.core_version,
-                        instance.device_count, instance.device_memory_bytes,
-                        instance.cores_per_device, instance.lnc if has_lnc else None)

@@ -1,0 +1,99 @@
+"""What the collector reads from the runtime directory, turned into its own inputs and into the
+static parts of a Report.
+
+The instance description becomes its catalog spec, ``instance_info`` and ``neuron_hardware_info``;
+a runtime's counter snapshot becomes a collector_groups.Sample, its ``memory_used`` group and its
+loaded models. Separate from collector.py so that the collector holds only the scheduling and the
+state between collections, and these conversions can be read (and changed with the shm layout)
+in one place.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from device_model.errors import SpecError
+from device_model.runtime import shm
+from device_model.specs import InstanceSpec, get_instance
+from monitor import collector_groups as g
+from monitor.report import HardwareInfo, InstanceInfo, LoadedModel, MemoryUsed, Subgraph
+
+__all__ = ["NO_DEVICE_HARDWARE", "read_instance", "spec_of", "tag_of_damaged", "started_at",
+           "sample_of", "loaded_models_of", "memory_used", "instance_info", "hardware_info"]
+
+NO_DEVICE_HARDWARE = HardwareInfo()  # neuron-monitor's hardware info without a Neuron driver
+
+
+def read_instance(root: Path | None) -> Any:
+    try:
+        return shm.read_instance(root)
+    except shm.CorruptCounters:  # a damaged instance file reads as no instance (no driver)
+        return None
+
+
+def spec_of(instance: Any) -> InstanceSpec | None:
+    if instance is None:
+        return None
+    try:
+        return get_instance(instance.catalog_name)
+    except SpecError:
+        return None
+
+
+def tag_of_damaged(handle: Any) -> str:
+    """The tag from a counter file whose counters are damaged; its pid if the header is too."""
+    try:
+        tag = handle.header().get("tag")
+    except (shm.CorruptCounters, OSError):
+        tag = None
+    return tag if isinstance(tag, str) and tag else str(handle.pid)
+
+
+def started_at(snapshot: Any) -> float:
+    return min(snapshot.started_at, snapshot.wall_time)
+
+
+def sample_of(s: Any, physical_keys: tuple[tuple[str, ...], ...]) -> g.Sample:
+    lnc = max(1, s.lnc)
+    return g.Sample(
+        s.wall_time, s.sim_time, s.cores, physical_keys, s.core_busy_s,
+        s.phys_busy_s, s.engine_active_s.sum(axis=1) / lnc, s.flops[:, 0], s.flops[:, 1],
+        s.hbm_read_bytes, s.hbm_write_bytes, s.dma_bytes, s.collective_bytes, s.collective_s,
+        np.fromiter((s.exec_status.get(k, 0) for k in g.STATUS_KEYS), np.int64, len(g.STATUS_KEYS)),
+        np.fromiter((s.errors.get(k, 0) for k in g.ERROR_KEYS), np.int64, len(g.ERROR_KEYS)),
+        s.latency_count, s.latency_total, s.latency_device)
+
+
+def loaded_models_of(models: Any, running: bool) -> tuple[LoadedModel, ...]:
+    return tuple(LoadedModel(m.name, m.uuid, m.model_id, running, {
+        sg.name: Subgraph(sg.core, sg.device, sum(sg.host_memory.values()),
+                          sum(sg.device_memory.values()), dict(sg.host_memory),
+                          dict(sg.device_memory)) for sg in m.subgraphs}) for m in models)
+
+
+def memory_used(s: Any, period: float, models: tuple[LoadedModel, ...]) -> MemoryUsed:
+    per_core = s.device_memory.astype(np.int64).tolist()
+    keys = shm.DEVICE_MEMORY
+    cores = {core: dict(zip(keys, per_core[i])) for i, core in enumerate(s.cores)}
+    return MemoryUsed(period, "", sum(s.host_memory.values()), int(s.device_memory.sum()),
+                      dict(s.host_memory), cores, models)
+
+
+def instance_info(instance: Any) -> InstanceInfo:
+    if instance is None:
+        return InstanceInfo()
+    return InstanceInfo(instance.instance_name, instance.instance_id, instance.instance_type,
+                        instance.availability_zone, instance.availability_zone_id,
+                        instance.region, instance.ami_id, instance.subnet_id)
+
+
+def hardware_info(instance: Any, spec: InstanceSpec | None) -> HardwareInfo:
+    if instance is None:
+        return NO_DEVICE_HARDWARE
+    # logical_neuroncore_config exists only where LNC can be chosen (Trn2 and later).
+    has_lnc = spec is None or len(spec.device.lnc_options) > 1
+    return HardwareInfo(instance.device_type, instance.device_version, instance.core_version,
+                        instance.device_count, instance.device_memory_bytes,
+                        instance.cores_per_device, instance.lnc if has_lnc else None)
