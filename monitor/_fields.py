@@ -1,7 +1,7 @@
 """Typed readers for JSON fields: each validates one value and names its path on failure.
 
-Used by report.py. Every failure raises ReportError with a one-line ``<path>: <problem>``
-message.
+Used by report.py and its group modules (report_runtime.py, report_memory.py, report_system.py).
+Every failure raises ReportError with a one-line ``<path>: <problem>`` message.
 """
 from __future__ import annotations
 
