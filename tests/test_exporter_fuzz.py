@@ -71,7 +71,10 @@ def check(batch: list[bytes]) -> None:
         exp.ingest(report)
     exp.note_eof()
     for body in (exp.current.text, exp.current.openmetrics):
-        for line in body.splitlines():
+        # both formats end lines at \n only: a raw \r is legal inside a label value (only \\, "
+        # and \n are escaped, as prometheus_client does too), so bytes.splitlines() would be wrong
+        assert body.endswith(b"\n")
+        for line in body[:-1].split(b"\n"):
             assert line.startswith(b"# ") or SAMPLE_LINE.fullmatch(line), line
     assert exp.current.openmetrics.endswith(b"# EOF\n")
     counted = sum(stream.errors.values()) + stream.reports
@@ -93,6 +96,13 @@ def test_stream_fuzz_quick(batch):
 @given(st.lists(lines, min_size=1, max_size=3))
 def test_stream_fuzz_10000_examples(batch):
     check(batch)
+
+
+@pytest.mark.parametrize("text", ["\r", "a\nb", 'q"q', "back\\slash", "\u2028"])
+def test_control_characters_in_label_values_keep_one_sample_per_line(text):
+    doc = orjson.loads(GOOD)
+    doc["instance_info"]["instance_availability_zone"] = text
+    check([orjson.dumps(doc)])
 
 
 @settings(max_examples=200, deadline=None)
