@@ -69,12 +69,13 @@ class profile:
     def __init__(self, *, instance: str = "trn2.48xlarge", lnc: int | None = None,
                  schedule: Callable[[int], ProfilerAction] | None = None,
                  on_trace_ready: Callable[["profile"], None] | None = None,
-                 auto_cast: str = "matmult", detail_steps: int = 0) -> None:
+                 auto_cast: str = "matmult", detail_steps: int = 0, recorder: str | None = None) -> None:
         self.inst = make_instance(instance, lnc)
         self.schedule = schedule or _always
         self.on_trace_ready = on_trace_ready
         self.auto_cast = auto_cast
         self.detail_steps = detail_steps
+        self.recorder = recorder            # "native", "python" or "auto"; None: $NEURONSCOPE_RECORDER
         self.step_num = 0
         self.windows = 0
         self.profile: Profile | None = None
@@ -83,7 +84,7 @@ class profile:
 
     def __enter__(self) -> "profile":
         from .torch_capture import start_recorder
-        self._recorder = start_recorder()
+        self._recorder = start_recorder(self.recorder)
         self._recorder.explicit_steps = True      # steps come from prof.step()
         self._note_action()
         return self

@@ -117,7 +117,8 @@ def test_missing_script_and_non_python_command(tmp_path):
     assert res.returncode == 2 and "Traceback" not in res.stderr
 
 
-def test_python_api_with_schedule(tmp_path):
+@pytest.mark.parametrize("recorder", ["native", "python"])
+def test_python_api_with_schedule(tmp_path, recorder):
     sys.path.insert(0, str(EXAMPLE.parent))
     try:
         from train_transformer import TinyGPT
@@ -129,7 +130,7 @@ def test_python_api_with_schedule(tmp_path):
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     windows = []
     with profiler.profile(instance="trn2.48xlarge", schedule=profiler.schedule(wait=1, warmup=1, active=2, repeat=2),
-                          on_trace_ready=lambda p: windows.append(p.profile)) as prof:
+                          on_trace_ready=lambda p: windows.append(p.profile), recorder=recorder) as prof:
         for _ in range(9):
             x = torch.randint(0, 32, (4, 16))
             loss = F.cross_entropy(model(x).reshape(-1, 32), x.reshape(-1))
@@ -138,6 +139,7 @@ def test_python_api_with_schedule(tmp_path):
             opt.step()
             prof.step()
     assert [sorted(set(w.table("steps")["step"].tolist())) for w in windows] == [[3, 4], [7, 8]]
+    assert {w.meta["recorder"] for w in windows} == {recorder}
     assert prof.key_averages(3)[0].self_time > 0
     prof.save(str(tmp_path / "api.nsprof"))
     assert fileformat.load(tmp_path / "api.nsprof").meta["source"] == "pytorch"
