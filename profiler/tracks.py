@@ -33,6 +33,11 @@ class Layout:
     threads: tuple[Thread, ...]
 
 
+def device_pid(profile: Profile) -> int:
+    """The NeuronCore's process id: the rank in a rank's view, DEVICE_PID otherwise."""
+    return int(profile.meta.get("device_pid", DEVICE_PID))
+
+
 def host_pid(profile: Profile) -> int:
     return int(profile.meta.get("host_pid", 1))
 
