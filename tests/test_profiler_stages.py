@@ -17,6 +17,7 @@ from device_model.workloads import Placement
 from profiler import render
 from profiler.advise import advise
 from profiler.capture import capture_workload
+from profiler.chrome import write_chrome
 from profiler.chrome_ranks import write_chrome_ranks
 from profiler.cli import main
 from profiler.diff import diff_profiles
@@ -216,6 +217,62 @@ def test_chrome_trace_has_one_neuroncore_and_one_host_process_per_rank(mlp, tmp_
     for spans in by_thread.values():
         spans.sort()
         assert all(a[1] <= b[0] + 1e-3 for a, b in zip(spans, spans[1:]))
+
+
+@pytest.mark.parametrize("which", ["stages", "1,3"])
+def test_chrome_events_of_each_rank_carry_its_pids_and_its_own_ids(inst, mlp, which, tmp_path):
+    placement = Placement(cores=8, pp=PP, dp=2)
+    prof = mlp if which == "stages" else \
+        capture_workload(MLP, inst, placement, num_exec=2, nth_exec=2, ranks=which)
+    views = rank_views(prof)
+    path = tmp_path / "pp.json"
+    write_chrome_ranks(prof, str(path))
+    doc = orjson.loads(path.read_bytes())
+    events = doc["traceEvents"]
+    pids = {v.meta["rank"]: (v.meta["rank"], HOST_PID_BASE + v.meta["rank"]) for v in views}
+    assert [d["id"] for d in doc["deviceProperties"]] == list(pids)
+    assert {e["pid"] for e in events} == {p for pair in pids.values() for p in pair}
+    kinds = collections.Counter((e["pid"], e["ph"], e.get("cat")) for e in events)
+    correlations = {}
+    for v in views:
+        dev, host = pids[v.meta["rank"]]
+        assert kinds[(dev, "X", "kernel")] == v.rows("instructions")
+        assert kinds[(dev, "X", "gpu_user_annotation")] == v.rows("ops")
+        host_spans = sum(n for (pid, ph, _), n in kinds.items() if pid == host and ph == "X")
+        assert host_spans == v.rows("host")
+        assert kinds[(dev, "C", None)] > 0
+        launched = {e["args"]["correlation"] for e in events
+                    if e["pid"] == host and "correlation" in e.get("args", {})}
+        used = {e["args"]["correlation"] for e in events
+                if e["pid"] == dev and e.get("cat") == "kernel"} - {0}
+        assert used and used <= launched             # kernels point at calls of their own rank
+        correlations[dev] = launched
+    assert sum(map(len, correlations.values())) == len(set().union(*correlations.values()))
+    # flows: an id belongs to one category and one rank; op2inst ids are used once, ac2g ids are
+    # their call's correlation id (one flow per op the call launched)
+    ends = collections.defaultdict(list)
+    for e in events:
+        if e["ph"] in "sf":
+            ends[e["id"]].append((e["ph"], e["cat"], e["pid"]))
+    for fid, flow in ends.items():
+        starts = {(cat, pid) for ph, cat, pid in flow if ph == "s"}
+        finishes = {(cat, pid) for ph, cat, pid in flow if ph == "f"}
+        assert len(starts) == len(finishes) == 1
+        assert 2 * sum(ph == "s" for ph, _, _ in flow) == len(flow)
+        (cat, src), (cat_f, dst) = starts.pop(), finishes.pop()
+        assert cat == cat_f and dst in pids
+        if cat == "ac2g":
+            assert src == pids[dst][1] and fid in correlations[dst]
+        else:
+            assert src == dst and len(flow) == 2
+    assert {cat for flow in ends.values() for _, cat, _ in flow} == {"ac2g", "op2inst"}
+
+
+def test_chrome_trace_of_a_single_rank_capture_is_the_single_core_trace(inst, tmp_path):
+    prof = capture_workload("matmul:m=256,k=256,n=256", inst)
+    write_chrome_ranks(prof, str(tmp_path / "ranks.json"))
+    write_chrome(prof, str(tmp_path / "one.json"))
+    assert (tmp_path / "ranks.json").read_bytes() == (tmp_path / "one.json").read_bytes()
 
 
 def test_perfetto_trace_has_one_process_pair_per_rank(mlp, tmp_path):

@@ -126,6 +126,16 @@ def test_chrome_trace_is_kineto_shaped(chrome, mlp):
     assert all(e.get("bp") == "e" for e in ev if e["ph"] == "f")
 
 
+def test_chrome_correlation_ids_join_host_launches_and_device_events(chrome):
+    ev = _events(chrome[0])["traceEvents"]
+    host = {e["args"]["correlation"] for e in ev if e["ph"] == "X" and e["pid"] != 0
+            and "correlation" in e["args"]}
+    kernels = {e["args"]["correlation"] for e in ev if e.get("cat") == "kernel"} - {0}
+    ac2g = {e["id"] for e in ev if e["ph"] in "sf" and e["cat"] == "ac2g"}
+    assert kernels and kernels <= host            # HTA joins kernels to their launch on this id
+    assert ac2g and ac2g <= host
+
+
 def test_chrome_x_events_never_overlap_on_a_thread(chrome):
     ev = _events(chrome[0])["traceEvents"]
     by_thread = collections.defaultdict(list)
