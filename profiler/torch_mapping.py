@@ -92,13 +92,25 @@ def recording_to_profile(recording: Recording, inst: Instance, *, auto_cast: str
     builder = ProfileBuilder(inst, "pytorch", command=command, auto_cast=auto_cast, recorder=recording.recorder,
                              host_pid=os.getpid(), host_name=f"Host: {command or 'python'} (measured CPU)",
                              **(meta or {}))
-    t0 = recording.t0
+    add_recording(builder, recording, inst, auto_cast=auto_cast, detail_steps=detail_steps, steps=steps,
+                  group=group)
+    return builder.build()
+
+
+def add_recording(builder: ProfileBuilder, recording: Recording, inst: Instance, *, auto_cast: str = "matmult",
+                  detail_steps: int = 4, steps: set[int] | None = None, group=None, t0: int | None = None,
+                  main_thread: int | None = None) -> None:
+    """Add one recording's steps and host events to `builder` (to its current rank). `t0`: the
+    perf_counter_ns host times count from (default the recording's start; ranks recorded by
+    other processes share one). `main_thread`: ident of the thread that recorded (default this
+    one; a recording made by another process names its own)."""
+    t0 = recording.t0 if t0 is None else t0
     tids: dict[object, int] = {}
 
     def tid_of(ident) -> int:
         return tids.setdefault(ident, len(tids) + 1)
 
-    main_tid = tid_of(threading.get_ident())
+    main_tid = tid_of(threading.get_ident() if main_thread is None else main_thread)
     cols = recording.table()
     phase, module = resolve_phases(recording, cols)
     step_col = cols["step"]
@@ -138,7 +150,6 @@ def recording_to_profile(recording: Recording, inst: Instance, *, auto_cast: str
         builder.add_step(step, prog, run, detailed=step in detailed, host_start=(h_start - t0) / 1e9,
                          host_end=(h_end - t0) / 1e9, info=info, shift=t_dev)
         t_dev += run.timeline.wall
-    return builder.build()
 
 
 def _step_bounds(recording: Recording, per_step) -> dict[int, tuple[int, int]]:
