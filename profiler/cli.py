@@ -39,7 +39,8 @@ def _capture_parser(sub) -> None:
     c = sub.add_parser(
         "capture", help="capture a built-in run or a PyTorch script",
         description="Capture a built-in run (--workload) or a real PyTorch script given after "
-                    "`--`, e.g. `neuron-profile capture -s out.nsprof -- python train.py`. "
+                    "`--`, e.g. `neuron-profile capture -s out.nsprof -- python train.py`, or a "
+                    "torchrun job, every worker a rank: `-- torchrun --nproc-per-node 2 train.py`. "
                     "Workloads: " + "; ".join(f"{k} ({v})" for k, v in available().items()))
     c.add_argument("-s", "--session-file", default=DEFAULT_SESSION, metavar="OUT",
                    help=f"profile to write (default {DEFAULT_SESSION})")

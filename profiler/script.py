@@ -4,6 +4,7 @@ recorder, in a child Python process, and write its profile.
 The child (`python -m profiler.script CONFIG -- SCRIPT ARGS`) runs the script with `runpy` as
 `__main__`; whatever way the script ends (return, sys.exit, an exception, SIGINT), the profile of
 what ran is written, and the child exits with the script's exit code, which capture returns.
+A `torchrun ...` command goes to profiler/script_ranks.py instead (one recorded worker per rank).
 """
 from __future__ import annotations
 
@@ -41,16 +42,28 @@ def parse_command(command: list[str]) -> tuple[str, str, list[str]]:
 
 
 def capture_script(command: list[str], inst, args) -> int:
+    from .script_ranks import capture_torchrun, is_torchrun
+    if is_torchrun(command):
+        return capture_torchrun(command, inst, args)
     kind, target, script_args = parse_command(command)
     config = {"instance": inst.spec.name, "lnc": inst.lnc, "out": str(args.session_file),
               "auto_cast": args.auto_cast, "detail_steps": args.detail_steps, "kind": kind,
               "target": target, "progress": args.progress, "command": " ".join(command),
               "dp": args.dp or 1, "recorder": args.recorder}
     child = [sys.executable, "-m", "profiler.script", orjson.dumps(config).decode(), "--", target, *script_args]
-    env = dict(os.environ)
+    return wait_child(subprocess.Popen(child, env=child_env()))
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """This environment, with the profiler importable in the child and `extra` added."""
+    env = {**os.environ, **extra}
     root = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH", "")]))
-    proc = subprocess.Popen(child, env=env)
+    return env
+
+
+def wait_child(proc: subprocess.Popen) -> int:
+    """The child's exit code, once it has ended (and written what it writes)."""
     forwarded = False
     while True:
         try:
@@ -72,7 +85,7 @@ def _exit_code(rc: int) -> int:
 
 # --- the child ------------------------------------------------------------------------------
 
-def _run_target(kind: str, target: str, args: list[str]) -> int:
+def run_target(kind: str, target: str, args: list[str]) -> int:
     import runpy
     sys.argv = [target, *args]
     try:
@@ -91,13 +104,19 @@ def _run_target(kind: str, target: str, args: list[str]) -> int:
         print(code, file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("neuron-profile: script interrupted; writing the profile of what ran", file=sys.stderr)
+        _note("neuron-profile: script interrupted; writing the profile of what ran")
         return 130
     except BaseException:
         import traceback
         traceback.print_exc()          # the script's own error, shown as Python would
-        print("neuron-profile: script raised; writing the profile of what ran", file=sys.stderr)
+        _note("neuron-profile: script raised; writing the profile of what ran")
         return 1
+
+
+def _note(line: str) -> None:
+    """One write per line, so the lines of torchrun's unbuffered workers do not interleave."""
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
 
 
 def _interrupt_once(signum, frame) -> None:
@@ -122,7 +141,7 @@ def child_main(argv: list[str]) -> int:
         print(f"neuron-profile: error: {e}", file=sys.stderr)
         return 2
     try:
-        code = _run_target(config["kind"], target_argv[0], target_argv[1:])
+        code = run_target(config["kind"], target_argv[0], target_argv[1:])
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)       # the profile gets written whatever
         recording = recorder.stop()
