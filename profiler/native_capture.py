@@ -103,14 +103,61 @@ def call_of(label: str, args: list, out_numel: int) -> AtenCall:
             extra = (a[0],)
     if name in ("convolution", "convolution_backward") and len(args) > 5:
         extra = conv_extra(name, args)
+    if out_numel < 0:
+        out_numel = output_size(name, args)
     return AtenCall(name, namespace, tuple(shapes), dtype or "torch.float32", out_numel, extra)
+
+
+def _numel(shape) -> int:
+    return int(np.prod(shape, dtype=np.int64)) if shape else 1
+
+
+def output_size(name: str, args: list) -> int:
+    """Elements of a call's result, from its arguments (outputs are not boxed for the recorder:
+    that would cost every call ~0.15 µs). Elementwise results take their inputs' broadcast shape;
+    operators whose result is shaped by other arguments are worked out one by one."""
+    tensors = [a[2] for a in args if isinstance(a, tuple) and a and a[0] == "T"]
+    lists = [a for a in args if isinstance(a, tuple) and a and a[0] == "L"]
+    ints = [a for a in args if isinstance(a, tuple) and (not a or isinstance(a[0], int))]
+    if name in ("cat", "stack", "_cat") and lists:
+        return lists[0][3]
+    if name in ("zeros", "ones", "full", "empty", "rand", "randn") and ints:
+        return _numel(ints[0])
+    if name == "repeat" and tensors and ints:
+        return _numel(tensors[0]) * _numel(ints[0])
+    if name == "constant_pad_nd" and tensors and ints:
+        shape, pad = list(tensors[0]), ints[0]
+        for i in range(0, len(pad) - 1, 2):          # pairs from the last dimension backwards
+            d = len(shape) - 1 - i // 2
+            if d >= 0:
+                shape[d] += pad[i] + pad[i + 1]
+        return _numel(shape)
+    if name in ("index_select", "gather") and len(tensors) >= 2:
+        if name == "gather":
+            return _numel(tensors[1])
+        dim = args[1] if isinstance(args[1], int) else 0
+        shape = list(tensors[0])
+        if shape:
+            shape[dim % len(shape)] = _numel(tensors[1])
+        return _numel(shape)
+    if name == "embedding_dense_backward" and tensors and len(args) > 2 and isinstance(args[2], int):
+        return args[2] * (tensors[0][-1] if tensors[0] else 1)
+    if not tensors:
+        return 0
+    try:
+        return _numel(np.broadcast_shapes(*tensors))
+    except ValueError:                               # not elementwise: the largest argument
+        return max(_numel(t) for t in tensors)
 
 
 class NativeRecorder(RecorderBase):
     kind = "native"
 
-    def __init__(self) -> None:
+    def __init__(self, boxed_outputs: bool = False) -> None:
+        """`boxed_outputs`: have torch box every call's results so their sizes are measured, not
+        worked out from the arguments (slower; for checking output_size)."""
         super().__init__()
+        self.boxed_outputs = boxed_outputs
         self.lib = load()
         if self.lib.ns_record_size() != RECORD.itemsize:
             raise NativeUnavailable("the native recorder's record layout does not match")
@@ -121,7 +168,7 @@ class NativeRecorder(RecorderBase):
 
     def start(self) -> "NativeRecorder":
         self.hooks.install()
-        if self.lib.ns_start(operator_kinds().encode(), 1) != 0:
+        if self.lib.ns_start(operator_kinds().encode(), int(self.boxed_outputs)) != 0:
             self.hooks.remove()
             raise NativeUnavailable("the native recorder is already recording in this process")
         return self
@@ -176,11 +223,13 @@ class NativeRecorder(RecorderBase):
         for tid in np.unique(records["tid"]).tolist():
             rows = records["tid"] == tid
             raw_sig[rows] = np.asarray(self._thread_sigs[tid], dtype=np.int64)[records["sig"][rows]]
-        # (signature, output size) pairs as one int64: signatures stay far below 2**22 and an
-        # output below 2**41 elements; anything larger is clipped, which only merges signatures
-        pair = (raw_sig << 41) | np.minimum(records["out_numel"], (1 << 41) - 1)
+        # (signature, output size + 1) pairs as one int64: signatures stay far below 2**22 and an
+        # output below 2**41 elements; anything larger is clipped, which only merges signatures.
+        # An output size of -1 means "not recorded".
+        pair = (raw_sig << 41) | np.clip(records["out_numel"] + 1, 0, (1 << 41) - 1)
         pairs, inverse = np.unique(pair, return_inverse=True)
-        sig_ids = np.array([self._signature(p >> 41, p & ((1 << 41) - 1)) for p in pairs.tolist()], dtype=np.int32)
+        sig_ids = np.array([self._signature(p >> 41, (p & ((1 << 41) - 1)) - 1) for p in pairs.tolist()],
+                           dtype=np.int32)
         order = np.argsort(records["t0"], kind="stable")
         chunk = {"sig": sig_ids[inverse.reshape(-1)], **{c: records[c] for c in COLUMNS if c != "sig"}}
         recording.chunks.append({c: chunk[c][order].astype(t) for c, t in COLUMNS.items()})

@@ -69,6 +69,34 @@ def test_decoded_shapes_dtypes_and_lists():
     assert calls["add"].dtype == "torch.bfloat16" and calls["add"].out_numel == 3
 
 
+def test_output_sizes_worked_out_from_arguments_match_the_real_results():
+    x, idx = torch.randn(6, 5), torch.tensor([0, 2, 2, 5])
+
+    def work():
+        torch.cat([x, x, x[:2]])
+        torch.stack([x, x])
+        x.repeat(2, 3)
+        F.pad(x, (1, 2, 3, 0))
+        torch.index_select(x, 0, idx)
+        torch.index_select(x, 1, idx[:2])
+        torch.gather(x, 1, torch.zeros(6, 2, dtype=torch.long))
+        torch.zeros(3, 7)
+        torch.full((2, 2, 2), 1.5)
+        torch.add(torch.ones(4, 1), torch.ones(1, 3))          # broadcast both ways
+        torch.ops.aten.embedding_dense_backward(torch.ones(4, 8), idx, 10, -1, False)
+        F.gelu(x)
+    def sizes(boxed: bool) -> list[tuple[str, int]]:
+        rec = NativeRecorder(boxed_outputs=boxed).start()
+        try:
+            work()
+        finally:
+            recording = rec.stop()
+        cols = recording.table()
+        return [(recording.labels[s], recording.sigs[s].out_numel) for s in cols["sig"].tolist()]
+    measured, inferred = sizes(True), sizes(False)
+    assert len(measured) >= 12 and inferred == measured
+
+
 @settings(max_examples=40, deadline=None)
 @given(shape=st.lists(st.integers(1, 5), min_size=1, max_size=4),
        dtype=st.sampled_from([torch.float16, torch.bfloat16, torch.float32, torch.float64]))

@@ -311,9 +311,12 @@ void on_exit(const at::RecordFunction& fn, at::ObserverContext*) {
   if (f.reenable) at::enableRecordFunction(true);
   bool keep = f.kind == MAPPED || ((f.kind == OTHER) && !f.kept_below);
   if (keep && f.sig >= 0) {
-    int64_t out_numel = 0;
-    for (const auto& v : fn.outputs()) {
-      if (v.isTensor() && v.toTensor().defined()) out_numel += v.toTensor().numel();
+    int64_t out_numel = -1;           // not asked for: worked out from the arguments later
+    if (fn.needsOutputs()) {
+      out_numel = 0;
+      for (const auto& v : fn.outputs()) {
+        if (v.isTensor() && v.toTensor().defined()) out_numel += v.toTensor().numel();
+      }
     }
     Record r{f.t0, t1, f.seq, f.node_seq, out_numel, f.sig,
              static_cast<int32_t>(g_context[0]), static_cast<int32_t>(g_context[2]),
