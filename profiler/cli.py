@@ -62,9 +62,25 @@ def _capture_parser(sub) -> None:
     c.add_argument("--detail-steps", type=int, default=4, metavar="N",
                    help="scripts: steps kept at instruction level (the last N; 0 = all)")
     c.add_argument("--progress", choices=("auto", "on", "off"), default="auto")
+    c.add_argument("--steps", type=_step_window, metavar="FIRST[-[LAST]]",
+                   help="scripts: record only these steps (5, 3-6 or 3-; counted from 1); the script "
+                        "runs unrecorded outside them")
     c.add_argument("--recorder", choices=("auto", "native", "python"), default="auto",
                    help="scripts: native (C++ RecordFunction hook, built on first use) or python "
                         "(TorchDispatchMode, no compiler needed); auto falls back to python")
+
+
+def _step_window(text: str) -> tuple[int, int | None]:
+    """`5` (that step), `3-6`, `3-` (from step 3 on)."""
+    first, dash, last = text.partition("-")
+    try:
+        lo = int(first)
+        hi = (int(last) if last else None) if dash else lo
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected FIRST, FIRST-LAST or FIRST-, got {text!r}") from None
+    if lo < 1 or (hi is not None and hi < lo):
+        raise argparse.ArgumentTypeError(f"steps count from 1 and LAST >= FIRST, got {text!r}")
+    return lo, hi
 
 
 def _view_parser(sub) -> None:
@@ -88,6 +104,8 @@ def cmd_capture(args, script: list[str]) -> int:
         raise SpecError("give either --workload or a script after --, not both")
     if script and args.ranks:
         raise SpecError("--ranks applies to --workload captures; a script's ranks are its processes")
+    if args.steps and not script:
+        raise SpecError("--steps applies to scripts; built-in runs take --num-exec/--profile-nth-exec")
     if script:
         from .script import capture_script
         return capture_script(script, inst, args)

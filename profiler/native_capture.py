@@ -153,10 +153,11 @@ def output_size(name: str, args: list) -> int:
 class NativeRecorder(RecorderBase):
     kind = "native"
 
-    def __init__(self, boxed_outputs: bool = False) -> None:
+    def __init__(self, boxed_outputs: bool = False, steps: tuple[int, int | None] | None = None) -> None:
         """`boxed_outputs`: have torch box every call's results so their sizes are measured, not
         worked out from the arguments (slower; for checking output_size)."""
-        super().__init__()
+        super().__init__(steps)
+        self.active = False
         self.boxed_outputs = boxed_outputs
         self.lib = load()
         if self.lib.ns_record_size() != RECORD.itemsize:
@@ -168,16 +169,30 @@ class NativeRecorder(RecorderBase):
 
     def start(self) -> "NativeRecorder":
         self.hooks.install()
-        if self.lib.ns_start(operator_kinds().encode(), int(self.boxed_outputs)) != 0:
-            self.hooks.remove()
-            raise NativeUnavailable("the native recorder is already recording in this process")
+        if self.keeps(self.step):
+            try:
+                self._record(True)
+            except NativeUnavailable:
+                self.hooks.remove()
+                raise
         return self
 
     def stop(self) -> Recording:
-        self._take(stop=True)
+        self._record(False)
         self.hooks.remove()
         self.lib.ns_release()
         return self.recording
+
+    def _record(self, on: bool) -> None:
+        """Switch the callback on (at the window's first step) or off (after its last)."""
+        if on and not self.active:
+            if self.lib.ns_start(operator_kinds().encode(), int(self.boxed_outputs)) != 0:
+                raise NativeUnavailable("the native recorder is already recording in this process")
+            self._ctx[:3] = (self.module, self.phase, self.step)
+            self.active = True
+        elif not on and self.active:
+            self._take(stop=True)
+            self.active = False
 
     def set_module(self, module: int) -> None:
         self.module = module
@@ -190,15 +205,18 @@ class NativeRecorder(RecorderBase):
     def end_step(self) -> None:
         super().end_step()
         self._ctx[2] = self.step
+        if self.keeps(self.step) != self.active:
+            self._record(not self.active)
 
     def compact(self) -> None:
         """Records hold no tensors, so they stay in the library until the stop or a flush; only
         every COLLECT_EVERY steps are they moved over, to bound the library's buffers."""
-        if self.step % COLLECT_EVERY == 0:
+        if self.active and self.step % COLLECT_EVERY == 0:
             self._take(stop=False)
 
     def flush(self) -> Recording:
-        self._take(stop=False)
+        if self.active:
+            self._take(stop=False)
         return self.recording
 
     def _take(self, stop: bool) -> None:

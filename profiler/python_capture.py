@@ -22,9 +22,9 @@ class Recorder(TorchDispatchMode, RecorderBase):
     """The Python recorder: every aten call that reaches the Python dispatch key."""
     kind = "python"
 
-    def __init__(self) -> None:
+    def __init__(self, steps: tuple[int, int | None] | None = None) -> None:
         TorchDispatchMode.__init__(self)
-        RecorderBase.__init__(self)
+        RecorderBase.__init__(self, steps)
         self._calls: list[tuple] = []
         self._append = self._calls.append
 
@@ -58,7 +58,7 @@ class Recorder(TorchDispatchMode, RecorderBase):
         rec = self.recording
         rows = [(rec.intern(to_call(func, args, out)), t0, t1, phase, module, step, seq, node_seq, 0)
                 for func, t0, t1, args, out, phase, module, step, seq, node_seq in calls
-                if func.namespace != "profiler"]       # record_function's own markers
+                if func.namespace != "profiler" and self.keeps(step)]   # not record_function's markers
         if not rows:
             return
         cols = list(zip(*rows))

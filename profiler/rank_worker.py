@@ -126,7 +126,7 @@ def worker_main(argv: list[str]) -> int:
     from .script import run_target
     from .torch_capture import start_recorder
     try:
-        recorder = start_recorder(config.get("recorder"))
+        recorder = start_recorder(config.get("recorder"), steps=config.get("steps"))
     except ValueError as e:
         print(f"neuron-profile: error: {e}", file=sys.stderr)
         return 2

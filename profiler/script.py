@@ -49,7 +49,7 @@ def capture_script(command: list[str], inst, args) -> int:
     config = {"instance": inst.spec.name, "lnc": inst.lnc, "out": str(args.session_file),
               "auto_cast": args.auto_cast, "detail_steps": args.detail_steps, "kind": kind,
               "target": target, "progress": args.progress, "command": " ".join(command),
-              "dp": args.dp or 1, "recorder": args.recorder}
+              "dp": args.dp or 1, "recorder": args.recorder, "steps": args.steps}
     child = [sys.executable, "-m", "profiler.script", orjson.dumps(config).decode(), "--", target, *script_args]
     return wait_child(subprocess.Popen(child, env=child_env()))
 
@@ -136,7 +136,7 @@ def child_main(argv: list[str]) -> int:
     from .torch_mapping import recording_to_profile
     inst = instance(config["instance"], config["lnc"])
     try:
-        recorder = start_recorder(config.get("recorder"))
+        recorder = start_recorder(config.get("recorder"), steps=config.get("steps"))
     except ValueError as e:
         print(f"neuron-profile: error: {e}", file=sys.stderr)
         return 2

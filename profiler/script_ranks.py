@@ -101,7 +101,7 @@ def capture_torchrun(command: list[str], inst, args) -> int:
         raise SpecError("--dp is for single-process scripts; under torchrun the ranks are its workers")
     parts = tempfile.mkdtemp(prefix="neuronscope-ranks-")
     try:
-        config = {"parts": parts, "kind": cmd.kind, "recorder": args.recorder}
+        config = {"parts": parts, "kind": cmd.kind, "recorder": args.recorder, "steps": args.steps}
         launch = [sys.executable, "-m", LAUNCHER_MODULE, *cmd.options, "-m", WORKER_MODULE, cmd.target, *cmd.args]
         # torchrun in a session of its own: a Ctrl-C reaches it once, passed on by wait_child
         # (a SIGTERM too, passed on here), and it stops its workers, each in a session of its

@@ -135,8 +135,9 @@ class _Hooks:
         rec = self.rec
         if rec.module_stack:
             mid, t0 = rec.module_stack.pop()
-            rec.recording.spans.append((rec.recording.modules[mid], "python_function", threading.get_ident(),
-                                        t0, _now(), rec.step))
+            if rec.keeps(rec.step):
+                rec.recording.spans.append((rec.recording.modules[mid], "python_function",
+                                            threading.get_ident(), t0, _now(), rec.step))
         rec.set_module(rec.module_stack[-1][0] if rec.module_stack else 0)
 
     def _opt_pre(self, optimizer, args, kwargs) -> None:
@@ -145,8 +146,9 @@ class _Hooks:
 
     def _opt_post(self, optimizer, args, kwargs) -> None:
         rec = self.rec
-        rec.recording.spans.append((f"Optimizer.step#{type(optimizer).__name__}.step", "user_annotation",
-                                    threading.get_ident(), rec.opt_t0, _now(), rec.step))
+        if rec.keeps(rec.step):
+            rec.recording.spans.append((f"Optimizer.step#{type(optimizer).__name__}.step", "user_annotation",
+                                        threading.get_ident(), rec.opt_t0, _now(), rec.step))
         rec.set_phase(FORWARD)
         if not rec.explicit_steps:
             rec.end_step()
@@ -162,8 +164,9 @@ class _Hooks:
             try:
                 return original(it)
             finally:
-                rec.recording.spans.append(("DataLoader.__next__", "data_loading", threading.get_ident(),
-                                            t0, _now(), rec.step))
+                if rec.keeps(rec.step):
+                    rec.recording.spans.append(("DataLoader.__next__", "data_loading", threading.get_ident(),
+                                                t0, _now(), rec.step))
         timed_next.__wrapped_original__ = original
         cls.__next__ = timed_next
         self._dl = (cls, original)
@@ -176,10 +179,12 @@ class _Hooks:
 
 
 class RecorderBase:
-    """Context (module, phase, step) and step bookkeeping shared by both recorders."""
+    """Context (module, phase, step) and step bookkeeping shared by both recorders. `steps`
+    (first, last or None) limits what is kept to a window of steps, counted from 1."""
     kind = "base"
 
-    def __init__(self) -> None:
+    def __init__(self, steps: tuple[int, int | None] | None = None) -> None:
+        self.first_step, self.last_step = steps or (1, None)
         self.recording = Recording(recorder=self.kind)
         self.module = 0
         self.module_stack: list[tuple[int, int]] = []
@@ -188,6 +193,9 @@ class RecorderBase:
         self.explicit_steps = False
         self.opt_t0 = 0
         self.hooks = _Hooks(self)
+
+    def keeps(self, step: int) -> bool:
+        return self.first_step <= step and (self.last_step is None or step <= self.last_step)
 
     def set_module(self, module: int) -> None:
         self.module = module
@@ -213,9 +221,10 @@ class RecorderBase:
         return self.recording
 
 
-def start_recorder(kind: str | None = None) -> RecorderBase:
+def start_recorder(kind: str | None = None, steps: tuple[int, int | None] | None = None) -> RecorderBase:
     """A started recorder: `kind` "native", "python" or "auto" (default: $NEURONSCOPE_RECORDER,
-    else auto — native when it can be built, with one line on stderr when it cannot)."""
+    else auto — native when it can be built, with one line on stderr when it cannot). `steps`:
+    keep only that window of steps (the native recorder is off outside it)."""
     kind = kind or os.environ.get("NEURONSCOPE_RECORDER", "auto")
     if kind not in ("auto", "native", "python"):
         raise ValueError(f"unknown recorder {kind!r} (choose auto, native or python)")
@@ -223,10 +232,10 @@ def start_recorder(kind: str | None = None) -> RecorderBase:
         from .native_build import NativeUnavailable
         from .native_capture import NativeRecorder
         try:
-            return NativeRecorder().start()
+            return NativeRecorder(steps=steps).start()
         except NativeUnavailable as e:
             if kind == "native":
                 raise ValueError(str(e)) from None
             print(f"neuron-profile: {e}; using the Python recorder (slower)", file=sys.stderr)
     from .python_capture import Recorder
-    return Recorder().start()
+    return Recorder(steps=steps).start()

@@ -108,6 +108,19 @@ def test_sigint_mid_run_leaves_a_valid_profile(tmp_path):
     assert prof.rows("steps") >= 3
 
 
+def test_step_window_and_its_bad_values(tmp_path):
+    res = capture(tmp_path, "--steps", "5", extra=("--steps", "2-3"))
+    assert res.returncode == 0, res.stderr
+    prof = fileformat.load(tmp_path / "t.nsprof")
+    assert prof.table("steps")["step"].tolist() == [2, 3]
+    for bad in ("0", "4-2", "x"):
+        res = capture(tmp_path, extra=("--steps", bad))
+        assert res.returncode == 2 and "Traceback" not in res.stderr and "--steps" in res.stderr
+    res = subprocess.run([*CLI, "capture", "--workload", "mlp", "--steps", "2"], capture_output=True,
+                         text=True, cwd=ROOT)
+    assert res.returncode == 2 and "--steps applies to scripts" in res.stderr
+
+
 def test_missing_script_and_non_python_command(tmp_path):
     res = subprocess.run([*CLI, "capture", "-s", str(tmp_path / "x"), "--", "python", "nope.py"],
                          capture_output=True, text=True, cwd=ROOT)

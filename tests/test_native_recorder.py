@@ -145,6 +145,26 @@ def test_phases_modules_and_steps(kind):
     assert cols["t0"].min() >= rec.t0
 
 
+@pytest.mark.parametrize("kind", ["native", "python"])
+def test_a_step_window_keeps_only_its_steps(kind):
+    torch.manual_seed(0)
+    model = Tiny()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    rec = start_recorder(kind, steps=(2, 3))
+    assert rec.kind == kind
+    if kind == "native":
+        assert not rec.active                          # off until step 2 begins
+    train_steps(model, opt, 5)
+    if kind == "native":
+        assert not rec.active                          # off again after step 3
+    recording = rec.stop()
+    cols = recording.table()
+    assert sorted(set(cols["step"].tolist())) == [2, 3]
+    assert {span[5] for span in recording.spans} == {2, 3}
+    phase, module = resolve_phases(recording, cols)
+    assert (phase == BACKWARD).any() and (cols["module"] > 0).any()
+
+
 def test_both_recorders_give_the_same_forward_and_backward_flops():
     from device_model import instance
     inst = instance("trn2.48xlarge")
