@@ -123,19 +123,11 @@ def worker_main(argv: list[str]) -> int:
         print(f"neuron-profile: error: ${ENV} is not set; this worker runs under "
               "`neuron-profile capture -- torchrun ...`", file=sys.stderr)
         return 2
-    from .script import run_target
-    from .torch_capture import start_recorder
-    try:
-        recorder = start_recorder(config.get("recorder"), steps=config.get("steps"))
-    except ValueError as e:
-        print(f"neuron-profile: error: {e}", file=sys.stderr)
+    from .script import record_run
+    ran = record_run(config, argv, STOP_SIGNALS)     # the part gets written whatever
+    if ran is None:
         return 2
-    try:
-        code = run_target(config["kind"], argv[0], argv[1:])
-    finally:
-        for sig in STOP_SIGNALS:          # the part gets written whatever
-            signal.signal(sig, signal.SIG_IGN)
-        recording = recorder.stop()
+    code, recording = ran
     if _stopped_by:
         code = 128 + _stopped_by[0]
     rank, local_rank, world = _identity()

@@ -125,6 +125,25 @@ def _interrupt_once(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
+def record_run(config: dict, target_argv: list[str], stop_signals: tuple) -> tuple[int, object] | None:
+    """Run the target under the configured recorder: (its exit code, the recording), or None after
+    one line on stderr when no recorder can start. Once the target ends, `stop_signals` are
+    ignored, so the recording is always handed back."""
+    from .torch_capture import start_recorder
+    try:
+        recorder = start_recorder(config.get("recorder"), steps=config.get("steps"))
+    except ValueError as e:
+        print(f"neuron-profile: error: {e}", file=sys.stderr)
+        return None
+    try:
+        code = run_target(config["kind"], target_argv[0], target_argv[1:])
+    finally:
+        for sig in stop_signals:
+            signal.signal(sig, signal.SIG_IGN)
+        recording = recorder.stop()
+    return code, recording
+
+
 def child_main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, _interrupt_once)
     config = orjson.loads(argv[0])
@@ -132,19 +151,12 @@ def child_main(argv: list[str]) -> int:
     from device_model import instance
     from device_model.workloads.micro import place_ranks
     from .fileformat import save
-    from .torch_capture import start_recorder
     from .torch_mapping import recording_to_profile
     inst = instance(config["instance"], config["lnc"])
-    try:
-        recorder = start_recorder(config.get("recorder"), steps=config.get("steps"))
-    except ValueError as e:
-        print(f"neuron-profile: error: {e}", file=sys.stderr)
+    ran = record_run(config, target_argv, (signal.SIGINT,))
+    if ran is None:
         return 2
-    try:
-        code = run_target(config["kind"], target_argv[0], target_argv[1:])
-    finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)       # the profile gets written whatever
-        recording = recorder.stop()
+    code, recording = ran
     world = _world_size() or config["dp"]
     group = place_ranks(inst, world) if world > 1 else None
     try:
