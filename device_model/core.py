@@ -32,7 +32,18 @@ def lower_collective(op: Op, ctx: CoreContext) -> list[Stage]:
     dur = np.full(steps, cost.seconds / steps)
     moved = np.full(steps, cost.bytes_moved / steps)
     return [Stage(L_CC, OP[op.get("coll").upper()], dur, (Dep(INPUTS),), ctx.costs.semaphore_latency_s,
-                  queue=Q_CC, hbm_r=moved, hbm_w=moved)]
+                  queue=Q_CC, hbm_r=moved, hbm_w=moved,
+                  dma_share=collective_dma_share(2 * cost.bytes_moved, cost.seconds, ctx))]
+
+
+def collective_dma_share(hbm_bytes: float, seconds: float, ctx: CoreContext) -> float:
+    """Share of one physical core's DMA rate a collective's traffic takes while it runs (C4: the
+    CC-cores drive the same DMA engines and HBM as compute). A rank's bytes are read from and
+    written to HBM (the 2 x bytes_moved the timeline counts) over the `shard` physical cores of
+    its logical core, at the collective's average rate."""
+    if seconds <= 0.0 or ctx.dma_bw <= 0.0:
+        return 0.0
+    return hbm_bytes / ctx.shard / seconds / ctx.dma_bw
 
 
 LOWERING = {

@@ -24,6 +24,8 @@ class CostParams:
     # --- DMA ----------------------------------------------------------------------------
     dma_eta_half_bytes: float = 512.0      # assumption: eta(s) = s/(s+512 B), s = bytes/partition
     dma_transfer_bytes: int = 1 << 20      # assumption: compiler's transfer size for big tensors
+    dma_packet_bytes: int = 4096           # N5, C4: default DMA packet 4 KiB (queues switch per packet)
+    cc_dma_packet_bytes: int = 65536       # C4: collective DMA packets default to 64 KiB
     # --- tiling -------------------------------------------------------------------------
     tile_free_elems: int = 2048            # assumption: F-chunk per partition for elementwise ops
     sbuf_usable_fraction: float = 0.85     # assumption: leave ~15% of SBUF (trn2-arch §6)

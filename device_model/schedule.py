@@ -15,8 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .contention import DmaContention
 from .costs import CostParams
-from .isa import L_DMA, L_PE_MM, LANES
+from .isa import L_CC, L_DMA, L_PE_MM, LANES
 from .stages import INPUTS, PREFETCH, QUANTITIES, LoweredOp, Stage
 
 COLUMNS = ("lane", "opcode", "op", "queue", "start", "end") + QUANTITIES
@@ -58,6 +59,7 @@ class Scheduler:
         self._pending: list[tuple[int, Placed | None, Stage, list[np.ndarray]]] = []
         self.t0 = t0
         self._pe_used = False
+        self._contention = DmaContention(costs)
 
     # --- public ------------------------------------------------------------------------------
     def run(self, ops: list[LoweredOp]) -> None:
@@ -73,7 +75,7 @@ class Scheduler:
         first_start, last_end = np.inf, inputs_ready
         flushed = False
         for s_i, stage in enumerate(op.stages):
-            if not flushed and not self._is_prefetchable_load(stage):
+            if not flushed and not self._keeps_stores_pending(stage):
                 self._flush()
                 flushed = True
             ready = self._ready(stage, ends, inputs_ready, prefetch_ready)
@@ -96,9 +98,11 @@ class Scheduler:
 
     # --- internals ---------------------------------------------------------------------------
     @staticmethod
-    def _is_prefetchable_load(stage: Stage) -> bool:
-        return stage.lane == L_DMA and not stage.deferred and all(
-            d.stage in (INPUTS, PREFETCH) for d in stage.deps)
+    def _keeps_stores_pending(stage: Stage) -> bool:
+        """Prefetchable loads go ahead of the previous op's stores. So does a collective (it
+        does not use the DMA lane): placed first, it slows the stores that overlap it."""
+        return stage.lane == L_CC or (stage.lane == L_DMA and not stage.deferred and all(
+            d.stage in (INPUTS, PREFETCH) for d in stage.deps))
 
     def _ready(self, stage: Stage, ends: list[np.ndarray], inputs_ready: float,
                prefetch_ready: float) -> np.ndarray:
@@ -122,10 +126,18 @@ class Scheduler:
         lane = stage.lane
         dur = stage.dur
         end = place(dur, ready, self.lane_free[lane])
+        start = end - dur
         if lane == L_PE_MM and stage.n:
             dur, end = self._throttle(dur, ready, end)
+            start = end - dur
             self._pe_used = True
-        start = end - dur
+        elif lane == L_DMA and stage.n and self._contention:
+            contended = self._contend(dur, ready, start, end)
+            if contended is not None:
+                start, end = contended
+                dur = end - start
+        elif lane == L_CC and stage.n:
+            self._contention.add(start, end, stage.dma_share)
         if stage.n:
             self.lane_free[lane] = end[-1]
         p = Placed(stage, op, start, end)
@@ -159,6 +171,15 @@ class Scheduler:
         for t in (end - dur)[restart]:
             self.throttles.append(ThrottleEvent(float(t), ramp, r0))
         return dur, end
+
+    def _contend(self, dur: np.ndarray, ready: np.ndarray, start: np.ndarray, end: np.ndarray):
+        """Re-place a DMA stage in work time where it overlaps collectives (contention.py)."""
+        c = self._contention
+        c.forget_before(self.lane_free[L_DMA])
+        if not c.overlaps(float(start[0]), float(end[-1])):
+            return None
+        tau_end = place(dur, c.to_work(ready), float(c.to_work(self.lane_free[L_DMA:L_DMA + 1])[0]))
+        return c.to_wall(tau_end - dur), c.to_wall(tau_end)
 
     def _flush(self) -> None:
         for op, _, stage, (ready,) in self._pending:

@@ -35,6 +35,7 @@ class Stage:
     latency: float                   # seconds after an instruction ends before dependents start
     queue: int = Q_NONE
     deferred: bool = False           # a store: issued after the next op's loads (prefetch order)
+    dma_share: float = 0.0           # collectives: share of the core's DMA bandwidth they claim
     flops: np.ndarray | float = 0.0  # model FLOPs (2*MACs) per instruction
     hw_flops: np.ndarray | float = 0.0
     transpose_flops: np.ndarray | float = 0.0
