@@ -91,22 +91,24 @@ def test_engine_active_never_exceeds_wall_time(build):
 
 def test_flops_and_bytes_agree_between_instructions_and_operators():
     p = Program()
-    p.matmul(1000, 3000, 700, "bf16")
-    p.activation("gelu", 1000 * 700)
+    a = p.matmul(1000, 3000, 700, "bf16")
+    p.collective("all_reduce", 64 << 20, CollectiveGroup(16, 1, 16), deps=(a,))
+    p.activation("gelu", 1000 * 700, deps=(a,))
     p.matmul(1000, 700, 3000, "fp8")
     tl = run(p).timeline
     per_op = tl.per_op()
     for q in ("flops", "hw_flops", "hbm_r", "hbm_w", "sbuf_r", "psum_w"):
         assert per_op[q].sum() == pytest.approx(tl.total(q))
     assert per_op["flops"][0] == pytest.approx(2 * 1000 * 3000 * 700)
-    assert per_op["flops"][2] == pytest.approx(2 * 1000 * 700 * 3000)
+    assert per_op["flops"][3] == pytest.approx(2 * 1000 * 700 * 3000)
 
 
 def test_instructions_on_a_lane_never_overlap_and_respect_program_order():
     p = Program()
     for _ in range(3):
-        p.matmul(512, 1024, 2048)
-        p.activation("silu", 512 * 2048)
+        mm = p.matmul(512, 1024, 2048)
+        p.collective("all_reduce", 16 << 20, CollectiveGroup(16, 1, 16), deps=(mm,))
+        p.activation("silu", 512 * 2048, deps=(mm,))     # its DMA contends with the all-reduce
         p.layernorm(512, 2048)
     tl = run(p).timeline
     c = tl.columns
