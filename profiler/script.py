@@ -151,6 +151,7 @@ def child_main(argv: list[str]) -> int:
     from device_model import instance
     from device_model.workloads.micro import place_ranks
     from .fileformat import save
+    from .progress import progress_bar
     from .torch_mapping import recording_to_profile
     inst = instance(config["instance"], config["lnc"])
     ran = record_run(config, target_argv, (signal.SIGINT,))
@@ -160,9 +161,11 @@ def child_main(argv: list[str]) -> int:
     world = _world_size() or config["dp"]
     group = place_ranks(inst, world) if world > 1 else None
     try:
-        profile = recording_to_profile(recording, inst, auto_cast=config["auto_cast"],
-                                       detail_steps=config["detail_steps"], command=config["command"],
-                                       group=group, meta={"world_size": world})
+        with progress_bar(config.get("progress", "auto"), len(recording.steps()),
+                          f"simulating steps on {inst.spec.name}") as tick:
+            profile = recording_to_profile(recording, inst, auto_cast=config["auto_cast"],
+                                           detail_steps=config["detail_steps"], command=config["command"],
+                                           group=group, meta={"world_size": world}, progress=tick)
         path = save(profile, config["out"])
     except (SpecError, ValueError) as e:
         print(f"neuron-profile: error: {e}", file=sys.stderr)

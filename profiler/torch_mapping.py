@@ -86,20 +86,21 @@ class _StepPrograms:
 
 def recording_to_profile(recording: Recording, inst: Instance, *, auto_cast: str = "matmult",
                          detail_steps: int = 4, steps: set[int] | None = None, command: str = "",
-                         group=None, meta: dict | None = None) -> Profile:
+                         group=None, meta: dict | None = None, progress=None) -> Profile:
     """Simulate each recorded step on `inst` and assemble the profile, keeping the measured CPU
-    timeline as the host process. `steps` limits the steps kept (the API's schedule)."""
+    timeline as the host process. `steps` limits the steps kept (the API's schedule);
+    `progress(done, total)` is told of each step placed."""
     builder = ProfileBuilder(inst, "pytorch", command=command, auto_cast=auto_cast, recorder=recording.recorder,
                              host_pid=os.getpid(), host_name=f"Host: {command or 'python'} (measured CPU)",
                              **(meta or {}))
     add_recording(builder, recording, inst, auto_cast=auto_cast, detail_steps=detail_steps, steps=steps,
-                  group=group)
+                  group=group, progress=progress)
     return builder.build()
 
 
 def add_recording(builder: ProfileBuilder, recording: Recording, inst: Instance, *, auto_cast: str = "matmult",
                   detail_steps: int = 4, steps: set[int] | None = None, group=None, t0: int | None = None,
-                  main_thread: int | None = None) -> None:
+                  main_thread: int | None = None, progress=None) -> None:
     """Add one recording's steps and host events to `builder` (to its current rank). `t0`: the
     perf_counter_ns host times count from (default the recording's start; ranks recorded by
     other processes share one). `main_thread`: ident of the thread that recorded (default this
@@ -139,7 +140,9 @@ def add_recording(builder: ProfileBuilder, recording: Recording, inst: Instance,
             builder.add_host(name, cat, tid_of(ident), (s0 - t0) / 1e9, (s1 - t0) / 1e9, step=step)
     bounds_ns = _step_bounds(recording, per_step)
     t_dev = 0.0
-    for step in wanted:
+    for done, step in enumerate(wanted):
+        if progress:
+            progress(done, len(wanted))
         idx, key, prog, infos = per_step[step]
         h_start, h_end = bounds_ns[step]
         builder.add_host(f"ProfilerStep#{step}", "user_annotation", main_tid, (h_start - t0) / 1e9,
@@ -150,6 +153,8 @@ def add_recording(builder: ProfileBuilder, recording: Recording, inst: Instance,
         builder.add_step(step, prog, run, detailed=step in detailed, host_start=(h_start - t0) / 1e9,
                          host_end=(h_end - t0) / 1e9, info=info, shift=t_dev)
         t_dev += run.timeline.wall
+    if progress:
+        progress(len(wanted), len(wanted))
 
 
 def _step_bounds(recording: Recording, per_step) -> dict[int, tuple[int, int]]:

@@ -179,6 +179,17 @@ def test_both_recorders_give_the_same_forward_and_backward_flops():
     assert flops["native"] == flops["python"] and min(flops["native"]) > 0
 
 
+def test_mapping_reports_progress_per_step():
+    from device_model import instance
+    torch.manual_seed(0)
+    model = Tiny()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    ticks = []
+    prof = recording_to_profile(record(lambda: train_steps(model, opt, 3)), instance("trn1.2xlarge"),
+                                progress=lambda done, total: ticks.append((done, total)))
+    assert ticks == [(0, 3), (1, 3), (2, 3), (3, 3)] and prof.rows("steps") == 3
+
+
 def test_calls_from_another_thread_are_kept_while_collecting():
     a = torch.ones(16)
     rec = NativeRecorder().start()
