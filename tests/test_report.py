@@ -245,7 +245,7 @@ def test_runtime_lookup_by_tag():
 
 
 # --------------------------------------------------------------------------- properties
-from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import HealthCheck, example, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 PERIOD = st.floats(0.0, 3600.0, allow_nan=False)
@@ -350,6 +350,7 @@ def test_generated_documents_round_trip(doc):
 
 @settings(max_examples=300, deadline=None)
 @given(st.one_of(JSON, LOOSE_DOCUMENT, DOCUMENT.flatmap(lambda d: st.just(d) | mutated(d))))
+@example({"\n": -9223372036854775809})          # a path with a newline: the message stays one line
 def test_arbitrary_json_raises_only_report_error(value):
     try:
         report = Report.from_json(value if isinstance(value, dict) else json.dumps(value))
