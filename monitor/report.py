@@ -75,6 +75,9 @@ class InstanceInfo:
 
 
 _INSTANCE_JSON_KEYS = frozenset(key for _, key in _INSTANCE_KEYS)
+# Bounds on counts that sinks iterate over (a Trn2 UltraServer host has 16 devices of 8 cores);
+# far above any instance, far below what would exhaust memory.
+_HARDWARE_LIMITS = {"device_count": 4096, "cores_per_device": 256}
 _HARDWARE_INT_KEYS = (("device_count", "neuron_device_count"),
                       ("device_memory_bytes", "neuron_device_memory_size"),
                       ("cores_per_device", "neuroncore_per_device_count"))
@@ -99,6 +102,10 @@ class HardwareInfo:
     def parse(cls, d: Any, path: str) -> HardwareInfo:
         d = f.obj({} if d is None else d, path)
         ints = {attr: f.count(d.get(key, 0), f"{path}.{key}") for attr, key in _HARDWARE_INT_KEYS}
+        for attr, key in _HARDWARE_INT_KEYS:
+            limit = _HARDWARE_LIMITS.get(attr)
+            if limit is not None and ints[attr] > limit:   # sinks lay out one row per device/core
+                f.fail(f"{path}.{key}", f"{ints[attr]} is more than any instance has (at most {limit})")
         lnc = d.get("logical_neuroncore_config")
         return cls(f.text(d.get("neuron_device_type", ""), path + ".neuron_device_type"),
                    f.text(d.get("neuron_device_version", ""), path + ".neuron_device_version"),

@@ -98,6 +98,13 @@ def test_stream_fuzz_10000_examples(batch):
     check(batch)
 
 
+@pytest.mark.parametrize("key", ["neuron_device_count", "neuroncore_per_device_count"])
+def test_absurd_hardware_counts_are_input_errors_not_allocations(key):
+    doc = orjson.loads(GOOD)
+    doc["neuron_hardware_info"][key] = 2**62          # sinks lay out one row per device
+    check([GOOD.rstrip(b"\n"), orjson.dumps(doc)])
+
+
 @pytest.mark.parametrize("text", ["\r", "a\nb", 'q"q', "back\\slash", "\u2028"])
 def test_control_characters_in_label_values_keep_one_sample_per_line(text):
     doc = orjson.loads(GOOD)
