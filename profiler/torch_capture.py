@@ -2,7 +2,7 @@
 forward/backward, optimizer steps, DataLoader waits.
 
 Two recorders fill the same columnar Recording. The native one (profiler/native_capture.py) hooks
-the dispatcher's RecordFunction from C++ and costs about 1.5 µs per operator; the Python one
+the dispatcher's RecordFunction from C++ and costs about 1.6 µs per operator; the Python one
 (profiler/python_capture.py) is a TorchDispatchMode, slower but needing no compiler. `start_recorder()` picks the
 native one when it can be built. Either way the hot path keeps ids and numbers only; names,
 shapes and the chip mapping are worked out after the run (profiler/torch_mapping.py).
