@@ -31,11 +31,7 @@ from device_model import instance  # noqa: E402
 from profiler.torch_capture import start_recorder  # noqa: E402
 from profiler.torch_mapping import recording_to_profile  # noqa: E402
 from train_transformer import TinyGPT  # noqa: E402
-
-
-def fmt(values: list[float], scale: float = 1.0, unit: str = "") -> str:
-    v = [x * scale for x in values]
-    return f"{statistics.median(v):8.2f}{unit} [{min(v):.2f}-{max(v):.2f}]"
+from benchlib import fmt  # noqa: E402
 
 
 class Passthrough(TorchDispatchMode):
@@ -101,9 +97,9 @@ def main() -> int:
           f"at the dispatcher ({len(native):,} kept by the native recorder), {args.runs} runs ==")
     base = statistics.median(wall["uninstrumented"])
     print(f"{'':26s}{'wall time':>26s}  {'overhead µs/op, wall':>28s}  {'overhead µs/op, thread CPU':>30s}")
-    print(f"{'uninstrumented':26s}{fmt(wall['uninstrumented'], 1e3, ' ms')}  ({base / n_ops * 1e6:.2f} µs/op of work)")
+    print(f"{'uninstrumented':26s}{fmt(wall['uninstrumented'], 1e3, ' ms'):>26s}  ({base / n_ops * 1e6:.2f} µs/op of work)")
     for name in list(variants)[1:]:
-        print(f"{name:26s}{fmt(wall[name], 1e3, ' ms')}  {fmt(per_op['wall'][name])}  {fmt(per_op['cpu'][name])}")
+        print(f"{name:26s}{fmt(wall[name], 1e3, ' ms'):>26s}  {fmt(per_op['wall'][name]):>28s}  {fmt(per_op['cpu'][name]):>30s}")
     for clock in ("wall", "cpu"):
         ours = statistics.median(per_op[clock]["native recorder"])
         for other in ("python recorder", "torch.profiler(shapes)"):

@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -16,19 +15,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from device_model import instance  # noqa: E402
 from device_model.workloads import Placement  # noqa: E402
 from profiler.capture import capture_workload  # noqa: E402
-
-
-def timed(fn, runs: int) -> list[float]:
-    out = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t)
-    return out
-
-
-def fmt(values: list[float]) -> str:
-    return f"{statistics.median(values):.3f} s [{min(values):.3f}-{max(values):.3f}]"
+from benchlib import fmt, timed  # noqa: E402
 
 
 def main() -> int:
@@ -45,9 +32,9 @@ def main() -> int:
     for which in ("first", "stages"):
         # each run on a fresh instance: nothing simulated is reused between runs
         rows[which] = timed(lambda w=which: capture_workload(args.spec, instance(args.instance), placement,
-                                                              ranks=w), args.runs)
+                                                              ranks=w), args.runs, warmup=False)
         prof = capture_workload(args.spec, inst, placement, ranks=which)
-        print(f"--ranks {which:<7} {fmt(rows[which])}  ({len(prof.meta['ranks'])} ranks, "
+        print(f"--ranks {which:<7} {fmt(rows[which], unit=' s', digits=3)}  ({len(prof.meta['ranks'])} ranks, "
               f"{prof.rows('instructions')} instructions)")
     ratio = statistics.median(rows["stages"]) / statistics.median(rows["first"])
     print(f"ratio stages / first: {ratio:.2f}x for {args.pp} ranks")

@@ -23,7 +23,6 @@ import multiprocessing as mp
 import random
 import statistics
 import sys
-import threading
 import time
 from pathlib import Path
 

@@ -15,7 +15,6 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,21 +30,7 @@ from profiler import traceio  # noqa: E402
 from profiler.chrome import chrome_chunks, write_chrome  # noqa: E402
 from profiler.perfetto import perfetto_chunks  # noqa: E402
 from profiler.tracks import instruction_layout  # noqa: E402
-
-
-def fmt(values: list[float], scale: float = 1.0, unit: str = "") -> str:
-    v = [x * scale for x in values]
-    return f"{statistics.median(v):,.2f}{unit} [{min(v):,.2f}-{max(v):,.2f}]"
-
-
-def timed(fn, runs: int) -> list[float]:
-    fn()
-    out = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t)
-    return out
+from benchlib import fmt, timed  # noqa: E402
 
 
 def write_to(path: str, chunks: list[bytes]) -> None:
