@@ -41,7 +41,13 @@ COLLECTIVES = {"allreduce_": "all_reduce", "all_reduce": "all_reduce", "allgathe
                "reduce_scatter_": "reduce_scatter", "_reduce_scatter_base_": "reduce_scatter",
                "reduce_scatter_tensor": "reduce_scatter", "alltoall_": "all_to_all",
                "alltoall_base_": "all_to_all", "all_to_all_single": "all_to_all", "send": "send_recv",
-               "recv_": "send_recv", "broadcast_": "all_gather"}
+               "recv_": "send_recv", "recv_any_source_": "send_recv", "broadcast_": "all_gather",
+               # the c10d ops of torch 2.x's process groups not named above; a rooted reduce moves
+               # what a reduce-scatter does, gather/scatter what an all-gather does
+               "allreduce_coalesced_": "all_reduce", "allgather_coalesced_": "all_gather",
+               "allgather_into_tensor_coalesced_": "all_gather",
+               "reduce_scatter_tensor_coalesced_": "reduce_scatter", "reduce_": "reduce_scatter",
+               "gather_": "all_gather", "scatter_": "all_gather"}
 # Operators add_call maps whole through its own branch (matmuls, convolutions, softmax, norms,
 # attention, embedding): a recorder that sees nested calls keeps these and not what they call.
 WHOLE_OPS = frozenset("""mm addmm bmm baddbmm linear matmul _scaled_mm addmm_ convolution

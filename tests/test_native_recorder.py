@@ -265,3 +265,17 @@ def test_a_failing_build_is_reported_in_one_line(tmp_path, monkeypatch):
 def test_recorder_choice_is_validated():
     with pytest.raises(ValueError, match="unknown recorder"):
         start_recorder("fast")
+
+
+def test_every_data_moving_c10d_operator_maps_to_a_collective():
+    from device_model import instance
+    from device_model.program import Program
+    from device_model.workloads.micro import place_ranks
+    from profiler.aten_map import AtenCall, add_call
+    group = place_ranks(instance("trn2.48xlarge"), 2)
+    names = sorted(n.split("::")[1] for n in torch._C._dispatch_get_all_op_names() if n.startswith("c10d::"))
+    control = {"barrier", "monitored_barrier_", "check_for_nan"}       # move no tensor data
+    assert {"allreduce_", "broadcast_"} <= set(names)
+    unmapped = [n for n in names if n not in control
+                and add_call(Program(), AtenCall(n, "c10d", ((1024,),), "torch.float32", 0), "matmult", group) != 1]
+    assert unmapped == []
