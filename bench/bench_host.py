@@ -11,24 +11,12 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 
 import psutil
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from monitor.host import HostSampler  # noqa: E402
-
-
-def timed(fn, batch: int, runs: int) -> list[float]:
-    """Seconds per call, one figure per run (each run a batch of calls)."""
-    fn()  # warm caches and psutil's first-call state
-    out = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        for _ in range(batch):
-            fn()
-        out.append((time.perf_counter() - start) / batch)
-    return out
+from benchlib import per_call  # noqa: E402
 
 
 def fmt(samples: list[float]) -> str:
@@ -65,8 +53,8 @@ def main() -> int:
                 proc.info  # noqa: B018 (the attribute read is the work)
 
         processes = len(psutil.pids())
-        rows = [("HostSampler full sample", timed(ours, args.batch, args.runs)),
-                ("psutil process_iter sample", timed(baseline, max(10, args.batch // 20), args.runs))]
+        rows = [("HostSampler full sample", per_call(ours, args.batch, args.runs)),
+                ("psutil process_iter sample", per_call(baseline, max(10, args.batch // 20), args.runs))]
     finally:
         for c in children:
             c.kill()

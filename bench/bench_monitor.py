@@ -31,6 +31,7 @@ from collector_sim import write_instance  # noqa: E402
 from device_model.runtime import shm  # noqa: E402
 from monitor.collector import Collector  # noqa: E402
 from monitor.config import RUNTIME_GROUPS, SYSTEM_GROUPS, MonitorConfig  # noqa: E402
+from benchlib import per_call  # noqa: E402
 
 INSTANCE = "trn2u-ultraserver"
 CORES_PER_DEVICE = 4  # logical, at LNC=2
@@ -162,17 +163,6 @@ def naive_document(root: Path, instance: shm.SimInstance) -> str:
 
 
 # --------------------------------------------------------------------------- measurements
-def per_call(fn, batch: int, runs: int) -> list[float]:
-    fn()
-    out = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        for _ in range(batch):
-            fn()
-        out.append((time.perf_counter() - start) / batch)
-    return out
-
-
 def fmt(values: list[float], unit: str, scale: float) -> str:
     v = [x * scale for x in values]
     return f"{statistics.median(v):8.2f} {unit} [{min(v):.2f}-{max(v):.2f}]"

@@ -1,5 +1,5 @@
-"""Timing helpers shared by the profiler benchmarks: repeated wall-clock runs and a
-median [min-max] summary."""
+"""Timing helpers shared by the benchmarks: repeated wall-clock runs, per-call times of batched
+calls, and a median [min-max] summary."""
 from __future__ import annotations
 
 import statistics
@@ -16,6 +16,19 @@ def timed(fn: Callable[[], object], runs: int, warmup: bool = True) -> list[floa
         t = time.perf_counter()
         fn()
         out.append(time.perf_counter() - t)
+    return out
+
+
+def per_call(fn: Callable[[], object], batch: int, runs: int) -> list[float]:
+    """Seconds per call of `fn`, one figure per run of `batch` calls, after one untimed call (it
+    warms caches and first-call state)."""
+    fn()
+    out = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        for _ in range(batch):
+            fn()
+        out.append((time.perf_counter() - start) / batch)
     return out
 
 
