@@ -14,7 +14,7 @@ import numpy as np
 import orjson
 
 from device_model import instance
-from device_model.counters import ExecutionProfile
+from device_model.runtime.counters import ExecutionProfile
 from device_model.runtime.apps import build_app_program
 from device_model.runtime.process import Runtime, RuntimeConfig
 from device_model.runtime.shm import list_runtimes

@@ -15,8 +15,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from device_model import Program, instance  # noqa: E402
 from device_model.core import Lowerer  # noqa: E402
-from device_model.schedule import Scheduler  # noqa: E402
-from device_model.timeline import Timeline  # noqa: E402
+from device_model.engine.schedule import Scheduler  # noqa: E402
+from device_model.engine.timeline import Timeline  # noqa: E402
 
 RUNS = 5
 

@@ -45,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _instance(args):
     if args.overrides:
-        from .overrides import Catalog, load_overrides
+        from .catalog.overrides import Catalog, load_overrides
         catalog = Catalog.default().with_overrides(load_overrides(args.overrides))
         return instance(args.instance, args.lnc, costs=catalog.costs, spec=catalog.instance(args.instance))
     return instance(args.instance, args.lnc)

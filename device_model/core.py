@@ -12,18 +12,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .collectives import collective_cost
-from .costs import DEFAULT_COSTS, CostParams
-from .isa import COMPUTE_ENGINES, L_CC, OP, Q_CC
-from .lower_attention import lower_attention
-from .lower_matmul import lower_matmul
-from .lower_vector import (lower_activation, lower_binary, lower_cast, lower_dma, lower_embedding,
+from .engine.collectives import collective_cost
+from .catalog.costs import DEFAULT_COSTS, CostParams
+from .engine.isa import COMPUTE_ENGINES, L_CC, OP, Q_CC
+from .lowering.attention import lower_attention
+from .lowering.matmul import lower_matmul
+from .lowering.vector import (lower_activation, lower_binary, lower_cast, lower_dma, lower_embedding,
                            lower_im2col, lower_norm, lower_reduce, lower_softmax, lower_transpose)
 from .program import Op, Program
-from .schedule import Scheduler
-from .specs import DeviceSpec, InstanceSpec, check_lnc, get_instance
-from .stages import INPUTS, CoreContext, Dep, LoweredOp, Stage
-from .timeline import Timeline
+from .engine.schedule import Scheduler
+from .catalog.specs import DeviceSpec, InstanceSpec, check_lnc, get_instance
+from .lowering.stages import INPUTS, CoreContext, Dep, LoweredOp, Stage
+from .engine.timeline import Timeline
 
 
 def lower_collective(op: Op, ctx: CoreContext) -> list[Stage]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .dtypes import get_dtype
+from .catalog.dtypes import get_dtype
 from .errors import SpecError
 
 ACTIVATIONS = (

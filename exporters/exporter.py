@@ -9,8 +9,6 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
-from functools import cache
-from importlib import metadata
 from typing import IO
 
 from exporters import metrics_table as mt
@@ -18,6 +16,7 @@ from exporters.exposition import Exposition
 from exporters.extract import Context, Problem, extract
 from exporters.render import OPENMETRICS_EOF, render_openmetrics, render_text
 from exporters.state import MetricState
+from monitor import __version__
 from monitor.report import Report
 
 # Kinds exported as 0 from the start, so rate() and alerts see the series before the first error.
@@ -25,12 +24,8 @@ KNOWN_ERROR_KINDS = ("not_json", "truncated", "wrong_type", "not_object", "not_u
                      "unknown_group", "group_error", "runtime_error", "eof")
 
 
-@cache
 def package_version() -> str:
-    try:
-        return metadata.version("neuronscope")
-    except metadata.PackageNotFoundError:
-        return "0+unknown"
+    return __version__
 
 
 class PrometheusExporter:

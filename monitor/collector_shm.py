@@ -16,7 +16,7 @@ import numpy as np
 
 from device_model.errors import SpecError
 from device_model.runtime import shm
-from device_model.specs import InstanceSpec, get_instance
+from device_model.catalog.specs import InstanceSpec, get_instance
 from monitor import collector_groups as g
 from monitor.report import HardwareInfo, InstanceInfo, LoadedModel, MemoryUsed, Subgraph
 

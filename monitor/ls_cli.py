@@ -16,7 +16,7 @@ import psutil
 from device_model import __version__
 from device_model.errors import SpecError
 from device_model.runtime import shm
-from device_model.specs import get_instance
+from device_model.catalog.specs import get_instance
 from monitor.ls_render import (
     NOT_A_RUNTIME, LsProcess, build_view, render_json, render_table, render_topology,
 )

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 import orjson
 
-from device_model import topology
-from device_model.specs import InstanceSpec
-from device_model.topology import format_cpulist
+from device_model.catalog import topology
+from device_model.catalog.specs import InstanceSpec
+from device_model.catalog.topology import format_cpulist
 
 __all__ = ["LsProcess", "LsDevice", "LsView", "render_table", "render_topology", "render_json",
            "COMMAND_WIDTH", "NOT_A_RUNTIME", "build_view"]

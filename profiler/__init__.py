@@ -17,7 +17,7 @@ PyTorch capture in torch.profiler's shape (torch is an optional dependency)::
 """
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from device_model import __version__
 
 _LAZY = {
     "load": ("fileformat", "load"), "save": ("fileformat", "save"),

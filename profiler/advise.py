@@ -12,7 +12,7 @@ import numpy as np
 import orjson
 
 from device_model.errors import SpecError
-from device_model.specs import get_instance
+from device_model.catalog.specs import get_instance
 
 from .model import PHASES, Profile
 from .ranks import rank_views

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from device_model import __version__ as model_version
-from device_model.collectives import collective_cost
+from device_model.engine.collectives import collective_cost
 from device_model.core import Instance, Run
-from device_model.isa import ENGINES, LANE_ENGINE, LANE_ROW, OPCODES, QUEUE_ROWS, QUEUES
+from device_model.engine.isa import ENGINES, LANE_ENGINE, LANE_ROW, OPCODES, QUEUE_ROWS, QUEUES
 from device_model.program import Program
 
 from . import __version__

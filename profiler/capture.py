@@ -27,7 +27,7 @@ Progress = Callable[[int, int], None]
 
 def weight_bytes(prog: Program) -> int:
     """Bytes of the matmul weights a program streams: what the first execution loads."""
-    from device_model.dtypes import get_dtype
+    from device_model.catalog.dtypes import get_dtype
     total = 0
     for op in prog.ops:
         if op.kind == "matmul" and op.get("weights"):

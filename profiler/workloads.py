@@ -17,7 +17,7 @@ from typing import Any, Callable
 from device_model.core import Instance
 from device_model.errors import SpecError
 from device_model.program import CollectiveGroup, Op, Program
-from device_model.specs import check_dtype
+from device_model.catalog.specs import check_dtype
 from device_model.workloads import REGISTRY, Placement, micro
 from device_model.workloads.spec import Param, bind, parse_int, split_spec
 from device_model.workloads.training import stage_layers

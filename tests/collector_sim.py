@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 
 from device_model.runtime import shm
-from device_model.specs import get_instance
-from device_model.topology import neighbours
+from device_model.catalog.specs import get_instance
+from device_model.catalog.topology import neighbours
 
 START = 1_790_000_000.0  # a fixed unix time, so reports are reproducible
 

@@ -1,5 +1,5 @@
 """Calibration of whole workloads against AWS's published figures (calibration.md), within ±15%.
-Only constants marked `assumption` in device_model/costs.py were tuned, once for all workloads."""
+Only constants marked `assumption` in device_model/catalog/costs.py were tuned, once for all workloads."""
 from __future__ import annotations
 
 import pytest

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from device_model import CollectiveGroup, Program, instance
-from device_model.isa import E_TENSOR, L_DMA, L_PE_MM
+from device_model.engine.isa import E_TENSOR, L_DMA, L_PE_MM
 
 TRN2 = instance("trn2.48xlarge", lnc=1)
 BF16_PEAK_V3 = 2 * 128 * 128 * 2.4e9     # trn2-arch.md §2: 128x128 PEs x 2 FLOP x 2.4 GHz

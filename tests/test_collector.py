@@ -264,7 +264,7 @@ def test_device_groups_sum_runtimes_and_keep_idle_devices(root, runtimes):
         rt.step(1.0, power=300.0, hbm=1e9, ecc=2)
     clock.advance(1)
     system = c.collect().system
-    from device_model.specs import get_instance
+    from device_model.catalog.specs import get_instance
     dev = get_instance(inst.catalog_name).device
     shared, idle = system.device_counters.devices[0], system.device_counters.devices[5]
     # Each runtime holds 2 of device 0's 4 logical cores and reports its share's power.
@@ -345,7 +345,7 @@ def test_partly_held_device_adds_idle_power_for_the_free_cores(root, runtimes):
     c = collector(root, clock)
     rt.step(1.0, power=100.0)
     clock.advance(1)
-    from device_model.specs import get_instance
+    from device_model.catalog.specs import get_instance
     idle = get_instance(inst.catalog_name).device.idle_watts
     device = c.collect().system.device_counters.devices[1]
     assert device.power_watts == pytest.approx(100.0 + 0.75 * idle)

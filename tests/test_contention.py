@@ -13,14 +13,14 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from device_model import CollectiveGroup, Program, instance
-from device_model.contention import compute_dma_floor
+from device_model.engine.contention import compute_dma_floor
 from device_model.core import Lowerer
-from device_model.costs import DEFAULT_COSTS, CostParams
-from device_model.isa import L_ACT, L_CC, L_DMA, L_DVE, OP
-from device_model.overrides import apply, load_overrides
-from device_model.schedule import Scheduler
-from device_model.stages import INPUTS, Dep, LoweredOp, Stage
-from device_model.timeline import Timeline
+from device_model.catalog.costs import DEFAULT_COSTS, CostParams
+from device_model.engine.isa import L_ACT, L_CC, L_DMA, L_DVE, OP
+from device_model.catalog.overrides import apply, load_overrides
+from device_model.engine.schedule import Scheduler
+from device_model.lowering.stages import INPUTS, Dep, LoweredOp, Stage
+from device_model.engine.timeline import Timeline
 
 TRN2 = instance("trn2.48xlarge", lnc=1)
 BIG_ALL_REDUCE = (256 << 20, CollectiveGroup(16, 1, 16))   # 16 chips: bandwidth-bound, long
@@ -231,7 +231,7 @@ LABEL = re.compile(r"^(A[1-6]|N[1-9]'?|P[1-3]|C[1-4]|derived|assumption)\b")
 
 
 def test_every_cost_constant_names_its_source():
-    import device_model.costs as module
+    import device_model.catalog.costs as module
     text = Path(module.__file__).read_text(encoding="utf-8")
     comments = {tok.start[0]: tok.string.lstrip("#").strip()
                 for tok in tokenize.generate_tokens(io.StringIO(text).readline)

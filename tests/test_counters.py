@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from device_model import Program, instance
-from device_model.counters import (NQ, Q_BUSY, Q_CC_BYTES, Q_DMA, Q_ENGINE, Q_FLOPS, Q_HBM_R, Q_HBM_W,
+from device_model.runtime.counters import (NQ, Q_BUSY, Q_CC_BYTES, Q_DMA, Q_ENGINE, Q_FLOPS, Q_HBM_R, Q_HBM_W,
                                    Q_INSTR, Counters, ExecutionProfile)
-from device_model.power import PowerModel
+from device_model.runtime.power import PowerModel
 from device_model.runtime.layout import record_dtype
 from device_model.runtime.segments import Segment
 

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from device_model.errors import SpecError
-from device_model.faults import (FAULT_KINDS, FaultInjector, format_fault, parse_duration,
+from device_model.runtime.faults import (FAULT_KINDS, FaultInjector, format_fault, parse_duration,
                                  parse_fault)
 
 

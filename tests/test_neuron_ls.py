@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from collector_sim import console_script, start_instance, stop_instance
 from device_model.runtime import shm
-from device_model.specs import get_instance
+from device_model.catalog.specs import get_instance
 from monitor.ls_cli import NO_DEVICE_MESSAGE
 from monitor.ls_render import (
     COMMAND_WIDTH, LsProcess, build_view, render_json, render_table, render_topology,

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from device_model.costs import DEFAULT_COSTS
+from device_model.catalog.costs import DEFAULT_COSTS
 from device_model.errors import SpecError
-from device_model.overrides import (DEVICE_FIELDS, DOC_BEGIN, DOC_END, Catalog, Overrides, apply,
+from device_model.catalog.overrides import (DEVICE_FIELDS, DOC_BEGIN, DOC_END, Catalog, Overrides, apply,
                                     catalog_markdown, load_overrides, parse_overrides)
-from device_model.specs import DEVICES, INSTANCES, get_device, get_instance
+from device_model.catalog.specs import DEVICES, INSTANCES, get_device, get_instance
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "devices.md"
 
@@ -170,7 +170,7 @@ def test_docs_catalog_is_current():
     text = DOC.read_text(encoding="utf-8")
     generated = text.split(DOC_BEGIN, 1)[1].split(DOC_END, 1)[0]
     assert generated.strip() == catalog_markdown().strip(), \
-        "docs/devices.md is stale: run python -m device_model.overrides --update docs/devices.md"
+        "docs/devices.md is stale: run python -m device_model.catalog.overrides --update docs/devices.md"
 
 
 def test_docs_override_example_applies(tmp_path):

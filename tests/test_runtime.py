@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from device_model.errors import SpecError
-from device_model.faults import parse_fault
+from device_model.runtime.faults import parse_fault
 from device_model.runtime.apps import default_apps, format_cores, parse_app, parse_cores
 from device_model.runtime.process import Runtime, RuntimeConfig
 from device_model.runtime.segments import CHECKPOINT_EVERY_S

@@ -72,7 +72,7 @@ def test_round_trip_and_permissions(root: Path):
 
 
 def test_latency_ring_keeps_order_after_wrap(root: Path):
-    from device_model.counters import Counters
+    from device_model.runtime.counters import Counters
     w = CounterWriter(root, HEADER, pid=1)
     c = Counters(w.record, 2, np.array([0, 0]))
     c.add_latencies(np.arange(5.0), np.arange(5.0))

@@ -7,7 +7,7 @@ import sys
 import numpy as np
 from hypothesis import given, settings, strategies as st
 
-from device_model.schedule import place
+from device_model.engine.schedule import place
 
 durations = st.lists(st.floats(0, 1e-3, allow_nan=False), min_size=1, max_size=200)
 

@@ -7,8 +7,8 @@ import re
 import pytest
 
 from device_model.errors import SpecError
-from device_model.overrides import DEVICE_FIELDS, INSTANCE_FIELDS, constant_sources
-from device_model.specs import (DEVICES, INSTANCES, GiB, check_dtype, check_lnc, get_device,
+from device_model.catalog.overrides import DEVICE_FIELDS, INSTANCE_FIELDS, constant_sources
+from device_model.catalog.specs import (DEVICES, INSTANCES, GiB, check_dtype, check_lnc, get_device,
                                 get_instance, instance_names, validate_device, validate_instance)
 
 TRN1, TRN2, TRN3 = (get_device(n) for n in ("trainium1", "trainium2", "trainium3"))

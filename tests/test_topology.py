@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from device_model.errors import SpecError
-from device_model.specs import INSTANCES, get_instance
-from device_model.topology import (cpu_affinity, format_cpulist, hops, neighbours, numa_node,
+from device_model.catalog.specs import INSTANCES, get_instance
+from device_model.catalog.topology import (cpu_affinity, format_cpulist, hops, neighbours, numa_node,
                                    pci_bdf, ring_order, server_of, torus_coords)
 
 TRN2 = get_instance("trn2.48xlarge")

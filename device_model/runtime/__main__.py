@@ -17,7 +17,7 @@ from pathlib import Path
 from .. import __version__
 from ..core import instance
 from ..errors import SpecError
-from ..faults import parse_duration, parse_fault
+from .faults import parse_duration, parse_fault
 from .apps import TAG_MAX, parse_cores
 from .process import EXEC_TIMEOUT_S, Runtime, RuntimeConfig
 

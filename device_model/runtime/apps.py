@@ -7,10 +7,10 @@ import re
 from dataclasses import dataclass
 
 from ..core import Instance
-from ..dtypes import get_dtype
+from ..catalog.dtypes import get_dtype
 from ..errors import SpecError
 from ..program import CollectiveGroup, Program
-from ..specs import MiB
+from ..catalog.specs import MiB
 from ..workloads import REGISTRY, Placement, build_step, resolve
 from ..workloads.micro import COLLECTIVE_KINDS, place_ranks
 from ..workloads.spec import Param, bind, parse_int, split_spec

@@ -11,7 +11,7 @@ import orjson
 
 from ..core import instance
 from ..errors import SpecError
-from ..faults import parse_duration
+from .faults import parse_duration
 from .launcher import cleanup, launch, live_runtimes, plan, stop, terminate
 from .shm import CorruptCounters, list_runtimes, read_instance, runtime_dir
 

@@ -14,8 +14,8 @@ import numpy as np
 
 from ..core import Instance
 from ..errors import SpecError
-from ..faults import ECC_FAULTS, FaultSpec, format_fault, parse_fault
-from ..topology import neighbours
+from .faults import ECC_FAULTS, FaultSpec, format_fault, parse_fault
+from ..catalog.topology import neighbours
 from .apps import AppSpec, check_disjoint, default_apps, format_cores, parse_app
 from .shm import (RuntimeHandle, SimInstance, list_runtimes, read_instance, remove_instance,
                   runtime_dir, write_instance)

@@ -10,7 +10,7 @@ import struct
 
 import numpy as np
 
-from ..isa import QUEUES
+from ..engine.isa import QUEUES
 
 MAGIC = b"NSCTR\x00\x00\x01"
 VERSION = 1

@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 
 from ..core import instance
-from ..counters import NQ, Q_ENGINE, Q_HBM_R, Q_HBM_W, Q_THROTTLED, Counters, ExecutionProfile
-from ..faults import ECC_FAULTS, EXEC_EFFECTS, FaultInjector, FaultSpec
-from ..power import PowerModel
+from .counters import NQ, Q_ENGINE, Q_HBM_R, Q_HBM_W, Q_THROTTLED, Counters, ExecutionProfile
+from .faults import ECC_FAULTS, EXEC_EFFECTS, FaultInjector, FaultSpec
+from .power import PowerModel
 from .apps import DMA_BUFFER_PER_CORE, MODEL_CODE_PER_INSTR, build_app_program
 from .layout import DEVICE_MEMORY, ECC_KINDS, HOST_MEMORY, PHASES
 from .segments import Segment, hung_segment, job_segments

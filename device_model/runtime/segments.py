@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..counters import NQ, Q_BUSY, Q_DMA, Q_ENGINE, Q_HBM_R, Q_HBM_W, ExecutionProfile
+from .counters import NQ, Q_BUSY, Q_DMA, Q_ENGINE, Q_HBM_R, Q_HBM_W, ExecutionProfile
 from .layout import DMA_QUEUES, ENGINES
 
 BATCH_SPAN_S = 0.5              # a batch covers about this much simulated time

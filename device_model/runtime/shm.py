@@ -93,7 +93,7 @@ class SimInstance:
     instance_name: str
     instance_id: str
     instance_type: str              # as neuron-monitor prints it
-    catalog_name: str               # device_model.specs name
+    catalog_name: str               # device_model.catalog.specs name
     availability_zone: str
     availability_zone_id: str
     region: str

@@ -10,7 +10,7 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from ..core import Instance
-from ..isa import E_CC, E_DMA, ENGINES
+from ..engine.isa import E_CC, E_DMA, ENGINES
 from ..program import Program
 
 ENGINE_KEYS = ("tensor", "vector", "scalar", "gpsimd", "dma")

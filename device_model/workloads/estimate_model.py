@@ -8,7 +8,7 @@ from typing import Any
 from ..core import Instance
 from ..errors import SpecError
 from ..program import Program
-from ..specs import check_dtype
+from ..catalog.specs import check_dtype
 from .cost import ENGINE_KEYS, Cost
 from .inference import InferencePlan, InferSpec
 from .memory import CHECKPOINTS, Memory

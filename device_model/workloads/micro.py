@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import math
 
-from ..collectives import bus_factor, collective_cost
+from ..engine.collectives import bus_factor, collective_cost
 from ..core import Instance
-from ..dtypes import DTYPES
+from ..catalog.dtypes import DTYPES
 from ..program import CollectiveGroup, Program
-from ..specs import check_dtype
+from ..catalog.specs import check_dtype
 from .spec import Param, parse_int, parse_size
 
 DTYPE_NAMES = tuple(DTYPES)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..core import Instance
 from ..errors import SpecError
 from ..program import Program
-from ..specs import check_dtype
+from ..catalog.specs import check_dtype
 from .cost import measure
 from .memory import RUNTIME_RESERVE_BYTES, Memory, check_fits
 from .parallel import resolve_layout

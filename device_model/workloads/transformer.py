@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..dtypes import get_dtype
+from ..catalog.dtypes import get_dtype
 from ..errors import SpecError
 from ..program import CollectiveGroup
 from .presets import ModelConfig

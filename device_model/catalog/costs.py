@@ -2,7 +2,7 @@
 
 Each value names its source (labels of ../shared/reference/trn2-arch.md) or says `assumption`.
 Assumptions are the knobs calibration may tune (once, for all workloads) and a user may override
-in the `[costs]` table of an override file (see `device_model.overrides`).
+in the `[costs]` table of an override file (see `device_model.catalog.overrides`).
 """
 from __future__ import annotations
 

@@ -13,10 +13,10 @@ import math
 
 import numpy as np
 
-from .dtypes import get_dtype
-from .isa import L_ACT, L_DVE, L_PE_MM, OP, Q_INPUT, Q_OUTPUT
-from .lower_dma import chunk, load_stage, store_stage
-from .program import Op
+from ..catalog.dtypes import get_dtype
+from ..engine.isa import L_ACT, L_DVE, L_PE_MM, OP, Q_INPUT, Q_OUTPUT
+from .dma import chunk, load_stage, store_stage
+from ..program import Op
 from .stages import INPUTS, CoreContext, Dep, Stage, spread
 
 Q_TILE, KV_TILE = 128, 512

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .isa import E_CC, E_DMA, E_GPSIMD, E_SCALAR, E_TENSOR, E_VECTOR
-from .runtime.layout import DMA_QUEUES, ENGINES, ERROR_KINDS, EXEC_STATUS, FLOP_KINDS
+from ..engine.isa import E_CC, E_DMA, E_GPSIMD, E_SCALAR, E_TENSOR, E_VECTOR
+from .layout import DMA_QUEUES, ENGINES, ERROR_KINDS, EXEC_STATUS, FLOP_KINDS
 
 # Layout of a profile's quantity vector.
 Q_BUSY = 0

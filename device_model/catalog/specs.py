@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
-from .errors import SpecError, unknown_name
+from ..errors import SpecError, unknown_name
 
 KiB = 1024                      # unit
 MiB = 1024 * KiB                # unit

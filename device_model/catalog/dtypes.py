@@ -27,5 +27,5 @@ def get_dtype(name: str) -> DType:
     try:
         return DTYPES[name.lower()]
     except KeyError:
-        from .errors import SpecError
+        from ..errors import SpecError
         raise SpecError(f"unknown dtype {name!r}; allowed: {', '.join(DTYPES)}") from None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .errors import SpecError
+from ..errors import SpecError
 from .specs import InstanceSpec
 
 # PCI buses of trn2 devices 0..15 in AWS's neuron-ls example (neuron-ls.rst, Trn2 section).

@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .costs import CostParams
-from .program import CollectiveGroup
-from .specs import DeviceSpec
+from ..catalog.costs import CostParams
+from ..program import CollectiveGroup
+from ..catalog.specs import DeviceSpec
 
 MB = 1 << 20
 

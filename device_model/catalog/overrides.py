@@ -21,7 +21,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from .costs import DEFAULT_COSTS, CostParams
-from .errors import SpecError, unknown_name
+from ..errors import SpecError, unknown_name
 from .specs import (DEVICES, INSTANCE_ALIASES, INSTANCES, DeviceSpec, InstanceSpec,
                     validate_device, validate_instance)
 
@@ -208,7 +208,7 @@ def apply(overrides: Overrides) -> Catalog:
 # --- docs/devices.md: the catalog tabled with the sources of its constants ---------------------
 
 DOC_BEGIN = ("<!-- BEGIN GENERATED CATALOG "
-             "(python -m device_model.overrides --update docs/devices.md) -->")
+             "(python -m device_model.catalog.overrides --update docs/devices.md) -->")
 DOC_END = "<!-- END GENERATED CATALOG -->"
 
 
@@ -346,7 +346,7 @@ def update_doc(path: str | Path) -> bool:
 
 
 def main(argv: list[str]) -> int:
-    """`python -m device_model.overrides [--update docs/devices.md]`: print or refresh the doc."""
+    """`python -m device_model.catalog.overrides [--update docs/devices.md]`: print or refresh the doc."""
     import sys
 
     try:
@@ -355,7 +355,7 @@ def main(argv: list[str]) -> int:
         elif not argv:
             sys.stdout.write(catalog_markdown())
         else:
-            print("usage: python -m device_model.overrides [--update docs/devices.md]",
+            print("usage: python -m device_model.catalog.overrides [--update docs/devices.md]",
                   file=sys.stderr)
             return 2
     except (SpecError, OSError) as exc:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .isa import L_DMA, OP
+from ..engine.isa import L_DMA, OP
 from .stages import CoreContext, Dep, Stage
 
 PARTITIONS = 128  # N2: SBUF transfers spread over 128 partitions (8 per DMA engine)

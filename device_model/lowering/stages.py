@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .costs import CostParams
-from .isa import Q_NONE
-from .specs import DeviceSpec
+from ..catalog.costs import CostParams
+from ..engine.isa import Q_NONE
+from ..catalog.specs import DeviceSpec
 
 INPUTS = -1
 PREFETCH = -2

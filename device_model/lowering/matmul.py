@@ -6,10 +6,10 @@ import math
 
 import numpy as np
 
-from .dtypes import get_dtype
-from .isa import L_ACT, L_DVE, L_PE_LS, L_PE_MM, OP, Q_INPUT, Q_OUTPUT, Q_WEIGHT
-from .lower_dma import chunk, load_stage, store_stage
-from .program import Op
+from ..catalog.dtypes import get_dtype
+from ..engine.isa import L_ACT, L_DVE, L_PE_LS, L_PE_MM, OP, Q_INPUT, Q_OUTPUT, Q_WEIGHT
+from .dma import chunk, load_stage, store_stage
+from ..program import Op
 from .stages import INPUTS, PREFETCH, CoreContext, Dep, Stage, spread, tile_sizes
 
 PSUM_ACC_BYTES = 4  # N2: PSUM accumulates in FP32

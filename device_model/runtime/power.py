@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .specs import DeviceSpec
+from ..catalog.specs import DeviceSpec
 
 # Share of dynamic power per fully-busy unit (assumption: TensorE dominates, sums to 1).
 ACTIVITY_WEIGHTS = {"tensor": 0.50, "vector": 0.07, "scalar": 0.07, "gpsimd": 0.04, "dma": 0.07,

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import SpecError
+from ..errors import SpecError
 
 ECC_FAULTS = ("mem_ecc_corrected", "mem_ecc_uncorrected", "sram_ecc_corrected", "sram_ecc_uncorrected")
 # kind -> (execution status, error_summary key) for faults that fail an execution

@@ -9,10 +9,10 @@ import math
 
 import numpy as np
 
-from .dtypes import get_dtype
-from .isa import L_ACT, L_DVE, L_PE_MM, L_POOL, OP, Q_INPUT, Q_OUTPUT
-from .lower_dma import PARTITIONS, chunk, load_stage, store_stage
-from .program import Op
+from ..catalog.dtypes import get_dtype
+from ..engine.isa import L_ACT, L_DVE, L_PE_MM, L_POOL, OP, Q_INPUT, Q_OUTPUT
+from .dma import PARTITIONS, chunk, load_stage, store_stage
+from ..program import Op
 from .stages import INPUTS, CoreContext, Dep, Stage, spread, tile_sizes
 
 BF16_LIKE = ("bf16", "fp16", "fp8")

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .costs import CostParams
+from ..catalog.costs import CostParams
 
 
 def compute_dma_floor(costs: CostParams) -> float:

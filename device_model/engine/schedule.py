@@ -16,9 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from .contention import DmaContention
-from .costs import CostParams
+from ..catalog.costs import CostParams
 from .isa import L_CC, L_DMA, L_PE_MM, LANES
-from .stages import INPUTS, PREFETCH, QUANTITIES, LoweredOp, Stage
+from ..lowering.stages import INPUTS, PREFETCH, QUANTITIES, LoweredOp, Stage
 
 COLUMNS = ("lane", "opcode", "op", "queue", "start", "end") + QUANTITIES
 

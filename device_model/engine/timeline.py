@@ -7,7 +7,7 @@ import numpy as np
 
 from .isa import ENGINES, LANE_ENGINE, LANES, QUEUES, E_DMA, E_CC
 from .schedule import Scheduler, ThrottleEvent
-from .stages import QUANTITIES
+from ..lowering.stages import QUANTITIES
 
 LANE_ENGINE_ARR = np.array(LANE_ENGINE, dtype=np.int64)
 
