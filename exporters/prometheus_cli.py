@@ -17,9 +17,10 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from exporters.exporter import PrometheusExporter, package_version
-from exporters.inputs import InputError, collector_reports, default_stdin, stdin_stream
 from exporters.server import MetricsHTTPServer, TlsReloader, serve_in_thread
+from monitor.live import InputError, collector_reports
 from monitor.report import Report
+from monitor.sources import default_stdin, stdin_stream
 
 PROG = "neuron-monitor-prometheus"
 TLS_CHECK_INTERVAL_S = 5.0

@@ -8,7 +8,7 @@ import pathlib
 from monitor.report import Report
 from tui.app import NeuronTopApp
 from tui.demo_gen import generate
-from tui.sources import ListSource
+from monitor.sources import ListSource
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 AWS_EXAMPLE = FIXTURES / "neuron_monitor_aws_example.json"
