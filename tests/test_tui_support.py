@@ -7,7 +7,7 @@ import pathlib
 
 from monitor.report import Report
 from tui.app import NeuronTopApp
-from tui.demo_gen import generate
+from tests.fixtures.demo_stream import generate
 from monitor.sources import ListSource
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
