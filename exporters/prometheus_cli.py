@@ -60,6 +60,10 @@ def _server_class(bind: str) -> type[MetricsHTTPServer]:
     return type("MetricsHTTPServer6", (MetricsHTTPServer,), {"address_family": socket.AF_INET6})
 
 
+def _notice(line: str) -> None:
+    print(f"{PROG}: {line}", file=sys.stderr, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -73,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ssl.SSLError) as exc:
         print(f"{PROG}: error: cannot load the TLS certificate/key: {exc}", file=sys.stderr)
         return 2
-    exporter = PrometheusExporter()
+    exporter = PrometheusExporter(notice=_notice)
     try:
         server = _server_class(args.bind)((args.bind, args.port), lambda: exporter.current, tls)
     except (OSError, OverflowError) as exc:
