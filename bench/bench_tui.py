@@ -26,10 +26,10 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from monitor.report import Report  # noqa: E402
+from monitor.sources import ListSource  # noqa: E402
+from tests.fixtures.demo_stream import generate  # noqa: E402
 from tui.app import NeuronTopApp  # noqa: E402
-from tui.demo_gen import generate  # noqa: E402
 from tui.messages import ReportArrived  # noqa: E402
-from tui.sources import DEMO_STREAM, ListSource  # noqa: E402
 
 RUNS = 5
 FRAMES = 40
@@ -131,11 +131,15 @@ def main() -> int:
         return 0
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as bare:
         bare.write(BARE_APP)
+    with tempfile.NamedTemporaryFile("wb", suffix=".jsonl", delete=False) as stream:
+        stream.write(b"\n".join(generate(20, seed=7)) + b"\n")
     try:
-        ours_idle = [in_tmux(f"{exe} --replay {DEMO_STREAM} --loop", IDLE_SECONDS) for _ in range(RUNS)]
+        ours_idle = [in_tmux(f"{exe} --replay {stream.name} --loop", IDLE_SECONDS)
+                     for _ in range(RUNS)]
         bare_idle = [in_tmux(f"{sys.executable} {bare.name}", IDLE_SECONDS) for _ in range(RUNS)]
     finally:
         os.unlink(bare.name)
+        os.unlink(stream.name)
     cpu, rss = [c for c, _ in ours_idle], [r for _, r in ours_idle]
     bcpu, brss = [c for c, _ in bare_idle], [r for _, r in bare_idle]
     print(f"idle CPU at 1 Hz reports, % of a core: {summary(cpu)}  (target <= 3); "

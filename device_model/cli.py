@@ -12,8 +12,7 @@ from .errors import SpecError
 from .workloads import REGISTRY, Placement, estimate
 from .workloads.report import apply_vs, format_comparison, format_model, ratios
 from .cliargs import positive_int as _positive
-
-ENGINE_ORDER = ("tensor", "vector", "scalar", "gpsimd", "dma")
+from .runtime.layout import ENGINES as ENGINE_ORDER
 
 
 def build_parser() -> argparse.ArgumentParser:

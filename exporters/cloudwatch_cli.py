@@ -18,7 +18,8 @@ from typing import IO
 from exporters.cloudwatch import EmfEncoder
 from exporters.exporter import package_version
 from exporters.extract import Problem
-from exporters.inputs import InputError, collector_reports, default_stdin, stdin_stream
+from monitor.live import InputError, collector_reports
+from monitor.sources import default_stdin, stdin_stream
 
 PROG = "neuron-monitor-cloudwatch"
 # CloudWatch namespaces: 1-255 characters of letters, digits and . - _ / # : (no leading colon).

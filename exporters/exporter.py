@@ -5,11 +5,9 @@ swapped atomically, so a scrape never sees a half-applied report and never waits
 """
 from __future__ import annotations
 
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
-from typing import IO
 
 from exporters import metrics_table as mt
 from exporters.exposition import Exposition
@@ -29,12 +27,16 @@ def package_version() -> str:
 
 
 class PrometheusExporter:
-    def __init__(self, clock: Callable[[], float] = time.time, stderr: IO[str] | None = None,
+    """``notice`` receives a one-line message the first time each kind of problem is seen (the
+    CLI prints it with its name); later ones are only counted."""
+
+    def __init__(self, clock: Callable[[], float] = time.time,
+                 notice: Callable[[str], None] | None = None,
                  stream_errors: Callable[[], Mapping[str, int]] | None = None,
                  timer: Callable[[], float] = time.perf_counter):
         self._clock = clock
         self._timer = timer
-        self._stderr = stderr
+        self._notice = notice or (lambda line: None)
         self._stream_errors = stream_errors or (lambda: {})
         self.state = MetricState(clock)
         self._health = MetricState(clock)
@@ -76,7 +78,7 @@ class PrometheusExporter:
     def note_problem(self, problem: Problem) -> None:
         self.problems[problem.kind] += 1
         if self.problems[problem.kind] == 1:
-            self._say(f"{problem.message} (further {problem.kind} problems are counted in "
+            self._notice(f"{problem.message} (further {problem.kind} problems are counted in "
                       f"neuron_exporter_input_errors_total)")
 
     def set_stream_errors(self, stream_errors: Callable[[], Mapping[str, int]]) -> None:
@@ -125,6 +127,3 @@ class PrometheusExporter:
         h.family(spec["neuron_exporter_series"]).set_gauges(
             [((), float(self.state.series_count()))], now)
         h.family(spec["neuron_exporter_build_info"]).set_gauges([((package_version(),), 1.0)], now)
-
-    def _say(self, line: str) -> None:
-        print(f"neuron-monitor-prometheus: {line}", file=self._stderr or sys.stderr, flush=True)

@@ -15,21 +15,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from exporters import metrics_table as mt
+from monitor.hardware import peak_bf16_per_physical_core
 from monitor.report import HardwareInfo, InstanceInfo, Report
 
 Sample = tuple[tuple[str, ...], float]
 FamilySamples = tuple[mt.MetricSpec, list[Sample]]
 
-def _bf16_peaks() -> dict[str, float]:
-    """Dense BF16 peak of one physical NeuronCore per `neuron_device_type`, from the device
-    catalog (128x128 PEs x 2 FLOP x Tensor clock); "trainium" is Trainium1's older name."""
-    from device_model.catalog.specs import DEVICES
-    peaks = {d.device_type.lower(): d.peak_flops("bf16") for d in DEVICES.values()}
-    peaks.setdefault("trainium", peaks.get("trainium1", 0.0))
-    return peaks
-
-
-PEAK_BF16_PER_PHYSICAL_CORE = _bf16_peaks()
+PEAK_BF16_PER_PHYSICAL_CORE = peak_bf16_per_physical_core()
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from monitor import vocab
+
 Kind = Literal["gauge", "counter", "info"]
 
 # AWS's instance labels, in the order its script builds them (exposition sorts them anyway).
@@ -19,14 +21,14 @@ INSTANCE_LABELS: tuple[str, ...] = (
     "instance_name", "instance_id", "instance_type", "availability_zone", "region", "subnet_id",
 )
 
-ERROR_TYPES = ("generic", "numerical", "transient", "model", "runtime", "hardware")
-STATUS_TYPES = ("completed", "completed_with_err", "completed_with_num_err", "timed_out",
-                "incorrect_input", "failed_to_queue")
-PERCENTILES = ("p0", "p1", "p25", "p50", "p75", "p99", "p100")
-CORE_MEMORY_KINDS = ("constants", "model_code", "model_shared_scratchpad", "runtime_memory", "tensors")
-ECC_EVENTS = ("mem_ecc_corrected", "mem_ecc_uncorrected", "sram_ecc_corrected", "sram_ecc_uncorrected")
-ENGINES = ("tensor", "vector", "scalar", "gpsimd", "dma")
-DMA_PURPOSES = ("input", "output", "weight", "collective")
+# The schema's vocabulary, under the names the extractors and docs use for label values.
+ERROR_TYPES = vocab.ERROR_KINDS
+STATUS_TYPES = vocab.EXEC_STATUS
+PERCENTILES = vocab.PERCENTILES
+CORE_MEMORY_KINDS = vocab.CORE_MEMORY
+ECC_EVENTS = vocab.ECC_KINDS
+ENGINES = vocab.ENGINES
+DMA_PURPOSES = vocab.DMA_QUEUES
 
 
 @dataclass(frozen=True, slots=True)

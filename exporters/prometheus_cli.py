@@ -17,9 +17,10 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from exporters.exporter import PrometheusExporter, package_version
-from exporters.inputs import InputError, collector_reports, default_stdin, stdin_stream
 from exporters.server import MetricsHTTPServer, TlsReloader, serve_in_thread
+from monitor.live import InputError, collector_reports
 from monitor.report import Report
+from monitor.sources import default_stdin, stdin_stream
 
 PROG = "neuron-monitor-prometheus"
 TLS_CHECK_INTERVAL_S = 5.0
@@ -59,6 +60,10 @@ def _server_class(bind: str) -> type[MetricsHTTPServer]:
     return type("MetricsHTTPServer6", (MetricsHTTPServer,), {"address_family": socket.AF_INET6})
 
 
+def _notice(line: str) -> None:
+    print(f"{PROG}: {line}", file=sys.stderr, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -72,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ssl.SSLError) as exc:
         print(f"{PROG}: error: cannot load the TLS certificate/key: {exc}", file=sys.stderr)
         return 2
-    exporter = PrometheusExporter()
+    exporter = PrometheusExporter(notice=_notice)
     try:
         server = _server_class(args.bind)((args.bind, args.port), lambda: exporter.current, tls)
     except (OSError, OverflowError) as exc:

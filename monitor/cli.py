@@ -25,6 +25,8 @@ from device_model.runtime.shm import RuntimeDirError, runtime_dir
 from monitor.collector import Collector
 from monitor.config import MonitorConfig
 from monitor.errors import ConfigError
+from monitor.loop import collect_every
+from monitor.report import Report
 from device_model.cliargs import positive_int as _positive
 
 __all__ = ["main", "build_parser", "run_loop"]
@@ -115,20 +117,18 @@ def run_loop(collector: Collector, out: BinaryIO, record: BinaryIO | None, count
              clock: Callable[[], float] = time.monotonic,
              stopped: Callable[[], bool] = lambda: False) -> int:
     """Collect on every tick of the config's base period and write each report as one line."""
-    tick = collector.config.base_period
-    next_at = clock() + tick  # the first report covers one period, as the real tool's does
+    timed = _Timed(collector, clock)
+    reports = collect_every(timed, collector.config.base_period, clock, sleep, stopped=stopped)
     written = 0
     pids: set[int] = set()
     removed, corrupt = collector.removed, collector.corrupt
-    while (count is None or written < count) and not stopped():
-        delay = next_at - clock()
-        if delay > 0:
-            sleep(delay)
-        started = clock()
-        report = collector.collect()
+    while count is None or written < count:
+        report = next(reports, None)
+        if report is None:
+            return 0
         line = report.to_json() + b"\n"
         log(2, f"report {written + 1}: {len(report.runtimes)} runtimes, {len(line)} bytes, "
-               f"{(clock() - started) * 1e3:.2f} ms")
+               f"{(clock() - timed.started) * 1e3:.2f} ms")
         now_pids = {r.pid for r in report.runtimes}
         for pid in sorted(now_pids - pids):
             log(1, f"runtime {pid} reported")
@@ -142,9 +142,20 @@ def run_loop(collector: Collector, out: BinaryIO, record: BinaryIO | None, count
         if status is not None:
             return status
         written += 1
-        # Skip ticks missed while suspended or overloaded instead of bursting to catch up.
-        next_at += tick * max(1, int((clock() - next_at) // tick) + 1)
     return 0
+
+
+class _Timed:
+    """The collector, noting when each collection started (for the verbose timing line)."""
+
+    def __init__(self, collector: Collector, clock: Callable[[], float]) -> None:
+        self._collector = collector
+        self._clock = clock
+        self.started = 0.0
+
+    def collect(self) -> Report:
+        self.started = self._clock()
+        return self._collector.collect()
 
 
 def _write(out: BinaryIO, line: bytes, record: BinaryIO | None) -> int | None:

@@ -7,6 +7,9 @@ summed over the runtimes (collector_devices.py), and always fills instance_info 
 neuron_hardware_info (collector_shm.py, which also turns snapshots into samples). This module
 holds the scheduling and the state kept between collections.
 
+Runtimes are read through a backend (backend.RuntimeBackend: the instance description, the live
+runtimes, one snapshot per runtime); the default is the simulated instance's shared memory.
+
 Groups follow the config's periods: a group appears in a report when its period has elapsed since
 it was last collected (a runtime first seen is due at once). Its baseline is then the previous
 collection, or for a runtime first seen, zero at the runtime's start (like HostSampler's first
@@ -27,12 +30,12 @@ from typing import Any
 
 import numpy as np
 
-from device_model.runtime import shm
 from monitor import collector_groups as g
+from monitor.backend import RuntimeBackend
 from monitor.collector_devices import Devices, DeviceTotals, devices_of
 from monitor.collector_shm import (
-    NO_DEVICE_HARDWARE, hardware_info, instance_info, loaded_models_of, memory_used,
-    read_instance, sample_of, spec_of, started_at, tag_of_damaged,
+    NO_DEVICE_HARDWARE, ShmBackend, hardware_info, instance_info, loaded_models_of, memory_used,
+    sample_of, spec_of, started_at, tag_of_damaged,
 )
 from monitor.config import MonitorConfig
 from monitor.host import HostSampler
@@ -72,40 +75,44 @@ class _Tracked:
 
 
 class Collector:
-    """Build neuron-monitor Reports from the runtimes under ``root`` (default: the per-user
-    runtime directory) according to ``config``. ``clock`` returns unix seconds."""
+    """Build neuron-monitor Reports from the runtimes of ``backend`` (default: the simulated
+    instance's shared memory under ``root``, by default the per-user runtime directory) according
+    to ``config``. ``clock`` returns unix seconds."""
 
     def __init__(self, config: MonitorConfig | None = None, root: Path | None = None,
-                 clock: Callable[[], float] = time.time, host: HostSampler | None = None):
+                 clock: Callable[[], float] = time.time, host: HostSampler | None = None,
+                 backend: RuntimeBackend | None = None):
         self.config = config if config is not None else MonitorConfig.default()
         self.root = root
+        self._backend: RuntimeBackend = backend if backend is not None else ShmBackend(root)
         self._clock = clock
         self._host = host if host is not None else HostSampler()
         self._created = clock()
-        # path -> (open handle, (inode, size) when opened)
-        self._handles: dict[Path, tuple[Any, tuple[int, int]]] = {}
         self._tracked: dict[int, _Tracked] = {}
         self._system_collected: dict[str, float] = {}
         # device group -> pid -> that runtime's device counters when the group was last collected
         self._device_state: dict[str, dict[int, Devices]] = {}
-        self.removed = 0  # counter files of dead runtimes removed so far
         self.corrupt = 0  # runtime entries reported with an error so far
         self._physical_per_device = 1
-        self._instance_cache: tuple[tuple[int, int, int], Any] | None = None
         self._prime()
+
+    @property
+    def removed(self) -> int:
+        """Counter files of dead runtimes removed so far."""
+        return self._backend.removed
 
     def _prime(self) -> None:
         """Baselines for the runtimes already running, so that the first report covers the
         time since the collector started, like every later one covers its period."""
-        instance = self._instance()
+        instance = self._backend.instance()
         spec = spec_of(instance)
         if spec is None:
             return
         self._physical_per_device = spec.device.physical_cores
-        for handle in self._live_handles():
+        for handle in self._backend.runtimes():
             try:
                 snapshot = handle.read()
-            except shm.CorruptCounters:
+            except self._backend.unreadable:
                 continue
             tag = snapshot.tag or str(handle.pid)
             tracked = self._tracked[handle.pid] = _Tracked(handle.pid, tag)
@@ -131,24 +138,10 @@ class Collector:
         return max(0.0, min(waits))
 
     # ------------------------------------------------------------------ collection
-    def _instance(self) -> Any:
-        """The instance description, re-read only when its file changed (it is JSON: parsing it
-        every period would cost more than checking it)."""
-        path = shm.runtime_dir(self.root) / shm.INSTANCE_FILE
-        try:
-            st = path.stat()
-        except FileNotFoundError:
-            self._instance_cache = None
-            return None
-        identity = (st.st_ino, st.st_mtime_ns, st.st_size)
-        if self._instance_cache is None or self._instance_cache[0] != identity:
-            self._instance_cache = (identity, read_instance(self.root))
-        return self._instance_cache[1]
-
     def collect(self) -> Report:
         """One report with every group that is due now (on the first call: every group)."""
         now = self._clock()
-        instance = self._instance()
+        instance = self._backend.instance()
         spec = spec_of(instance)
         core_version = instance.core_version if instance is not None else ""
         if spec is not None:
@@ -157,7 +150,7 @@ class Collector:
         device_samples: dict[int, Devices] = {}
         seen: set[int] = set()
         # Without an instance there is no device: the real tool then reports no runtimes at all.
-        for handle in self._live_handles() if instance is not None else ():
+        for handle in self._backend.runtimes() if instance is not None else ():
             seen.add(handle.pid)
             entry = self._collect_runtime(handle, now, core_version, device_samples)
             if entry is not None:
@@ -169,40 +162,7 @@ class Collector:
                       hardware_info(instance, spec))
 
     def close(self) -> None:
-        for handle, _ in self._handles.values():
-            handle.close()
-        self._handles.clear()
-
-    def _live_handles(self) -> list[Any]:
-        """Handles of live runtimes, kept open between collections; dead ones are removed."""
-        listed = shm.list_runtimes(self.root)
-        paths = {h.path for h in listed}
-        for path in [p for p in self._handles if p not in paths]:
-            self._handles.pop(path)[0].close()
-        live = []
-        for fresh in listed:
-            try:
-                st = fresh.path.stat()
-            except OSError:  # removed since the listing
-                continue
-            identity = (st.st_ino, st.st_size)
-            cached = self._handles.get(fresh.path)
-            # A new file under a reused pid, or one truncated or resized under our mapping
-            # (reading a mapping past the end of its file would kill the monitor with SIGBUS):
-            # reopen, which validates the file again.
-            if cached is None or cached[1] != identity:
-                if cached is not None:
-                    cached[0].close()
-                cached = self._handles[fresh.path] = (fresh, identity)
-            handle = cached[0]
-            if handle.is_alive():
-                live.append(handle)
-            else:
-                self._handles.pop(fresh.path)
-                handle.remove()
-                self.removed += 1
-                self._forget(handle.pid)
-        return live
+        self._backend.close()
 
     def _collect_runtime(self, handle: Any, now: float, core_version: str,
                          device_samples: dict[int, Devices]) -> RuntimeReport | None:
@@ -210,7 +170,7 @@ class Collector:
         tracked = self._tracked.get(pid)
         try:
             snapshot = handle.read()
-        except shm.CorruptCounters as exc:
+        except self._backend.unreadable as exc:
             if not handle.path.exists():  # exited and cleaned up since the listing
                 return None
             tag = tracked.tag if tracked is not None else tag_of_damaged(handle)

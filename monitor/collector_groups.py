@@ -18,17 +18,15 @@ from monitor.report import (
     CoreCounters, CoreEngineCounters, EngineCounters, ExecutionStats, Latency,
     NeuronCoreCounters,
 )
+from monitor.vocab import DMA_QUEUES, ENGINES, ERROR_KINDS, EXEC_STATUS, PERCENT_POINTS
 
 __all__ = ["Sample", "physical_keys", "ENGINES", "DMA_QUEUES", "STATUS_KEYS", "ERROR_KEYS",
            "neuroncore_counters",
            "engine_counters", "execution_stats", "zero_like"]
 
-ENGINES = ("tensor", "vector", "scalar", "gpsimd", "dma")
-DMA_QUEUES = ("input", "output", "weight", "collective")
-STATUS_KEYS = ("completed", "completed_with_err", "completed_with_num_err", "timed_out",
-               "incorrect_input", "failed_to_queue")
-ERROR_KEYS = ("generic", "numerical", "transient", "model", "runtime", "hardware")
-_PERCENT_POINTS = np.array([0.0, 1.0, 25.0, 50.0, 75.0, 99.0, 100.0])
+STATUS_KEYS = EXEC_STATUS
+ERROR_KEYS = ERROR_KINDS
+_PERCENT_POINTS = np.array(PERCENT_POINTS)
 
 
 @dataclass(frozen=True, slots=True, eq=False)

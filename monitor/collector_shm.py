@@ -1,5 +1,8 @@
-"""What the collector reads from the runtime directory, turned into its own inputs and into the
-static parts of a Report.
+"""The shared-memory backend of the collector (the simulated instance's runtime directory), and
+what it reads turned into the collector's own inputs and into the static parts of a Report.
+
+``ShmBackend`` implements backend.RuntimeBackend over device_model/runtime/shm.py: it keeps the
+counter files mapped between collections and re-reads the instance file only when it changes.
 
 The instance description becomes its catalog spec, ``instance_info`` and ``neuron_hardware_info``;
 a runtime's counter snapshot becomes a collector_groups.Sample, its ``memory_used`` group and its
@@ -20,7 +23,7 @@ from device_model.catalog.specs import InstanceSpec, get_instance
 from monitor import collector_groups as g
 from monitor.report import HardwareInfo, InstanceInfo, LoadedModel, MemoryUsed, Subgraph
 
-__all__ = ["NO_DEVICE_HARDWARE", "read_instance", "spec_of", "tag_of_damaged", "started_at",
+__all__ = ["NO_DEVICE_HARDWARE", "ShmBackend", "read_instance", "spec_of", "tag_of_damaged", "started_at",
            "sample_of", "loaded_models_of", "memory_used", "instance_info", "hardware_info"]
 
 NO_DEVICE_HARDWARE = HardwareInfo()  # neuron-monitor's hardware info without a Neuron driver
@@ -31,6 +34,68 @@ def read_instance(root: Path | None) -> Any:
         return shm.read_instance(root)
     except shm.CorruptCounters:  # a damaged instance file reads as no instance (no driver)
         return None
+
+
+class ShmBackend:
+    """Runtimes publishing counter files under ``root`` (default: the per-user runtime directory)."""
+
+    unreadable: tuple[type[Exception], ...] = (shm.CorruptCounters,)
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = root
+        self.removed = 0
+        # path -> (open handle, (inode, size) when opened)
+        self._handles: dict[Path, tuple[Any, tuple[int, int]]] = {}
+        self._instance_cache: tuple[tuple[int, int, int], Any] | None = None
+
+    def instance(self) -> Any:
+        """The instance description, re-read only when its file changed (it is JSON: parsing it
+        every period would cost more than checking it)."""
+        path = shm.runtime_dir(self.root) / shm.INSTANCE_FILE
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            self._instance_cache = None
+            return None
+        identity = (st.st_ino, st.st_mtime_ns, st.st_size)
+        if self._instance_cache is None or self._instance_cache[0] != identity:
+            self._instance_cache = (identity, read_instance(self.root))
+        return self._instance_cache[1]
+
+    def runtimes(self) -> list[Any]:
+        """Handles of live runtimes, kept open between collections; dead ones are removed."""
+        listed = shm.list_runtimes(self.root)
+        paths = {h.path for h in listed}
+        for path in [p for p in self._handles if p not in paths]:
+            self._handles.pop(path)[0].close()
+        live = []
+        for fresh in listed:
+            try:
+                st = fresh.path.stat()
+            except OSError:  # removed since the listing
+                continue
+            identity = (st.st_ino, st.st_size)
+            cached = self._handles.get(fresh.path)
+            # A new file under a reused pid, or one truncated or resized under our mapping
+            # (reading a mapping past the end of its file would kill the monitor with SIGBUS):
+            # reopen, which validates the file again.
+            if cached is None or cached[1] != identity:
+                if cached is not None:
+                    cached[0].close()
+                cached = self._handles[fresh.path] = (fresh, identity)
+            handle = cached[0]
+            if handle.is_alive():
+                live.append(handle)
+            else:
+                self._handles.pop(fresh.path)
+                handle.remove()
+                self.removed += 1
+        return live
+
+    def close(self) -> None:
+        for handle, _ in self._handles.values():
+            handle.close()
+        self._handles.clear()
 
 
 def spec_of(instance: Any) -> InstanceSpec | None:

@@ -13,11 +13,10 @@ from typing import Any
 
 from monitor import _fields as f
 from monitor.report_memory import MemoryUsed
+from monitor.vocab import PERCENTILES
 
 __all__ = ["PERCENTILES", "RuntimeReport", "NeuronCoreCounters", "CoreCounters", "ExecutionStats",
            "Latency", "RuntimeVcpu", "EngineCounters", "CoreEngineCounters"]
-
-PERCENTILES = ("p0", "p1", "p25", "p50", "p75", "p99", "p100")
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,11 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from monitor import _fields as f
+from monitor.vocab import ECC_KINDS as ECC_KEYS
 
 __all__ = ["ECC_KEYS", "SystemData", "HwCounters", "DeviceEcc", "SystemVcpu", "MemoryInfo",
            "DeviceCounters", "DeviceCounter"]
-
-ECC_KEYS = ("mem_ecc_corrected", "mem_ecc_uncorrected", "sram_ecc_corrected", "sram_ecc_uncorrected")
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from exporters.exporter import PrometheusExporter
-from exporters.inputs import fd_lines, watched_lines
+from monitor.lines import fd_lines, watched_lines
 from monitor.stream import ReportStream
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"

@@ -11,7 +11,8 @@ import time
 import pytest
 
 from tests.test_tui_support import AWS_EXAMPLE
-from tui.sources import ReplaySource, StreamSource, fd_lines
+from monitor.lines import source_lines as fd_lines
+from monitor.sources import ReplaySource, StreamSource
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 BIN = pathlib.Path(sys.executable).parent / "neuron-top"

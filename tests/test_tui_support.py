@@ -7,8 +7,8 @@ import pathlib
 
 from monitor.report import Report
 from tui.app import NeuronTopApp
-from tui.demo_gen import generate
-from tui.sources import ListSource
+from tests.fixtures.demo_stream import generate
+from monitor.sources import ListSource
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 AWS_EXAMPLE = FIXTURES / "neuron_monitor_aws_example.json"

@@ -22,7 +22,7 @@ from tui.keys import bindings
 from tui.memtree import build_tree
 from tui.messages import ReportArrived, SourceEnded
 from tui.procs import SORT_KEYS, process_rows
-from tui.sources import Source, report_interval
+from monitor.sources import Source, report_interval
 from tui.view import ALL_TAB, app_tabs, core_grid, core_layout, memory_summary, runtimes_for, vcpu_usage
 from tui.widgets.engines import EngineView
 from tui.widgets.grid import CoreGridView

@@ -43,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _stdin_source():
     """Take the data stream off fd 0 and give the keyboard (/dev/tty) to the UI instead."""
-    from tui.sources import StreamSource
+    from monitor.sources import StreamSource
 
     if sys.stdin is None or sys.stdin.isatty():
         raise UsageError("stdin is a terminal; pipe a stream in: neuron-monitor | neuron-top -")
@@ -71,8 +71,8 @@ def _readable_file(name: str) -> pathlib.Path:
 
 
 def make_source(args: argparse.Namespace):
-    from tui.sources import (ReplaySource, StreamSource, local_instance_source,
-                             simulated_demo_source)
+    from monitor.live import local_instance_source, simulated_demo_source
+    from monitor.sources import ReplaySource, StreamSource
 
     if args.speed <= 0:
         raise UsageError(f"--speed must be > 0, got {args.speed:g}")

@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 
 from monitor.report import Report
+from monitor.vocab import ENGINES
 from tui.view import core_layout
 
-ENGINES = ("tensor", "vector", "scalar", "gpsimd", "dma")
 DEVICE_SERIES = ("hbm_read", "hbm_write", "power", "temperature", "throttle")
 
 

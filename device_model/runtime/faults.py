@@ -21,8 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import SpecError
+from .layout import ECC_KINDS
 
-ECC_FAULTS = ("mem_ecc_corrected", "mem_ecc_uncorrected", "sram_ecc_corrected", "sram_ecc_uncorrected")
+ECC_FAULTS = ECC_KINDS  # the counter layout's ECC axis, in its order
 # kind -> (execution status, error_summary key) for faults that fail an execution
 EXEC_EFFECTS = {
     "mem_ecc_uncorrected": ("completed_with_err", "hardware"),

@@ -19,11 +19,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..catalog.specs import DeviceSpec
+from .layout import ENGINES
 
 # Share of dynamic power per fully-busy unit (assumption: TensorE dominates, sums to 1).
 ACTIVITY_WEIGHTS = {"tensor": 0.50, "vector": 0.07, "scalar": 0.07, "gpsimd": 0.04, "dma": 0.07,
                     "hbm": 0.25}
-ENGINE_WEIGHTS = np.array([ACTIVITY_WEIGHTS[e] for e in ("tensor", "vector", "scalar", "gpsimd", "dma")])
+ENGINE_WEIGHTS = np.array([ACTIVITY_WEIGHTS[e] for e in ENGINES])
 THERMAL_TAU_S = 30.0            # assumption: heat-sink time constant
 THROTTLE_TEMP_C = 95.0          # assumption: thermal throttling starts here
 THROTTLE_SPAN_C = 10.0          # assumption: full cut (ratio 1) this far above the start

@@ -10,12 +10,12 @@ from dataclasses import dataclass, fields
 import numpy as np
 
 from ..core import Instance
-from ..engine.isa import E_CC, E_DMA, ENGINES
+from ..engine.isa import COMPUTE_ENGINES, E_CC, E_DMA, ENGINES
 from ..program import Program
+from ..runtime.layout import ENGINES as ENGINE_KEYS
 
-ENGINE_KEYS = ("tensor", "vector", "scalar", "gpsimd", "dma")
 _N_ENGINES = len(ENGINES)
-_COMPUTE = [ENGINES.index(e) for e in ("tensor", "vector", "scalar", "gpsimd")]
+_COMPUTE = [ENGINES.index(e) for e in COMPUTE_ENGINES]
 
 
 @dataclass(frozen=True, slots=True)

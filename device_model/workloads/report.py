@@ -5,10 +5,10 @@ import argparse
 from typing import Any, Callable
 
 from ..errors import SpecError
+from ..runtime.layout import ENGINES
 from .spec import split_spec
 
 GiB = 1 << 30
-ENGINES = ("tensor", "vector", "scalar", "gpsimd", "dma")
 BREAKDOWN = ("compute_s", "dma_s", "collective_exposed_s", "bubble_s", "optimizer_s", "overhead_s",
              "collective_hidden_s")
 _PLACEMENT_KEYS = {"instance": str, "nodes": int, "lnc": int, "tp": int, "pp": int, "dp": int,

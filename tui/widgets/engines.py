@@ -6,14 +6,13 @@ from textual import events
 from textual.strip import Strip
 
 from monitor.report import CoreEngineCounters, DeviceCounter, Report
+from monitor.vocab import ENGINE_LABELS
 from tui.braille import bar, braille_rows
 from tui.fmt import human_rate, percent, tflops
 from tui.history import ENGINES, History
 from tui.view import core_layout
 from tui.widgets.base import LineWidget, strip
 
-ENGINE_LABELS = {"tensor": "Tensor", "vector": "Vector", "scalar": "Scalar", "gpsimd": "GpSimd",
-                 "dma": "DMA"}
 LABEL, BAR, VALUE = 11, 16, 11
 GRAPH_SERIES = 11  # 5 engines + core + HBM read/write + power, temperature, throttle
 FIXED_LINES = 4  # the core heading and three section headings

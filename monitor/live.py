@@ -1,0 +1,134 @@
+"""Reports collected in this process: the local simulated instance, the demo, --collect.
+
+neuron-top shows the instance `neuron-sim start` left running, or starts a private demo instance
+(a Llama training job and an inference service) and stops it on quit; the exporters' --collect
+runs the collector on the configuration's base period. The sinks reach the chip model only
+through here (and monitor.hardware). The collector is imported on first use: a sink reading a
+stream never loads it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+from monitor.loop import collect_every
+from monitor.report import Report
+from monitor.sources import Source
+
+if TYPE_CHECKING:
+    from monitor.collector import Collector
+    from monitor.config import MonitorConfig
+
+__all__ = ["InputError", "CollectorSource", "live_config", "local_instance_source",
+           "simulated_demo_source", "collector_reports"]
+
+
+class InputError(Exception):
+    """The input cannot be opened (a usage or configuration problem: exit status 2)."""
+
+
+def live_config(period_s: float = 1.0) -> MonitorConfig:
+    """Every runtime and system group at one period: what neuron-top shows."""
+    from monitor.config import RUNTIME_GROUPS, SYSTEM_GROUPS, MonitorConfig
+    return MonitorConfig.from_dict({
+        "period": f"{int(period_s * 1000)}ms",
+        "neuron_runtimes": [{"tag_filter": ".*", "metrics": [{"type": g} for g in RUNTIME_GROUPS]}],
+        "system_metrics": [{"type": g} for g in SYSTEM_GROUPS],
+    })
+
+
+class CollectorSource(Source):
+    """Reports collected in-process from the simulated instance's runtimes under ``root``; the
+    first at once, then one per period."""
+
+    def __init__(self, root: pathlib.Path | None = None, *, period_s: float = 1.0,
+                 label: str = "local simulated instance",
+                 on_close: Callable[[], None] | None = None) -> None:
+        super().__init__()
+        self.root = root
+        self.period_s = period_s
+        self.label = label
+        self._on_close = on_close
+
+    def reports(self) -> Iterator[Report]:
+        from monitor.collector import Collector
+        collector = Collector(live_config(self.period_s), root=self.root)
+        try:
+            yield from collect_every(collector, self.period_s, time.monotonic, self._stop.wait,
+                                     first_at_once=True, stopped=self._stop.is_set)
+        finally:
+            collector.close()
+
+    def close(self) -> None:
+        super().close()
+        if self._on_close is not None:
+            on_close, self._on_close = self._on_close, None
+            on_close()
+
+
+def local_instance_source() -> Source | None:
+    """The simulated instance `neuron-sim start` left running for this user, if any."""
+    from device_model.runtime.shm import read_instance
+    try:
+        desc = read_instance(None)
+    except (OSError, ValueError):
+        return None
+    if desc is None:
+        return None
+    return CollectorSource(None, label=f"local simulated {desc.instance_type}")
+
+
+def simulated_demo_source(instance_name: str = "trn2.48xlarge", seed: int = 0) -> Source:
+    """Start the default simulated instance (a Llama training job and an inference service) in a
+    private runtime directory, show it, and stop it when the source closes."""
+    from device_model import instance
+    from device_model.runtime.launcher import cleanup, launch, plan, terminate
+
+    root = pathlib.Path(tempfile.mkdtemp(prefix="neuron-top-demo-"))
+    os.chmod(root, 0o700)
+    try:
+        desc, procs = launch(plan(instance(instance_name), [], []), root, seed, 1.0)
+    except BaseException:
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+
+    def stop() -> None:
+        terminate(procs)
+        cleanup(root)
+        shutil.rmtree(root, ignore_errors=True)
+
+    return CollectorSource(root, label=f"demo: simulated {desc.instance_type}", on_close=stop)
+
+
+def collector_reports(config_path: pathlib.Path | None, clock: Callable[[], float] = time.time,
+                      sleep: Callable[[float], None] = time.sleep,
+                      monotonic: Callable[[], float] = time.monotonic) -> Iterator[Report]:
+    """Reports from the in-process collector, one per base period of the configuration, each
+    stamped with its ``clock()`` arrival time.
+
+    Configuration and runtime-directory problems raise InputError here, before serving starts.
+    """
+    from monitor.collector import Collector  # imported on demand: stdin users do not need it
+    from monitor.config import MonitorConfig
+
+    try:
+        config = MonitorConfig.from_file(config_path) if config_path else MonitorConfig.default()
+        collector = Collector(config)
+    except (OSError, ValueError) as exc:
+        raise InputError(f"--collect: {str(exc).splitlines()[0] if str(exc) else exc!r}") from None
+    return _stamped(collector, config.base_period, clock, sleep, monotonic)
+
+
+def _stamped(collector: Collector, period: float, clock: Callable[[], float],
+             sleep: Callable[[float], None], monotonic: Callable[[], float]) -> Iterator[Report]:
+    try:
+        for report in collect_every(collector, period, monotonic, sleep):
+            yield dataclasses.replace(report, received_at=clock())
+    finally:
+        collector.close()

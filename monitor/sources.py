@@ -1,0 +1,140 @@
+"""Where a sink's Reports come from: a neuron-monitor JSON stream, a recorded replay, a list.
+
+A Source is iterated in a background worker thread; a UI never calls it. ``close()`` may be
+called from any thread and makes ``reports()`` return promptly (reads poll a stop event), so
+quitting never waits on a silent pipe. Sources that collect in this process (the local simulated
+instance, the demo) are in live.py.
+
+The exporters read stdin through ``stdin_stream``: `neuron-monitor | neuron-monitor-prometheus`
+works with ours or with AWS's tool on a real host.
+"""
+from __future__ import annotations
+
+import io
+import pathlib
+import sys
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import IO
+
+from monitor.lines import fd_lines, source_lines, watched_lines
+from monitor.report import Report
+from monitor.stream import ReportStream
+
+__all__ = ["Source", "StreamSource", "ReplaySource", "ListSource", "report_interval",
+           "stdin_stream", "default_stdin"]
+
+
+class Source(ABC):
+    """An iterable of Reports with a label for the status bar and malformed-line counts."""
+
+    label: str = "source"
+
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+        self._stream: ReportStream | None = None
+        self.diagnostics = io.StringIO()  # the stream's one-line notices, kept out of the screen
+
+    @abstractmethod
+    def reports(self) -> Iterator[Report]:
+        """Yield Reports until the input ends or ``close()`` is called."""
+
+    @property
+    def malformed(self) -> Counter[str]:
+        return Counter(self._stream.errors) if self._stream is not None else Counter()
+
+    def close(self) -> None:
+        self._stop.set()
+
+    @property
+    def closed(self) -> bool:
+        return self._stop.is_set()
+
+
+class StreamSource(Source):
+    """A live neuron-monitor JSON stream: stdin, a pipe, a FIFO or a file, read once to its end."""
+
+    def __init__(self, fd: int, label: str, clock: Callable[[], float] = time.time) -> None:
+        super().__init__()
+        self._fd = fd
+        self.label = label
+        self._clock = clock
+
+    def reports(self) -> Iterator[Report]:
+        self._stream = ReportStream(source_lines(self._fd, self._stop), clock=self._clock,
+                                    stderr=self.diagnostics, source=self.label)
+        yield from self._stream
+
+
+def report_interval(report: Report) -> float:
+    """Seconds this report covers: the first group period found, else neuron-monitor's 5 s default."""
+    for runtime in report.runtimes:
+        for group in (runtime.neuroncore_counters, runtime.execution_stats, runtime.vcpu):
+            if group is not None and group.period > 0:
+                return group.period
+    system = report.system
+    for group in (system.vcpu, system.memory, system.hw_counters):
+        if group is not None and group.period > 0:
+            return group.period
+    return 5.0
+
+
+class ReplaySource(Source):
+    """A recorded stream played back at ``speed`` x the pace its periods say; optionally looped."""
+
+    def __init__(self, path: pathlib.Path, speed: float = 1.0, loop: bool = False,
+                 label: str | None = None, clock: Callable[[], float] = time.time) -> None:
+        super().__init__()
+        if speed <= 0:
+            raise ValueError("speed must be > 0")
+        self._path = path
+        self._speed = speed
+        self._loop = loop
+        self._clock = clock
+        self.label = label or f"replay {path.name} x{speed:g}"
+
+    def reports(self) -> Iterator[Report]:
+        first = True
+        while not self._stop.is_set():
+            with open(self._path, "rb") as handle:
+                self._stream = ReportStream(source_lines(handle.fileno(), self._stop),
+                                            clock=self._clock, stderr=self.diagnostics,
+                                            source=self.label)
+                for report in self._stream:
+                    if not first and self._stop.wait(report_interval(report) / self._speed):
+                        return
+                    first = False
+                    yield report
+            if not self._loop:
+                return
+
+
+class ListSource(Source):
+    """Reports already in memory (tests, benchmarks); optionally stalls after the last one."""
+
+    def __init__(self, reports: list[Report], label: str = "reports", hold_open: bool = False) -> None:
+        super().__init__()
+        self._reports = reports
+        self.label = label
+        self._hold_open = hold_open
+
+    def reports(self) -> Iterator[Report]:
+        for report in self._reports:
+            if self._stop.is_set():
+                return
+            yield report
+        while self._hold_open and not self._stop.wait(0.1):
+            pass
+
+
+def stdin_stream(fd: int, source: str, stderr: IO[str] | None,
+                 after_each: Callable[[], None]) -> ReportStream:
+    """The exporters' input: a blocking read of ``fd`` to its end, ``after_each`` after each line."""
+    return ReportStream(watched_lines(fd_lines(fd), after_each), stderr=stderr, source=source)
+
+
+def default_stdin() -> int:
+    return sys.stdin.fileno()

@@ -1,0 +1,57 @@
+"""monitor.loop.collect_every: one report per period on a fixed schedule, missed ticks skipped."""
+from __future__ import annotations
+
+import itertools
+
+from monitor.loop import collect_every
+
+
+class FakeTime:
+    def __init__(self):
+        self.now = 100.0
+        self.sleeps: list[float] = []
+
+    def clock(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.sleeps.append(round(seconds, 6))
+        self.now += seconds
+
+
+class Counting:
+    def __init__(self, time, cost=0.0):
+        self.time, self.cost, self.at = time, cost, []
+
+    def collect(self):
+        self.at.append(round(self.time.now, 6))
+        self.time.now += self.cost
+        return len(self.at)
+
+
+def test_the_first_report_covers_one_period_and_the_schedule_does_not_drift():
+    t = FakeTime()
+    c = Counting(t, cost=0.3)
+    got = list(itertools.islice(collect_every(c, 1.0, t.clock, t.sleep), 3))
+    assert got == [1, 2, 3]
+    assert c.at == [101.0, 102.0, 103.0]  # collection time is not added to the period
+
+
+def test_first_at_once_and_missed_ticks_are_skipped_not_burst():
+    t = FakeTime()
+    c = Counting(t)
+    reports = collect_every(c, 1.0, t.clock, t.sleep, first_at_once=True)
+    next(reports)
+    t.now += 3.5            # suspended for three and a half periods
+    next(reports)
+    next(reports)
+    assert c.at == [100.0, 104.0, 105.0]  # the next tick on the schedule, then one a period
+
+
+def test_stopped_ends_the_loop_even_when_sleep_returns_early():
+    t = FakeTime()
+    c = Counting(t)
+    stop = []
+    reports = collect_every(c, 1.0, t.clock, lambda s: stop.append(s), stopped=lambda: bool(stop))
+    assert list(reports) == []
+    assert c.at == []
