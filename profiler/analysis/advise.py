@@ -11,8 +11,9 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 import orjson
 
-from device_model.errors import SpecError
 from device_model.catalog.specs import get_instance
+from device_model.engine.isa import COMPUTE_ENGINES
+from device_model.errors import SpecError
 
 from ..model.profile import PHASES, Profile
 from .ranks import rank_views
@@ -81,7 +82,7 @@ def rule_exposed_collectives(p: Profile, s: dict) -> Finding | None:
     cc_time = union_length(*cc)
     if cc_time <= 0:
         return None
-    exposed = cc_time - _overlap(cc, _intervals(p, ("tensor", "vector", "scalar", "gpsimd")))
+    exposed = cc_time - _overlap(cc, _intervals(p, COMPUTE_ENGINES))
     if exposed / total < EXPOSED_CC_SHARE:
         return None
     return Finding("exposed-collectives", "Collectives not overlapped with compute", exposed / total,

@@ -11,14 +11,16 @@ from dataclasses import dataclass
 
 import orjson
 
+from device_model.engine.isa import COMPUTE_ENGINES
+
 from ..model.profile import Profile
 from .render import human_count, human_time
 from .rank_summary import summarize_ranks, top_operators_ranks
+from .summary import ENGINE_LABEL
 
-ENGINE_KEYS = (("total", "total_time"), ("TensorE", "tensor_engine_active_time"),
-               ("VectorE", "vector_engine_active_time"), ("ScalarE", "scalar_engine_active_time"),
-               ("GpSimdE", "gpsimd_engine_active_time"), ("DMA", "dma_active_time"),
-               ("CC-core", "cc_op_active_time"))
+ENGINE_KEYS = (("total", "total_time"),
+               *((ENGINE_LABEL[e], f"{e}_engine_active_time") for e in COMPUTE_ENGINES),
+               ("DMA", "dma_active_time"), ("CC-core", "cc_op_active_time"))
 METRIC_KEYS = ("mfu_estimated_percent", "mbu_estimated_percent", "hbm_read_bytes", "hbm_write_bytes",
                "model_flops")
 

@@ -11,11 +11,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from device_model.engine.isa import E_DMA, E_GPSIMD, E_SCALAR, E_SYNC, E_TENSOR, E_VECTOR, ENGINES, LANES
+
 from ..model.profile import BUSY_ENGINES, Profile
 
-ENGINE_LABEL = {"tensor": "TensorE", "vector": "VectorE", "scalar": "ScalarE", "gpsimd": "GpSimdE",
-                "dma": "DMA/HBM", "collective": "CC-core"}
-SUMMARY_ENGINES = ("tensor", "vector", "scalar", "sync", "gpsimd")
+# each engine's row name in AWS's profiler (that of its first lane); DMA is shown with its HBM traffic
+ENGINE_LABEL = {**{ENGINES[engine]: row for _, engine, row in reversed(LANES)}, ENGINES[E_DMA]: "DMA/HBM"}
+# the engines of the summary's per-engine metrics, in Neuron Explorer's order (neuron-tools.md §4.4)
+SUMMARY_ENGINES = tuple(ENGINES[i] for i in (E_TENSOR, E_VECTOR, E_SCALAR, E_SYNC, E_GPSIMD))
 
 
 def union_length(start: np.ndarray, end: np.ndarray) -> float:

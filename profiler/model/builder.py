@@ -9,7 +9,7 @@ import numpy as np
 from device_model import __version__ as model_version
 from device_model.engine.collectives import collective_cost
 from device_model.core import Instance, Run
-from device_model.engine.isa import ENGINES, LANE_ENGINE, LANE_ROW, OPCODES, QUEUE_ROWS, QUEUES
+from device_model.engine.isa import COMPUTE_ENGINES, ENGINES, LANE_ENGINE, LANE_ROW, OPCODES, QUEUE_ROWS, QUEUES
 from device_model.program import Program
 
 from .. import __version__
@@ -34,8 +34,7 @@ def instance_meta(inst: Instance) -> dict:
     return {
         "instance": inst.spec.name, "device": dev.name, "device_type": dev.device_type,
         "neuroncore_version": dev.core_version(inst.lnc), "lnc": inst.lnc,
-        "clocks_hz": {"tensor": dev.tensor_hz, "vector": dev.vector_hz, "scalar": dev.scalar_hz,
-                      "gpsimd": dev.gpsimd_hz, "base": dev.base_hz},
+        "clocks_hz": {**{e: getattr(dev, f"{e}_hz") for e in COMPUTE_ENGINES}, "base": dev.base_hz},
         "tensor_peak_flops_bf16": 2.0 * dev.pe_rows * dev.pe_cols * dev.tensor_hz,
         "hbm_bw_per_stack": dev.hbm_bw_per_stack, "exec_overhead_s": inst.costs.exec_overhead_s,
         "lane_rows": list(LANE_ROW), "lane_engines": [ENGINES[e] for e in LANE_ENGINE],

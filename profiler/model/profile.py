@@ -11,7 +11,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from device_model.engine.isa import E_SYNC, ENGINES
+
 PHASES = ("forward", "backward", "optimizer", "other")
+
+# engines whose busy time each operator row keeps: all but SyncE (it only waits on semaphores)
+BUSY_ENGINES = tuple(e for i, e in enumerate(ENGINES) if i != E_SYNC)
 
 # table -> column -> numpy dtype string. String-valued columns end in "_s" (index into strings).
 SCHEMA: dict[str, dict[str, str]] = {
@@ -24,8 +29,7 @@ SCHEMA: dict[str, dict[str, str]] = {
     "ops": {"name_s": "<i4", "kind_s": "<i4", "module_s": "<i4", "shape_s": "<i4", "dtype_s": "<i4",
             "phase": "|u1", "step": "<i4", "start": "<f8", "end": "<f8", "self_time": "<f8",
             "flops": "<f8", "hw_flops": "<f8", "adj_flops": "<f8", "hbm_r": "<f8", "hbm_w": "<f8",
-            "instructions": "<i8", "busy_tensor": "<f8", "busy_vector": "<f8", "busy_scalar": "<f8",
-            "busy_gpsimd": "<f8", "busy_dma": "<f8", "busy_collective": "<f8", "host": "<i8"},
+            "instructions": "<i8", **{f"busy_{e}": "<f8" for e in BUSY_ENGINES}, "host": "<i8"},
     # one row per step (execution); detailed = instruction level kept
     "steps": {"step": "<i4", "start": "<f8", "end": "<f8", "host_start": "<f8", "host_end": "<f8",
               "detailed": "|u1"},
@@ -37,7 +41,6 @@ SCHEMA: dict[str, dict[str, str]] = {
     "semaphores": {"time": "<f8", "sem": "<i4", "value": "<i8"},
     "throttles": {"start": "<f8", "duration": "<f8", "ratio": "<f8"},
 }
-BUSY_ENGINES = ("tensor", "vector", "scalar", "gpsimd", "dma", "collective")
 
 
 class ProfileError(ValueError):
