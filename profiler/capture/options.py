@@ -59,10 +59,7 @@ class ScriptTask:
 
     @classmethod
     def from_json(cls, text: str) -> "ScriptTask":
-        try:
-            data = orjson.loads(text)
-        except orjson.JSONDecodeError as e:
-            raise ValueError(f"capture task: not JSON ({e})") from None
+        data = orjson.loads(text)          # a JSONDecodeError is a ValueError
         if not isinstance(data, dict):
             raise ValueError("capture task: expected a JSON object")
         known = {f.name for f in fields(cls)}
