@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH)"
 	$(PY) -m pip install -q -e ".[test,torch]"
-	$(PY) -m profiler.native_build
+	$(PY) -m profiler.capture.native.build
 	touch $(STAMP)
 
 demo: setup

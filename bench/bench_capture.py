@@ -28,8 +28,8 @@ from torch.profiler import ProfilerActivity, profile  # noqa: E402
 from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 
 from device_model import instance  # noqa: E402
-from profiler.torch_capture import start_recorder  # noqa: E402
-from profiler.torch_mapping import recording_to_profile  # noqa: E402
+from profiler.capture.recorders import start_recorder  # noqa: E402
+from profiler.capture.to_profile import recording_to_profile  # noqa: E402
 from train_transformer import TinyGPT  # noqa: E402
 from benchlib import fmt  # noqa: E402
 

@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from device_model import instance  # noqa: E402
 from device_model.workloads import Placement  # noqa: E402
-from profiler.capture import capture_workload  # noqa: E402
+from profiler.capture.builtin import capture_workload  # noqa: E402
 from benchlib import fmt, timed  # noqa: E402
 
 

@@ -25,11 +25,11 @@ import orjson  # noqa: E402
 
 from device_model import instance  # noqa: E402
 from device_model.workloads import Placement  # noqa: E402
-from profiler.capture import capture_workload  # noqa: E402
-from profiler import traceio  # noqa: E402
-from profiler.chrome import chrome_chunks, write_chrome  # noqa: E402
-from profiler.perfetto import perfetto_chunks  # noqa: E402
-from profiler.tracks import instruction_layout  # noqa: E402
+from profiler.capture.builtin import capture_workload  # noqa: E402
+from profiler.export import traceio  # noqa: E402
+from profiler.export.chrome import chrome_chunks, write_chrome  # noqa: E402
+from profiler.export.perfetto import perfetto_chunks  # noqa: E402
+from profiler.export.tracks import instruction_layout  # noqa: E402
 from benchlib import fmt, timed  # noqa: E402
 
 

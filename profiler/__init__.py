@@ -20,11 +20,13 @@ from __future__ import annotations
 from device_model import __version__
 
 _LAZY = {
-    "load": ("fileformat", "load"), "save": ("fileformat", "save"),
-    "Profile": ("model", "Profile"), "ProfileError": ("model", "ProfileError"),
-    "capture_workload": ("capture", "capture_workload"),
+    "load": ("model.fileformat", "load"), "save": ("model.fileformat", "save"),
+    "Profile": ("model.profile", "Profile"), "ProfileError": ("model.profile", "ProfileError"),
+    "capture_workload": ("capture.builtin", "capture_workload"),
     "profile": ("torch_api", "profile"), "schedule": ("torch_api", "schedule"),
-    "save_to": ("torch_api", "save_to"), "summarize": ("summary", "summarize"),
+    "save_to": ("torch_api", "save_to"), "summarize": ("analysis.summary", "summarize"),
+    "CaptureOptions": ("capture.options", "CaptureOptions"),
+    "ProfilerUsageError": ("errors", "ProfilerUsageError"),
 }
 
 __all__ = ["__version__", *_LAZY]

@@ -5,14 +5,15 @@ import argparse
 import sys
 from pathlib import Path
 
+from device_model.cliargs import positive_int as _positive
 from device_model.errors import SpecError
 
 from . import __version__
-from .model import ProfileError
-from device_model.cliargs import positive_int as _positive
+from .capture.options import DEFAULT_SESSION, CaptureOptions
+from .errors import ProfilerUsageError
+from .model.profile import ProfileError
 
 FORMATS = ("summary-text", "summary-json", "json", "chrome", "perfetto")
-DEFAULT_SESSION = "profile.nsprof"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _capture_parser(sub) -> None:
-    from .workloads import available
+    from .capture.builtin_plans import available
     c = sub.add_parser(
         "capture", help="capture a built-in run or a PyTorch script",
         description="Capture a built-in run (--workload) or a real PyTorch script given after "
@@ -101,19 +102,19 @@ def _instance(args):
 def cmd_capture(args, script: list[str]) -> int:
     inst = _instance(args)
     if script and args.workload:
-        raise SpecError("give either --workload or a script after --, not both")
+        raise ProfilerUsageError("give either --workload or a script after --, not both")
     if script and args.ranks:
-        raise SpecError("--ranks applies to --workload captures; a script's ranks are its processes")
+        raise ProfilerUsageError("--ranks applies to --workload captures; a script's ranks are its processes")
     if args.steps and not script:
-        raise SpecError("--steps applies to scripts; built-in runs take --num-exec/--profile-nth-exec")
+        raise ProfilerUsageError("--steps applies to scripts; built-in runs take --num-exec/--profile-nth-exec")
     if script:
-        from .script import capture_script
-        return capture_script(script, inst, args)
+        from .capture.script_launch import capture_script
+        return capture_script(script, inst, _capture_options(args))
     if not args.workload:
-        raise SpecError("nothing to capture: give --workload SPEC or `-- python script.py ...`")
+        raise ProfilerUsageError("nothing to capture: give --workload SPEC or `-- python script.py ...`")
     from device_model.workloads import Placement
-    from .capture import capture_workload
-    from .fileformat import save
+    from .capture.builtin import capture_workload
+    from .model.fileformat import save
     from .progress import progress_bar
     placement = Placement(cores=args.cores, nodes=args.nodes, tp=args.tp, pp=args.pp, dp=args.dp)
     with progress_bar(args.progress, args.num_exec, "capturing") as tick:
@@ -122,6 +123,12 @@ def cmd_capture(args, script: list[str]) -> int:
     path = save(profile, args.session_file)
     _report_written(path, profile)
     return 0
+
+
+def _capture_options(args) -> CaptureOptions:
+    return CaptureOptions(session_file=str(args.session_file), auto_cast=args.auto_cast,
+                          detail_steps=args.detail_steps, progress=args.progress, dp=args.dp,
+                          recorder=args.recorder, steps=args.steps)
 
 
 def _report_written(path: Path, profile) -> None:
@@ -136,16 +143,16 @@ def _write(data: bytes, output: str | None) -> None:
         sys.stdout.buffer.write(data)
         sys.stdout.flush()
     else:
-        from .traceio import write_atomic
+        from .export.traceio import write_atomic
         write_atomic(output, data)
 
 
 def cmd_view(args) -> int:
-    from .fileformat import load
+    from .model.fileformat import load
     profile = load(args.session_file)
     fmt = args.output_format
     if fmt in ("summary-text", "summary-json", "json"):
-        from . import render
+        from .analysis import render
         data = {"summary-text": lambda: render.summary_text(profile, args.limit).encode(),
                 "summary-json": lambda: render.summary_json(profile, args.limit),
                 "json": lambda: render.profile_json(profile)}[fmt]()
@@ -153,11 +160,11 @@ def cmd_view(args) -> int:
         return 0
     stem = str(Path(args.session_file).with_suffix(""))
     if fmt == "chrome":
-        from .chrome_ranks import write_chrome_ranks
+        from .export.chrome_ranks import write_chrome_ranks
         out = args.output_file or stem + ".json"
         n = write_chrome_ranks(profile, out)
     else:
-        from .perfetto import write_perfetto
+        from .export.perfetto import write_perfetto
         out = args.output_file or stem + ".pftrace"
         n = write_perfetto(profile, out)
     print(f"neuron-profile: wrote {out} ({n} events)", file=sys.stderr)
@@ -165,16 +172,16 @@ def cmd_view(args) -> int:
 
 
 def cmd_diff(args) -> int:
-    from .diff import diff_profiles, diff_text, diff_json
-    from .fileformat import load
+    from .analysis.diff import diff_profiles, diff_text, diff_json
+    from .model.fileformat import load
     result = diff_profiles(load(args.a), load(args.b), by=args.by)
     _write(diff_json(result) if args.json else diff_text(result, args.limit).encode(), None)
     return 0
 
 
 def cmd_advise(args) -> int:
-    from .advise import advise, findings_json, findings_text
-    from .fileformat import load
+    from .analysis.advise import advise, findings_json, findings_text
+    from .model.fileformat import load
     findings = advise(load(args.session_file))
     _write(findings_json(findings) if args.json else findings_text(findings).encode(), None)
     return 0
@@ -199,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "capture":
             return cmd_capture(args, script)
         return {"view": cmd_view, "diff": cmd_diff, "advise": cmd_advise}[args.command](args)
-    except (SpecError, ProfileError) as e:
+    except (ProfilerUsageError, SpecError, ProfileError) as e:
         print(f"neuron-profile: error: {e}", file=sys.stderr)
         return 2
     except BrokenPipeError:

@@ -18,8 +18,8 @@ from typing import Callable
 
 from device_model import instance as make_instance
 
-from .fileformat import save
-from .model import Profile
+from .model.fileformat import save
+from .model.profile import Profile
 
 
 class ProfilerAction(Enum):
@@ -83,7 +83,7 @@ class profile:
         self._active: set[int] = set()
 
     def __enter__(self) -> "profile":
-        from .torch_capture import start_recorder
+        from .capture.recorders import start_recorder
         self._recorder = start_recorder(self.recorder)
         self._recorder.explicit_steps = True      # steps come from prof.step()
         self._note_action()
@@ -109,7 +109,7 @@ class profile:
         self._note_action()
 
     def _emit(self, recording) -> None:
-        from .torch_mapping import recording_to_profile
+        from .capture.to_profile import recording_to_profile
         self.profile = recording_to_profile(recording, self.inst, auto_cast=self.auto_cast,
                                             detail_steps=self.detail_steps, steps=set(self._active),
                                             command="profiler.profile")
@@ -119,7 +119,7 @@ class profile:
             self.on_trace_ready(self)
 
     def export_chrome_trace(self, path: str) -> None:
-        from .chrome import write_chrome
+        from .export.chrome import write_chrome
         if self.profile is None:
             raise RuntimeError("no profile yet: no active step has finished")
         write_chrome(self.profile, path)
@@ -131,5 +131,5 @@ class profile:
 
     def key_averages(self, limit: int = 20):
         """Top operators of the last window (self time, count, FLOPs, bytes, bound)."""
-        from .summary import top_operators
+        from .analysis.summary import top_operators
         return top_operators(self.profile, limit) if self.profile else []

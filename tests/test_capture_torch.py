@@ -15,8 +15,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from profiler import fileformat  # noqa: E402
-from profiler.model import PHASES  # noqa: E402
+from profiler.model import fileformat  # noqa: E402
+from profiler.model.profile import PHASES  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "train_transformer.py"
@@ -169,7 +169,7 @@ def test_schedule_matches_torch_profiler():
 def test_dataloader_waits_are_recorded_and_advised():
     import torch.nn.functional as F
     import profiler
-    from profiler.advise import advise
+    from profiler.analysis.advise import advise
 
     class Slow(torch.utils.data.Dataset):
         def __len__(self):

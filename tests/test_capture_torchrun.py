@@ -19,11 +19,11 @@ pytest.importorskip("torch.distributed.run")
 
 from device_model import instance  # noqa: E402
 from device_model.errors import SpecError  # noqa: E402
-from profiler import fileformat  # noqa: E402
-from profiler.model import PHASES  # noqa: E402
-from profiler.ranks import rank_views  # noqa: E402
-from profiler.rank_worker import RankPart, load_part, part_path, save_part  # noqa: E402
-from profiler.script_ranks import is_torchrun, parse_torchrun, rank_placement  # noqa: E402
+from profiler.model import fileformat  # noqa: E402
+from profiler.model.profile import PHASES  # noqa: E402
+from profiler.analysis.ranks import rank_views  # noqa: E402
+from profiler.capture.rank_part import RankPart, load_part, part_path, save_part  # noqa: E402
+from profiler.capture.torchrun_launch import is_torchrun, parse_torchrun, rank_placement  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "train_ddp.py"
@@ -153,7 +153,7 @@ def test_ctrl_c_stops_the_workers_and_leaves_a_profile(tmp_path):
 
 def _recording(steps: int = 2):
     """A real recording of a few SGD steps, made in this process."""
-    from profiler.torch_capture import start_recorder
+    from profiler.capture.recorders import start_recorder
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 8))
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     rec = start_recorder("python")
@@ -189,7 +189,7 @@ def test_part_file_round_trip(tmp_path):
 def test_rank_that_wrote_nothing_is_left_out_with_a_note(tmp_path, capsys):
     import argparse
     import threading
-    from profiler.script_ranks import _write_profile
+    from profiler.capture.torchrun_launch import _write_profile
     save_part(tmp_path, RankPart(0, 0, 2, os.getpid(), 0, threading.get_ident(), _recording()))
     (tmp_path / "rank-00001.npz").write_bytes(b"not a part")
     cmd = parse_torchrun([*TORCHRUN, str(EXAMPLE)])

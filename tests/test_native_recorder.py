@@ -18,11 +18,12 @@ from hypothesis import strategies as st
 torch = pytest.importorskip("torch")
 import torch.nn.functional as F  # noqa: E402
 
-from profiler import native_build  # noqa: E402
-from profiler.native_capture import NativeRecorder  # noqa: E402
-from profiler.python_capture import Recorder  # noqa: E402
-from profiler.torch_capture import BACKWARD, FORWARD, start_recorder  # noqa: E402
-from profiler.torch_mapping import recording_to_profile, resolve_phases  # noqa: E402
+from profiler.capture.native import build as native_build  # noqa: E402
+from profiler.capture.native_recorder import NativeRecorder  # noqa: E402
+from profiler.capture.python_recorder import Recorder  # noqa: E402
+from profiler.capture.recorders import start_recorder  # noqa: E402
+from profiler.capture.recording import BACKWARD, FORWARD  # noqa: E402
+from profiler.capture.to_profile import recording_to_profile, resolve_phases  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -240,7 +241,7 @@ def test_library_is_cached_per_user_with_private_modes(tmp_path, monkeypatch):
 def test_without_a_compiler_auto_falls_back_and_native_is_a_clear_error(tmp_path):
     env = {**os.environ, "NEURONSCOPE_CACHE_DIR": str(tmp_path), "CXX": "no-such-compiler",
            "PYTHONPATH": str(ROOT)}
-    code = ("import sys; from profiler.torch_capture import start_recorder\n"
+    code = ("import sys; from profiler.capture.recorders import start_recorder\n"
             "r = start_recorder(sys.argv[1]); print(r.kind); r.stop()")
     auto = subprocess.run([sys.executable, "-c", code, "auto"], capture_output=True, text=True, env=env)
     assert auto.returncode == 0 and auto.stdout.strip() == "python"
@@ -271,7 +272,7 @@ def test_every_data_moving_c10d_operator_maps_to_a_collective():
     from device_model import instance
     from device_model.program import Program
     from device_model.workloads.micro import place_ranks
-    from profiler.aten_map import AtenCall, add_call
+    from profiler.capture.aten_map import AtenCall, add_call
     group = place_ranks(instance("trn2.48xlarge"), 2)
     names = sorted(n.split("::")[1] for n in torch._C._dispatch_get_all_op_names() if n.startswith("c10d::"))
     control = {"barrier", "monitored_barrier_", "check_for_nan"}       # move no tensor data

@@ -133,7 +133,7 @@ def test_version_and_help():
 def test_capture_a_model_preset_from_the_workload_registry(tmp_path, capsys):
     path = tmp_path / "bert.nsprof"
     assert main(["capture", "-w", "bert-base", "--cores", "4", "--tp", "1", "--pp", "1", "-s", str(path)]) == 0
-    from profiler import fileformat
+    from profiler.model import fileformat
     prof = fileformat.load(path)
     assert prof.meta["workload"] == "bert-base" and "bert" in prof.meta["description"]
     phases = set(prof.table("ops")["phase"].tolist())

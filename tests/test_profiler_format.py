@@ -9,9 +9,9 @@ from hypothesis import given, settings, strategies as st
 
 from device_model import instance
 from device_model.workloads import Placement
-from profiler import fileformat
-from profiler.capture import capture_workload
-from profiler.model import SCHEMA, ProfileError
+from profiler.model import fileformat
+from profiler.capture.builtin import capture_workload
+from profiler.model.profile import SCHEMA, ProfileError
 
 
 @pytest.fixture(scope="module")

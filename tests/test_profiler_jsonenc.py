@@ -11,11 +11,11 @@ from hypothesis import given, settings, strategies as st
 
 from device_model import instance
 from device_model.workloads import Placement
-from profiler import jsonenc
-from profiler.capture import capture_workload
-from profiler.chrome import chrome_chunks
-from profiler.jsonenc import Int, IntOf, Micros, Text, iter_records
-from profiler.traceio import write_atomic
+from profiler.export import jsonenc
+from profiler.capture.builtin import capture_workload
+from profiler.export.chrome import chrome_chunks
+from profiler.export.jsonenc import Int, IntOf, Micros, Text, iter_records
+from profiler.export.traceio import write_atomic
 
 TABLE = ("a", "bb\"q", "ccc\\", "é", "Memcpy DMA_X")
 

@@ -14,19 +14,19 @@ import pytest
 from device_model import instance
 from device_model.errors import SpecError
 from device_model.workloads import Placement
-from profiler import render
-from profiler.advise import advise
-from profiler.capture import capture_workload
-from profiler.chrome import write_chrome
-from profiler.chrome_ranks import write_chrome_ranks
+from profiler.analysis import render
+from profiler.analysis.advise import advise
+from profiler.capture.builtin import capture_workload
+from profiler.export.chrome import write_chrome
+from profiler.export.chrome_ranks import write_chrome_ranks
 from profiler.cli import main
-from profiler.diff import diff_profiles
-from profiler.model import PHASES
-from profiler.perfetto import write_perfetto
-from profiler.pipeline import order_1f1b, schedule_1f1b
-from profiler.rank_summary import summarize_ranks
-from profiler.ranks import HOST_PID_BASE, rank_views
-from profiler.summary import summarize
+from profiler.analysis.diff import diff_profiles
+from profiler.model.profile import PHASES
+from profiler.export.perfetto import write_perfetto
+from profiler.capture.pipeline import order_1f1b, schedule_1f1b
+from profiler.analysis.rank_summary import summarize_ranks
+from profiler.analysis.ranks import HOST_PID_BASE, rank_views
+from profiler.analysis.summary import summarize
 from test_profiler_views import check_golden
 
 PP, MB = 4, 4

@@ -14,12 +14,12 @@ from hypothesis import given, settings, strategies as st
 
 from device_model import Program, instance
 from device_model.workloads import Placement
-from profiler import render
-from profiler.capture import capture_workload
-from profiler.chrome import chrome_chunks, write_chrome
-from profiler.jsonenc import Int, Micros, Text, encode_records
-from profiler.perfetto import write_perfetto
-from profiler.summary import summarize, top_operators
+from profiler.analysis import render
+from profiler.capture.builtin import capture_workload
+from profiler.export.chrome import chrome_chunks, write_chrome
+from profiler.export.jsonenc import Int, Micros, Text, encode_records
+from profiler.export.perfetto import write_perfetto
+from profiler.analysis.summary import summarize, top_operators
 
 GOLDEN = Path(__file__).parent / "fixtures" / "profiler"
 REGEN = os.environ.get("NEURONSCOPE_REGEN_GOLDEN") == "1"

@@ -26,6 +26,7 @@ import numpy as np
 import orjson
 
 from ..errors import SpecError
+from ..fileio import PRIVATE, replacing, write_atomic
 from . import layout as L
 from .layout import (DEVICE_MEMORY, DMA_QUEUES, ECC_KINDS, ENGINES, ERROR_KINDS, EXEC_STATUS,
                      FLOP_KINDS, HOST_MEMORY, PHASES)
@@ -75,15 +76,7 @@ def runtime_dir(root: Path | str | None = None) -> Path:
 
 def atomic_write(path: Path, data: bytes) -> None:
     """Write `data` to a 0600 temp file beside `path`, then rename it into place."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
-    try:
-        os.fchmod(fd, 0o600)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, data, mode=PRIVATE, prefix=".tmp-", suffix=path.suffix)
 
 
 # ------------------------------------------------------------------------ the instance
@@ -284,16 +277,11 @@ class CounterWriter:
             off = slots_off + s * self.slot_size
             image[off + 8: off + 12] = zero_crc.to_bytes(4, "little")
         self.path = self.dir / f"runtime-{self.pid}.ctr"
-        fd, tmp = tempfile.mkstemp(dir=self.dir, prefix=".tmp-", suffix=".ctr")
-        try:
-            os.fchmod(fd, 0o600)
+        # the descriptor stays open (locked, then mapped) once the file is in place
+        with replacing(self.path, mode=PRIVATE, prefix=".tmp-", suffix=".ctr", keep_open=True) as fh:
+            fd = fh.fileno()
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            os.write(fd, bytes(image))
-            os.replace(tmp, self.path)
-        except BaseException:
-            os.close(fd)
-            Path(tmp).unlink(missing_ok=True)
-            raise
+            fh.write(bytes(image))
         self.fd = fd
         self.mm = mmap.mmap(fd, size)
         self.slots_off = slots_off

@@ -11,6 +11,8 @@ from .mlp import MLP_PARAMS, estimate_mlp
 from .estimate_model import MODEL_PARAMS, Execution, StepPlan, build_model_step, estimate_model
 from .presets import PRESETS
 from .spec import Param, bind, split_spec
+from .steps import (MLP_STEP_HELP, MLP_STEP_PARAMS, Capture, CaptureStep, collective_step,
+                    from_step_plan, matmul_step, mlp_step)
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +33,7 @@ class Workload:
     estimate: Callable[[Instance, dict[str, Any], Placement], dict]
     help: str
     build: Callable[[Instance, dict[str, Any], Placement], StepPlan] | None = None
+    capture: Capture | None = None          # how the profiler captures a step of it
 
 
 REGISTRY: dict[str, Workload] = {}
@@ -43,20 +46,28 @@ def register(workload: Workload) -> Workload:
 
 register(Workload("matmul", micro.MATMUL_PARAMS,
                   lambda inst, o, pl: micro.estimate_matmul(inst, o, pl.cores or 1),
-                  "one [m,k] @ [k,n] matmul on a logical core"))
+                  "one [m,k] @ [k,n] matmul on a logical core",
+                  capture=Capture(micro.MATMUL_PARAMS, matmul_step, "one [m,k] @ [k,n] matmul",
+                                  single_rank=True)))
 for _spec_name, _kind in micro.COLLECTIVE_KINDS.items():
     register(Workload(_spec_name, micro.COLLECTIVE_PARAMS,
                       lambda inst, o, pl, _k=_kind: micro.estimate_collective(inst, _k, o),
-                      f"one {_kind.replace('_', '-')} over ranks placed on the instance"))
+                      f"one {_kind.replace('_', '-')} over ranks placed on the instance",
+                      capture=Capture(micro.COLLECTIVE_PARAMS, collective_step(_kind),
+                                      f"one {_kind.replace('_', '-')}", single_rank=True)))
 
+# the captured MLP is a training step with explicit TP/PP/DP collectives, with options of its own
 register(Workload("mlp", MLP_PARAMS, estimate_mlp,
-                  "blocks of fc1, GELU, fc2: mode=train|infer, data parallel over --cores"))
+                  "blocks of fc1, GELU, fc2: mode=train|infer, data parallel over --cores",
+                  capture=Capture(MLP_STEP_PARAMS, mlp_step, MLP_STEP_HELP)))
 for _name, _cfg in PRESETS.items():
+    _help = f"{_cfg.family} model, {_cfg.params() / 1e9:.3g}B parameters: mode=train|prefill|decode"
+    _build = (lambda inst, o, pl, _c=_cfg, _n=_name: build_model_step(_n, _c, inst, o, pl))
     register(Workload(
         _name, MODEL_PARAMS,
         lambda inst, o, pl, _c=_cfg: estimate_model(_c, inst, o, pl),
-        f"{_cfg.family} model, {_cfg.params() / 1e9:.3g}B parameters: mode=train|prefill|decode",
-        lambda inst, o, pl, _c=_cfg, _n=_name: build_model_step(_n, _c, inst, o, pl)))
+        _help, _build,
+        capture=Capture(MODEL_PARAMS, lambda inst, o, pl, _b=_build: from_step_plan(_b(inst, o, pl)), _help)))
 
 
 def resolve(spec: str) -> tuple[Workload, dict[str, Any]]:
@@ -83,5 +94,5 @@ def build_step(spec: str, inst: Instance, placement: Placement = Placement()) ->
     return workload.build(inst, opts, placement)
 
 
-__all__ = ["REGISTRY", "Execution", "Placement", "StepPlan", "Workload", "build_step", "estimate",
-           "register", "resolve"]
+__all__ = ["REGISTRY", "Capture", "CaptureStep", "Execution", "Placement", "StepPlan", "Workload",
+           "build_step", "estimate", "register", "resolve"]

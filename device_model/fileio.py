@@ -1,0 +1,69 @@
+"""Atomic file replacement: write beside the target under a temporary name, then rename, so a
+reader sees the old file or the whole new one and an interrupted write leaves no partial file.
+
+Every writer of the project goes through `replacing` (or `write_atomic` for bytes in hand); the
+differences between them are parameters: the final permission bits, whether the process umask
+applies to them, whether the data is fsync'ed before the rename, the temporary name's shape, and
+whether the descriptor stays open afterwards (a memory-mapped counter file).
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import BinaryIO, Iterable, Iterator
+
+PRIVATE = 0o600
+
+
+@contextmanager
+def replacing(path: str | os.PathLike, *, mode: int = PRIVATE, apply_umask: bool = False,
+              fsync: bool = False, prefix: str | None = None, suffix: str = ".tmp",
+              keep_open: bool = False) -> Iterator[BinaryIO]:
+    """A binary file on a temporary beside `path`; when the block ends without an error it is
+    flushed (and fsync'ed), given `mode` (less the umask's bits with `apply_umask`), and renamed
+    onto `path`. On any error the temporary is removed and `path` is untouched.
+
+    `prefix` defaults to `.NAME.`; `file.name` is the temporary's path; `keep_open` leaves the descriptor (`file.fileno()`) open after
+    the rename, the caller's to close."""
+    target = Path(path)
+    folder = target.parent if str(target.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}." if prefix is None else prefix,
+                               suffix=suffix, dir=folder)
+    fh = os.fdopen(fd, "wb", closefd=not keep_open)
+    fh.raw.name = tmp                   # `file.name`: the temporary's path (a compiler writes there)
+    try:
+        yield fh
+        fh.flush()
+        if fsync:
+            os.fsync(fd)
+        os.chmod(tmp, mode & ~current_umask() if apply_umask else mode)
+        os.replace(tmp, target)
+    except BaseException:
+        fh.close()
+        if keep_open:
+            os.close(fd)
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    fh.close()
+
+
+def write_atomic(path: str | os.PathLike, data: bytes | Iterable[bytes], *, mode: int = PRIVATE,
+                 apply_umask: bool = False, fsync: bool = False, prefix: str | None = None,
+                 suffix: str = ".tmp") -> Path:
+    """Write `data` (bytes, or an iterable of chunks) to `path` atomically; see `replacing`."""
+    chunks = [data] if isinstance(data, (bytes, bytearray, memoryview)) else data
+    with replacing(path, mode=mode, apply_umask=apply_umask, fsync=fsync, prefix=prefix,
+                   suffix=suffix) as fh:
+        for chunk in chunks:
+            fh.write(chunk)
+    return Path(path)
+
+
+def current_umask() -> int:
+    """The process umask (read by setting and restoring it)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -1,0 +1,1 @@
+"""Reading a profile: summaries, per-rank views, diffs, advice and text/JSON rendering."""

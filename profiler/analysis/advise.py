@@ -1,0 +1,225 @@
+"""`neuron-profile advise`: ranked findings, each with evidence and a fix.
+
+Each rule estimates the share of step time at stake (`impact`, 0..1); findings are ranked by it.
+Thresholds are plain constants below so they can be read and argued with.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, replace
+
+import numpy as np
+import orjson
+
+from device_model.catalog.specs import get_instance
+from device_model.engine.isa import COMPUTE_ENGINES
+from device_model.errors import SpecError
+
+from ..model.profile import PHASES, Profile
+from .ranks import rank_views
+from .render import human_count, human_time
+from .summary import scope_mask, summarize, union_length
+
+SMALL_DMA_BYTES = 64 * 1024       # below ~512 B per partition x 128 partitions, DMA efficiency drops
+DMA_BOUND_SHARE = 0.5
+TENSOR_UNDERUSED = 0.5
+EXPOSED_CC_SHARE = 0.05
+IDLE_SHARE = 0.10
+DATA_WAIT_SHARE = 0.10
+LARGE_MATMUL_FLOPS = 2 * 1024 ** 3
+FP8_TIME_SHARE = 0.2
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    rule: str
+    title: str
+    impact: float                 # share of step time at stake, 0..1
+    evidence: tuple[str, ...]
+    fix: str
+
+
+def _intervals(profile: Profile, engines: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+    ins = profile.table("instructions")
+    lane_engine = np.array(profile.meta["lane_engines"])
+    sel = np.isin(lane_engine[ins["lane"]], engines) if ins["lane"].size else np.zeros(0, bool)
+    return ins["start"][sel], ins["end"][sel]
+
+
+def _overlap(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> float:
+    """Length of (union a) intersected with (union b) = |a| + |b| - |a or b|."""
+    both = (np.r_[a[0], b[0]], np.r_[a[1], b[1]])
+    return union_length(*a) + union_length(*b) - union_length(*both)
+
+
+def rule_dma_small(p: Profile, s: dict) -> Finding | None:
+    share = s["dma_active_time_percent"] / 100
+    avg = s["dma_transfer_average_bytes"]
+    if share < DMA_BOUND_SHARE or not s["dma_transfer_count"] or avg >= SMALL_DMA_BYTES:
+        return None
+    return Finding("dma-small-transfers", "DMA-bound with small transfers", share * (1 - avg / SMALL_DMA_BYTES),
+                   (f"DMA queues busy {share:.0%} of the time", f"{s['dma_transfer_count']} transfers, "
+                    f"average {human_count(avg, 'B')} (efficient from ~{human_count(SMALL_DMA_BYTES, 'B')})"),
+                   "fuse small tensors into larger transfers (bigger tiles, fewer copies/concats), keep "
+                   "intermediates in SBUF, and batch small elementwise ops")
+
+
+def rule_tensor_underused(p: Profile, s: dict) -> Finding | None:
+    te = s["tensor_engine_active_time_percent"] / 100
+    if s["model_flops"] <= 0 or te >= TENSOR_UNDERUSED:
+        return None
+    return Finding("tensor-underused", "TensorE under-used", (1 - te) * 0.5,
+                   (f"TensorE active {te:.0%} of the time, MFU {s['mfu_estimated_percent']:.1f}%",
+                    f"DMA active {s['dma_active_time_percent']:.0f}%, VectorE "
+                    f"{s['vector_engine_active_time_percent']:.0f}%, ScalarE {s['scalar_engine_active_time_percent']:.0f}%"),
+                   "raise the work per matmul (larger batch or sequence per core, fewer tensor-parallel "
+                   "shards) and fuse the elementwise/normalisation ops around matmuls")
+
+
+def rule_exposed_collectives(p: Profile, s: dict) -> Finding | None:
+    cc = _intervals(p, ("collective",))
+    total = max(s["total_time"], 1e-15)
+    cc_time = union_length(*cc)
+    if cc_time <= 0:
+        return None
+    exposed = cc_time - _overlap(cc, _intervals(p, COMPUTE_ENGINES))
+    if exposed / total < EXPOSED_CC_SHARE:
+        return None
+    return Finding("exposed-collectives", "Collectives not overlapped with compute", exposed / total,
+                   (f"collectives run {human_time(cc_time)} per profiled step, {human_time(exposed)} "
+                    f"({exposed / total:.0%} of the step) with no compute engine busy",
+                    f"{s['cc_op_count']} collective ops"),
+                   "overlap gradient all-reduce with the backward pass (bucket gradients and launch each "
+                   "bucket as soon as it is ready), or shard optimizer state (reduce-scatter + all-gather)")
+
+
+def rule_bubbles(p: Profile, s: dict) -> Finding | None:
+    total = max(s["total_time"], 1e-15)
+    idle = 1 - s["total_active_time_percent"] / 100
+    if idle < IDLE_SHARE:
+        return None
+    ins = p.table("instructions")
+    starts = np.sort(ins["start"])
+    ends = np.maximum.accumulate(ins["end"][np.argsort(ins["start"], kind="stable")])
+    gaps = starts[1:] - ends[:-1] if starts.size > 1 else np.zeros(0)
+    largest = float(gaps.max()) if gaps.size else 0.0
+    pp = int(p.meta.get("placement", {}).get("pp", 1))
+    sendrecv = (p.strings.index("send_recv") if "send_recv" in p.strings else -1)
+    has_pp = pp > 1 or bool(np.any(p.table("collectives")["kind_s"] == sendrecv))
+    title = "Pipeline bubbles" if has_pp else "Device idle inside steps"
+    fix = ("use more micro-batches per step (bubble ~ (pp-1)/(micro-batches+pp-1)) or an interleaved "
+           "schedule" if has_pp else "find what the device waits for (host launches, dependencies) and "
+           "keep more work queued")
+    return Finding("pipeline-bubbles" if has_pp else "device-idle", title, idle,
+                   (f"device idle {idle:.0%} of the profiled step time ({human_time(idle * total)})",
+                    f"largest idle gap {human_time(largest)}" + (f", pp={pp}" if pp > 1 else "")), fix)
+
+
+def rule_data_loading(p: Profile, s: dict) -> Finding | None:
+    host = p.table("host")
+    cat = np.array(p.strings)[host["cat_s"]] if host["cat_s"].size else np.array([], dtype=str)
+    steps = p.table("steps")
+    host_time = float(np.sum(steps["host_end"] - steps["host_start"]))
+    if host_time <= 0:
+        return None
+    sel = cat == "data_loading"
+    wait = float(np.sum(host["end"][sel] - host["start"][sel]))
+    gaps = np.maximum(steps["host_start"][1:] - steps["host_end"][:-1], 0).sum() if steps["step"].size > 1 else 0.0
+    share = (wait + float(gaps)) / host_time
+    if share < DATA_WAIT_SHARE:
+        return None
+    return Finding("host-data-loading", "Host data-loading gaps", share,
+                   (f"{int(sel.sum())} DataLoader waits take {human_time(wait)} of {human_time(host_time)} "
+                    f"host step time ({share:.0%})",),
+                   "load data in the background: DataLoader(num_workers>0, pin_memory=True, "
+                   "prefetch_factor>=2, persistent_workers=True), or pre-tokenize the dataset")
+
+
+_LEADING = re.compile(r"^(?:m=)?(\d+)")
+
+
+def rule_batch_multiple(p: Profile, s: dict) -> Finding | None:
+    ops = p.table("ops")
+    _, mask = scope_mask(p)
+    kinds = np.array(p.strings)[ops["kind_s"]] if ops["kind_s"].size else np.array([], dtype=str)
+    sel = np.flatnonzero(mask & (kinds == "matmul"))
+    bad_time, bad, total = 0.0, set(), 0.0
+    for i in sel.tolist():
+        m = _LEADING.match(p.strings[ops["shape_s"][i]])
+        t = float(ops["self_time"][i])
+        total += t
+        if m and int(m.group(1)) % 8:
+            bad_time += t
+            bad.add(int(m.group(1)))
+    if not bad:
+        return None
+    step_time = max(s["total_time"], 1e-15)
+    return Finding("batch-multiple-of-8", "Batch size not a multiple of 8", 0.1 * bad_time / step_time,
+                   (f"matmuls with leading (batch/token) sizes {sorted(bad)[:5]} take {human_time(bad_time)} "
+                    f"of {human_time(total)} matmul time",),
+                   "pad or choose batch x sequence sizes that are multiples of 8 (better 128, the PE "
+                   "array's partition count) so tiles are full")
+
+
+def rule_fp8(p: Profile, s: dict) -> Finding | None:
+    try:
+        dev = get_instance(p.meta["instance"]).device
+    except SpecError:
+        return None
+    if dev.fp8_speedup <= 1:
+        return None
+    ops = p.table("ops")
+    _, mask = scope_mask(p)
+    strings = np.array(p.strings)
+    kinds = strings[ops["kind_s"]] if ops["kind_s"].size else np.array([], dtype=str)
+    dtypes = strings[ops["dtype_s"]] if ops["dtype_s"].size else np.array([], dtype=str)
+    big = mask & (kinds == "matmul") & (ops["flops"] >= LARGE_MATMUL_FLOPS) & ~np.char.startswith(
+        dtypes.astype(str), "float8") & (dtypes != "fp8")
+    t = float(ops["busy_tensor"][big].sum())
+    share = t / max(s["total_time"], 1e-15)
+    if share < FP8_TIME_SHARE:
+        return None
+    saved = share * (1 - 1 / dev.fp8_speedup)
+    return Finding("fp8-unused", "FP8 unused on large matmuls", saved,
+                   (f"{int(big.sum())} matmuls of >= {human_count(LARGE_MATMUL_FLOPS)}FLOP run in "
+                    f"{', '.join(sorted(set(dtypes[big].tolist())))} for {share:.0%} of the step",
+                    f"{dev.name} runs FP8 matmuls {dev.fp8_speedup:g}x faster than BF16"),
+                   "run these matmuls in FP8 (per-tensor scaled weights and activations), keeping "
+                   "accumulation and the optimizer in higher precision; compare with `neuron-profile diff`")
+
+
+RULES = (rule_dma_small, rule_tensor_underused, rule_exposed_collectives, rule_bubbles,
+         rule_data_loading, rule_batch_multiple, rule_fp8)
+
+
+def advise(profile: Profile) -> list[Finding]:
+    """With several captured ranks, each rule's finding on the rank where it weighs most."""
+    views = rank_views(profile)
+    if len(views) > 1:
+        worst: dict[str, Finding] = {}
+        for view in views:
+            for f in advise(view):
+                if f.rule not in worst or f.impact > worst[f.rule].impact:
+                    worst[f.rule] = replace(f, evidence=(f"on {view.meta['rank_label']}",) + f.evidence)
+        return sorted(worst.values(), key=lambda f: (-f.impact, f.rule))
+    summary = summarize(profile)
+    found = [f for rule in RULES if (f := rule(profile, summary)) is not None]
+    return sorted(found, key=lambda f: (-f.impact, f.rule))
+
+
+def findings_text(findings: list[Finding]) -> str:
+    if not findings:
+        return "no findings: nothing in this profile crosses a rule's threshold\n"
+    lines = []
+    for i, f in enumerate(findings, 1):
+        lines.append(f"{i}. {f.title} [{f.rule}] (about {min(f.impact, 1):.0%} of step time at stake)")
+        lines += [f"   evidence: {e}" for e in f.evidence]
+        lines.append(f"   fix: {f.fix}")
+    return "\n".join(lines) + "\n"
+
+
+def findings_json(findings: list[Finding]) -> bytes:
+    return orjson.dumps({"findings": [asdict(f) for f in findings]}, option=orjson.OPT_INDENT_2) + b"\n"
+
+
+__all__ = ["Finding", "advise", "findings_text", "findings_json", "PHASES"]

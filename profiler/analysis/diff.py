@@ -1,0 +1,108 @@
+"""`neuron-profile diff A B`: per-operator and per-engine differences with ratios B/A.
+
+Both profiles are compared over their summarised steps, per step (so a 3-step profile and a
+1-step profile of the same run diff to ratios of 1). Operators match by name (or kind). A profile
+of several ranks counts all of them added up (`rank_summary.py`), so profiles with different
+rank counts compare the work of the captured ranks per step.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import orjson
+
+from device_model.engine.isa import COMPUTE_ENGINES
+
+from ..model.profile import Profile
+from .render import human_count, human_time
+from .rank_summary import summarize_ranks, top_operators_ranks
+from .summary import ENGINE_LABEL
+
+ENGINE_KEYS = (("total", "total_time"),
+               *((ENGINE_LABEL[e], f"{e}_engine_active_time") for e in COMPUTE_ENGINES),
+               ("DMA", "dma_active_time"), ("CC-core", "cc_op_active_time"))
+METRIC_KEYS = ("mfu_estimated_percent", "mbu_estimated_percent", "hbm_read_bytes", "hbm_write_bytes",
+               "model_flops")
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    name: str
+    a: dict
+    b: dict
+
+    def ratio(self, key: str) -> float | None:
+        """B/A; None when A is zero (new in B, or absent from both)."""
+        a, b = self.a.get(key, 0.0), self.b.get(key, 0.0)
+        return b / a if a else None
+
+    def ratio_text(self, key: str) -> str:
+        r = self.ratio(key)
+        if r is not None:
+            return f"{r:.2f}x"
+        return "new" if self.b.get(key, 0.0) else "-"
+
+
+@dataclass(frozen=True, slots=True)
+class DiffResult:
+    a_label: str
+    b_label: str
+    engines: list[Row]
+    metrics: list[Row]
+    operators: list[Row]
+
+
+def _label(p: Profile) -> str:
+    m = p.meta
+    ranks = len(m.get("ranks") or ())
+    each = f" ({ranks} ranks added up)" if ranks > 1 else ""
+    return f"{m.get('workload') or m.get('command') or m.get('source')} on {m['instance']}{each}"
+
+
+def _ops(p: Profile, by: str, steps: int) -> dict[str, dict]:
+    return {s.name: {"time": s.self_time / steps, "count": s.count / steps, "bytes": s.hbm_bytes / steps,
+                     "flops": s.flops / steps, "bound": s.bound} for s in top_operators_ranks(p, None, by)}
+
+
+def diff_profiles(a: Profile, b: Profile, by: str = "name") -> DiffResult:
+    sa, sb = summarize_ranks(a), summarize_ranks(b)
+    na, nb = max(1, sa["trace_count"]), max(1, sb["trace_count"])
+    engines = [Row(label, {"time": sa[k] / na}, {"time": sb[k] / nb}) for label, k in ENGINE_KEYS]
+    metrics = [Row(k, {"value": sa[k] / (1 if "percent" in k else na)},
+                   {"value": sb[k] / (1 if "percent" in k else nb)}) for k in METRIC_KEYS]
+    oa, ob = _ops(a, by, na), _ops(b, by, nb)
+    names = sorted(set(oa) | set(ob), key=lambda n: -max(oa.get(n, {}).get("time", 0),
+                                                        ob.get(n, {}).get("time", 0)))
+    operators = [Row(n, oa.get(n, {}), ob.get(n, {})) for n in names]
+    return DiffResult(_label(a), _label(b), engines, metrics, operators)
+
+
+def diff_text(d: DiffResult, limit: int = 20) -> str:
+    lines = [f"A: {d.a_label}", f"B: {d.b_label}", "", "per step, per engine (active time)",
+             f"{'engine':<10} {'A':>12} {'B':>12} {'B/A':>8}"]
+    for r in d.engines:
+        lines.append(f"{r.name:<10} {human_time(r.a['time']):>12} {human_time(r.b['time']):>12} "
+                     f"{r.ratio_text('time'):>8}")
+    lines += ["", f"{'metric':<24} {'A':>12} {'B':>12} {'B/A':>8}"]
+    for r in d.metrics:
+        fa, fb = r.a["value"], r.b["value"]
+        text = (lambda v: f"{v:.2f}%") if "percent" in r.name else human_count
+        lines.append(f"{r.name:<24} {text(fa):>12} {text(fb):>12} {r.ratio_text('value'):>8}")
+    lines += ["", "per step, per operator (self time, count, HBM bytes)",
+              f"{'operator':<36} {'A time':>11} {'B time':>11} {'B/A':>8} {'A n':>6} {'B n':>6} "
+              f"{'A bytes':>10} {'B bytes':>10}"]
+    for r in d.operators[:limit]:
+        name = r.name if len(r.name) <= 36 else r.name[:33] + "..."
+        lines.append(f"{name:<36} {human_time(r.a.get('time', 0)):>11} {human_time(r.b.get('time', 0)):>11} "
+                     f"{r.ratio_text('time'):>8} {r.a.get('count', 0):>6.0f} "
+                     f"{r.b.get('count', 0):>6.0f} {human_count(r.a.get('bytes', 0), 'B'):>10} "
+                     f"{human_count(r.b.get('bytes', 0), 'B'):>10}")
+    return "\n".join(lines) + "\n"
+
+
+def diff_json(d: DiffResult) -> bytes:
+    def rows(rs: list[Row], key: str) -> list[dict]:
+        return [{"name": r.name, "a": r.a, "b": r.b, "ratio": r.ratio(key)} for r in rs]
+    doc = {"a": d.a_label, "b": d.b_label, "engines": rows(d.engines, "time"),
+           "metrics": rows(d.metrics, "value"), "operators": rows(d.operators, "time")}
+    return orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n"

@@ -1,0 +1,108 @@
+"""Text and JSON views of a profile: `summary-text`, `summary-json`, `json` (AWS's shape)."""
+from __future__ import annotations
+
+import numpy as np
+import orjson
+
+from ..model.profile import PHASES, Profile
+from .ranks import rank_keys, rank_views
+from .summary import OpStat, summarize, top_operators
+
+
+def _fmt_value(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    return str(v)
+
+
+def human_time(seconds: float) -> str:
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if abs(seconds) >= scale:
+            return f"{seconds / scale:.3f} {unit}"
+    return f"{seconds * 1e9:.1f} ns"
+
+
+def human_count(x: float, unit: str = "") -> str:
+    for suffix, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("K", 1e3)):
+        if abs(x) >= scale:
+            return f"{x / scale:.2f} {suffix}{unit}"
+    return f"{x:.0f} {unit}".rstrip()
+
+
+def ops_table(stats: list[OpStat]) -> str:
+    head = f"{'operator':<40} {'bound':<8} {'count':>6} {'self time':>12} {'self %':>7} " \
+           f"{'FLOPs':>10} {'HBM bytes':>11}"
+    lines = [head, "-" * len(head)]
+    for s in stats:
+        name = s.name if len(s.name) <= 40 else s.name[:37] + "..."
+        lines.append(f"{name:<40} {s.bound:<8} {s.count:>6} {human_time(s.self_time):>12} "
+                     f"{100 * s.self_share:>6.1f}% {human_count(s.flops):>10} {human_count(s.hbm_bytes, 'B'):>11}")
+    return "\n".join(lines)
+
+
+def summary_text(profile: Profile, limit: int = 15) -> str:
+    """One block per captured rank (figures per rank), blocks separated by a blank line."""
+    views = rank_views(profile)
+    if len(views) > 1:
+        return "\n".join(summary_text(v, limit) for v in views)
+    summary = {**rank_keys(profile), **summarize(profile)}
+    lines = [f"{k} {_fmt_value(v)}" for k, v in summary.items()]
+    lines += ["", "top operators (self time over the summarised steps)", ops_table(top_operators(profile, limit))]
+    return "\n".join(lines) + "\n"
+
+
+def _stat_dict(s: OpStat) -> dict:
+    return {"name": s.name, "kind": s.kind, "count": s.count, "self_time": s.self_time,
+            "total_time": s.total_time, "flops": s.flops, "hbm_bytes": s.hbm_bytes,
+            "bound": s.bound, "self_time_percent": 100 * s.self_share}
+
+
+def summary_json(profile: Profile, limit: int | None = 50) -> bytes:
+    views = rank_views(profile)         # one summary per captured rank, like AWS's per core
+    doc = {"summary": [{**rank_keys(v), **summarize(v)} for v in views],
+           "top_operators": [{**rank_keys(v), **_stat_dict(s)} for v in views
+                             for s in top_operators(v, limit)],
+           "metadata": profile.meta}
+    return orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n"
+
+
+def profile_json(profile: Profile) -> bytes:
+    """AWS's `--output-format json` shape: `summary` plus one record per instruction (timestamps
+    and durations in ns, `label` the timeline row) and, beyond AWS, the operator records. With
+    several captured ranks: one summary per rank, and records carry their `rank`."""
+    views = rank_views(profile)
+    if len(views) == 1:
+        return orjson.dumps(_profile_doc(profile), option=orjson.OPT_SERIALIZE_NUMPY) + b"\n"
+    doc: dict = {"summary": [], "instruction": [], "operator": [], "metadata": profile.meta}
+    for v in views:
+        part = _profile_doc(v)
+        doc["summary"] += [{**rank_keys(v), **s} for s in part["summary"]]
+        for key in ("instruction", "operator"):
+            doc[key] += [{**r, "rank": v.meta["rank"]} for r in part[key]]
+    return orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n"
+
+
+def _profile_doc(profile: Profile) -> dict:
+    ins = profile.table("instructions")
+    ops = profile.table("ops")
+    meta = profile.meta
+    rows = np.array(meta["lane_rows"], dtype=object)
+    opcodes = np.array(meta["opcodes"], dtype=object)
+    names = np.array(profile.strings, dtype=object)
+    start_ns = np.rint(ins["start"] * 1e9).astype(np.int64)
+    dur_ns = np.rint(ins["end"] * 1e9).astype(np.int64) - start_ns
+    instruction = {"timestamp": start_ns, "duration": dur_ns, "label": rows[ins["lane"]].tolist(),
+                   "opcode": opcodes[ins["opcode"]].tolist(),
+                   "hlo_name": names[ops["name_s"][ins["op"]]].tolist() if ins["op"].size else [],
+                   "hbm_read_bytes": ins["hbm_r"], "hbm_write_bytes": ins["hbm_w"], "flops": ins["flops"]}
+    keys = list(instruction)
+    records = [dict(zip(keys, vals)) for vals in zip(*(
+        v.tolist() if isinstance(v, np.ndarray) else v for v in instruction.values()))]
+    operators = [{"name": profile.strings[n], "kind": profile.strings[k], "phase": PHASES[p], "step": st,
+                  "start": s, "end": e, "module": profile.strings[m]}
+                 for n, k, p, st, s, e, m in zip(ops["name_s"].tolist(), ops["kind_s"].tolist(),
+                                                  ops["phase"].tolist(), ops["step"].tolist(),
+                                                  ops["start"].tolist(), ops["end"].tolist(),
+                                                  ops["module_s"].tolist())]
+    return {"summary": [summarize(profile)], "instruction": records, "operator": operators,
+            "metadata": meta}

@@ -1,0 +1,194 @@
+"""Summary metrics with Neuron Explorer's names and formulas (neuron-tools.md §4.4), and the
+top-operators table.
+
+The summary covers the executions captured at instruction level (as AWS's summary covers the
+profiled execution); the operator table covers the same steps. Internally ratios are 0..1; the
+`*_percent` names are percentages because that is what the names say.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from device_model.engine.isa import E_DMA, E_GPSIMD, E_SCALAR, E_SYNC, E_TENSOR, E_VECTOR, ENGINES, LANES
+
+from ..model.profile import BUSY_ENGINES, Profile
+
+# each engine's row name in AWS's profiler (that of its first lane); DMA is shown with its HBM traffic
+ENGINE_LABEL = {**{ENGINES[engine]: row for _, engine, row in reversed(LANES)}, ENGINES[E_DMA]: "DMA/HBM"}
+# the engines of the summary's per-engine metrics, in Neuron Explorer's order (neuron-tools.md §4.4)
+SUMMARY_ENGINES = tuple(ENGINES[i] for i in (E_TENSOR, E_VECTOR, E_SCALAR, E_SYNC, E_GPSIMD))
+
+
+def union_length(start: np.ndarray, end: np.ndarray) -> float:
+    if start.size == 0:
+        return 0.0
+    order = np.argsort(start, kind="stable")
+    s, e = start[order], end[order]
+    reach = np.maximum.accumulate(e)
+    new = np.r_[True, s[1:] > reach[:-1]]
+    block = np.cumsum(new) - 1
+    block_end = np.zeros(block[-1] + 1)
+    np.maximum.at(block_end, block, e)
+    return float(np.sum(block_end - s[new]))
+
+
+def scope_mask(profile: Profile) -> tuple[np.ndarray, np.ndarray]:
+    """(detailed steps, op-row mask) the summary covers: instruction-level steps, else all."""
+    steps = profile.table("steps")
+    detailed = steps["detailed"].astype(bool)
+    if not detailed.any():
+        detailed = np.ones_like(detailed)
+    chosen = steps["step"][detailed]
+    return chosen, np.isin(profile.table("ops")["step"], chosen)
+
+
+def _lane_engine(profile: Profile) -> np.ndarray:
+    return np.array(profile.meta["lane_engines"])
+
+
+def summarize(profile: Profile) -> dict:
+    meta = profile.meta
+    lnc = int(meta.get("lnc", 1))
+    steps = profile.table("steps")
+    chosen, op_mask = scope_mask(profile)
+    step_sel = np.isin(steps["step"], chosen)
+    total_time = float(np.sum(steps["end"][step_sel] - steps["start"][step_sel]))
+    t = max(total_time, 1e-15)
+    ins = profile.table("instructions")
+    ops = profile.table("ops")
+    engines = _lane_engine(profile)[ins["lane"]] if ins["lane"].size else np.array([], dtype=str)
+    dur = ins["end"] - ins["start"]
+    opcodes = np.array(meta["opcodes"])[ins["opcode"]] if ins["opcode"].size else np.array([], dtype=str)
+    has_ins = ins["start"].size > 0
+
+    def total(q: str) -> float:
+        if has_ins:
+            return float(ins[q].astype(np.float64).sum()) * lnc
+        return float(ops[q][op_mask].sum()) * lnc if q in ops else 0.0
+
+    model_flops, hw_flops = total("flops"), total("hw_flops")
+    transpose = total("transpose_flops") if has_ins else 0.0
+    adj = total("adj_flops") / lnc
+    adj_hw = total("adj_hw_flops") / lnc if has_ins else adj
+    hbm_r, hbm_w = total("hbm_r"), total("hbm_w")
+    peak = float(meta["tensor_peak_flops_bf16"])
+    out: dict[str, float | int | str] = {
+        "instance": meta["instance"], "device": meta["device"], "lnc": lnc,
+        "total_time": total_time,
+        "neuroncore_cycle_count": int(round(total_time * meta["clocks_hz"]["base"])),
+        "model_flops": model_flops, "hardware_flops": hw_flops, "transpose_flops": transpose,
+        "adjusted_hardware_flops": adj_hw * lnc,
+        "mm_arithmetic_intensity": (hw_flops - transpose) / max(hbm_r + hbm_w, 1.0),
+        "peak_flops_bandwidth_ratio": peak / meta["hbm_bw_per_stack"],
+        "trace_count": int(step_sel.sum()), "event_count": int(ins["start"].size),
+        "mfu_estimated_percent": 100.0 * adj / (peak * t),
+        "hfu_estimated_percent": 100.0 * adj_hw / (peak * t),
+        "mbu_estimated_percent": 100.0 * (hbm_r + hbm_w) / t / meta["hbm_bw_per_stack"],
+        "hbm_read_bytes": hbm_r, "hbm_write_bytes": hbm_w,
+        "sbuf_read_bytes": total("sbuf_r"), "sbuf_write_bytes": total("sbuf_w"),
+        "psum_read_bytes": total("psum_r"), "psum_write_bytes": total("psum_w"),
+    }
+    out.update(_dma_metrics(profile, ins, engines, dur, t, lnc))
+    for e in SUMMARY_ENGINES:
+        sel = engines == e
+        active = union_length(ins["start"][sel], ins["end"][sel])
+        out[f"{e}_engine_instruction_time"] = float(dur[sel].sum())
+        out[f"{e}_engine_active_time"] = active
+        out[f"{e}_engine_active_time_percent"] = 100.0 * min(1.0, active / t)
+        out[f"{e}_engine_instruction_count"] = int(sel.sum())
+    out["matmul_instruction_count"] = int((opcodes == "MATMUL").sum())
+    act = np.char.startswith(opcodes.astype(str), "ACTIVATE") if opcodes.size else np.zeros(0, bool)
+    out["activate_instruction_time"] = float(dur[act].sum())
+    out["activate_instruction_count"] = int(act.sum())
+    out.update(_cc_metrics(profile, chosen, t))
+    busy = union_length(ins["start"], ins["end"]) if has_ins else float(ops["self_time"][op_mask].sum())
+    out["total_exec_time"] = float(np.sum(steps["host_end"][step_sel] - steps["host_start"][step_sel]))
+    out["total_active_time"] = busy
+    out["total_active_time_percent"] = 100.0 * min(1.0, busy / t)
+    thr = profile.table("throttles")
+    limited = float(np.sum(thr["duration"] * (1 - thr["ratio"])))
+    out["average_utilization_limit_percent"] = 100.0 * (1 - min(1.0, limited / t))
+    all_steps = steps["end"] - steps["start"]
+    out["step_count"] = int(all_steps.size)
+    out["step_time_mean"] = float(all_steps.mean()) if all_steps.size else 0.0
+    return out
+
+
+def _dma_metrics(profile, ins, engines, dur, t: float, lnc: int) -> dict:
+    meta = profile.meta
+    sel = engines == "dma"
+    nbytes = (ins["hbm_r"][sel].astype(np.float64) + ins["hbm_w"][sel]) * lnc
+    active = union_length(ins["start"][sel], ins["end"][sel])
+    queues = meta["queues"]
+    q = ins["queue"][sel].astype(np.int64)
+    by_queue = np.bincount(np.minimum(q, len(queues)), weights=nbytes, minlength=len(queues) + 1)
+    count = int(sel.sum())
+    return {
+        "dma_active_time": active, "dma_active_time_percent": 100.0 * min(1.0, active / t),
+        "dma_transfer_count": count, "dma_transfer_total_bytes": float(nbytes.sum()),
+        "dma_transfer_average_bytes": float(nbytes.sum() / count) if count else 0.0,
+        "input_queue_bytes": float(by_queue[queues.index("input")]),
+        "output_queue_bytes": float(by_queue[queues.index("output")]),
+        "weight_queue_bytes": float(by_queue[queues.index("weight")]),
+        "weight_size_bytes": float(by_queue[queues.index("weight")]),
+    }
+
+
+def _cc_metrics(profile: Profile, chosen: np.ndarray, t: float) -> dict:
+    cc = profile.table("collectives")
+    ops = profile.table("ops")
+    sel = np.isin(ops["step"][cc["op"]], chosen) if cc["op"].size else np.zeros(0, bool)
+    start, end = cc["start"][sel], cc["end"][sel]
+    active = union_length(start, end)
+    return {"cc_op_time": float(np.sum(end - start)), "cc_op_active_time": active,
+            "cc_op_active_time_percent": 100.0 * min(1.0, active / t), "cc_op_count": int(sel.sum())}
+
+
+@dataclass(frozen=True, slots=True)
+class OpStat:
+    name: str
+    kind: str
+    count: int
+    self_time: float
+    total_time: float
+    flops: float
+    hbm_bytes: float
+    bound: str
+    self_share: float
+
+
+def op_bound(busy: np.ndarray) -> np.ndarray:
+    """Per row of per-engine busy seconds: the engine label that limits the op."""
+    labels = np.array([ENGINE_LABEL[e] for e in BUSY_ENGINES])
+    return labels[np.argmax(busy, axis=1)] if busy.size else np.array([], dtype=str)
+
+
+def top_operators(profile: Profile, limit: int | None = 20, by: str = "name") -> list[OpStat]:
+    ops = profile.table("ops")
+    _, mask = scope_mask(profile)
+    key_col = ops["name_s"] if by == "name" else ops["kind_s"]
+    keys = key_col[mask]
+    if keys.size == 0:
+        return []
+    uniq, inv = np.unique(keys, return_inverse=True)
+    lnc = int(profile.meta.get("lnc", 1))
+
+    def sums(col: np.ndarray) -> np.ndarray:
+        return np.bincount(inv, weights=col[mask], minlength=uniq.size)
+
+    self_t = sums(ops["self_time"])
+    busy = np.stack([sums(ops[f"busy_{e}"]) for e in BUSY_ENGINES], axis=1)
+    kinds = np.zeros(uniq.size, dtype=np.int64)
+    kinds[inv] = ops["kind_s"][mask]
+    bound = op_bound(busy)
+    counts = np.bincount(inv, minlength=uniq.size)
+    whole = max(float(self_t.sum()), 1e-15)
+    stats = [OpStat(profile.strings[int(u)], profile.strings[int(kinds[i])],
+                    int(counts[i]), float(self_t[i]), float(t),
+                    float(f) * lnc, float(b) * lnc, str(bound[i]), float(self_t[i] / whole))
+             for i, (u, t, f, b) in enumerate(zip(uniq, sums(ops["end"] - ops["start"]),
+                                                  sums(ops["flops"]), sums(ops["hbm_r"] + ops["hbm_w"])))]
+    stats.sort(key=lambda s: (-s.self_time, s.name))
+    return stats[:limit] if limit else stats

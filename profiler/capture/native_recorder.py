@@ -1,0 +1,269 @@
+"""The native recorder: aten calls seen by a C++ RecordFunction callback (profiler/capture/native/recorder.cpp).
+
+Python only sets the context the callback stamps on each call (module id, phase, step: three
+int64 slots shared with the library) and, at each step's end, collects the new records and the
+new signatures. A signature is the operator plus its arguments' shapes, dtypes and small integer
+lists, interned in C++, so a training loop's repeated calls cost one lookup each.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+
+import numpy as np
+
+from .aten_map import BINARY, COLLECTIVES, COPIES, REDUCE, UNARY, VIEWS, WHOLE_OPS, AtenCall, conv_extra
+from .native.build import NativeUnavailable, load
+from .recording import COLUMNS, Recording, RecorderBase
+
+RECORD = np.dtype([("t0", "<i8"), ("t1", "<i8"), ("seq", "<i8"), ("node_seq", "<i8"), ("out_numel", "<i8"),
+                   ("sig", "<i4"), ("module", "<i4"), ("step", "<i4"), ("phase", "<i4"), ("tid", "<i4"),
+                   ("depth", "<i4")])
+MAPPED, SKIP = 1, 2
+COLLECT_EVERY = 256                  # steps between moves of records out of the library
+# Tags of recorder.cpp's signature encoding.
+T_NONE, T_TENSOR, T_TENSORS, T_INTS, T_INT, T_DOUBLE, T_BOOL, T_OTHER = range(8)
+# c10::ScalarType numbering (c10/core/ScalarType.h); only floating types matter to the mapping.
+SCALAR_TYPES = {5: "torch.float16", 6: "torch.float32", 7: "torch.float64", 15: "torch.bfloat16",
+                23: "torch.float8_e5m2", 24: "torch.float8_e4m3fn", 25: "torch.float8_e5m2fnuz",
+                26: "torch.float8_e4m3fnuz"}
+FLOATING = frozenset(SCALAR_TYPES)
+
+
+@functools.lru_cache(maxsize=1)
+def operator_kinds() -> str:
+    """The table the callback classifies operators by. Operators the mapper knows are kept whole
+    (their callees are not recorded), except CompositeImplicitAutograd ones outside WHOLE_OPS:
+    those only forward (`contiguous` of a contiguous tensor copies nothing), so the callback
+    looks at what they call instead. Metadata-only operators are skipped with their callees."""
+    import torch
+    has_kernel = torch._C._dispatch_has_kernel_for_dispatch_key
+    attention = {n.partition("::")[2].partition(".")[0] for n in torch._C._dispatch_get_all_op_names()
+                 if "scaled_dot_product" in n or "flash_attention" in n}
+    skip = VIEWS | {"resize_", "resize_as_", "_resize_output_", "record_stream"}
+    known = set(UNARY) | set(BINARY) | REDUCE | COPIES
+    mapped = {n for n in known - skip if not _composite(has_kernel, f"aten::{n}")} | WHOLE_OPS | attention
+    lines = [f"aten::{n}\t{MAPPED}\n" for n in sorted(mapped)]
+    lines += [f"{ns}::{n}\t{MAPPED}\n" for n in sorted(COLLECTIVES) for ns in ("aten", "c10d", "_c10d_functional")]
+    lines += [f"aten::{n}\t{SKIP}\n" for n in sorted(skip)]
+    lines += [f"profiler::{n}\t{SKIP}\n" for n in ("_record_function_enter", "_record_function_enter_new",
+                                                  "_record_function_exit")]   # record_function's markers
+    return "".join(lines)
+
+
+def _composite(has_kernel, name: str) -> bool:
+    try:
+        return bool(has_kernel(name, "CompositeImplicitAutograd"))
+    except RuntimeError:                 # not an operator of this torch build
+        return False
+
+
+def decode_args(key: np.ndarray, pos: int, n_args: int) -> list:
+    """Arguments of one signature: ("T", dtype, shape), ("L", dtype, count, numel), tuples of
+    ints, numbers, or None."""
+    args = []
+    for _ in range(n_args):
+        tag = int(key[pos])
+        if tag == T_TENSOR:
+            ndim = int(key[pos + 2])
+            args.append(("T", int(key[pos + 1]), tuple(int(d) for d in key[pos + 3:pos + 3 + ndim])))
+            pos += 3 + ndim
+        elif tag == T_TENSORS:
+            args.append(("L", int(key[pos + 1]), int(key[pos + 2]), int(key[pos + 3])))
+            pos += 4
+        elif tag == T_INTS:
+            n = int(key[pos + 1])
+            args.append(tuple(int(v) for v in key[pos + 2:pos + 2 + n]))
+            pos += 2 + n
+        elif tag in (T_INT, T_DOUBLE, T_BOOL):
+            args.append(int(key[pos + 1]))
+            pos += 2
+        else:
+            args.append(None)
+            pos += 1
+    return args
+
+
+def call_of(label: str, args: list, out_numel: int) -> AtenCall:
+    """The AtenCall a signature stands for, with the same reading of arguments as the Python
+    recorder's (shapes of tensors in order, a list's total size, first floating dtype)."""
+    namespace, _, name = label.partition("::")
+    if name in VIEWS:
+        return AtenCall(name, namespace, (), "", 0)
+    shapes, dtype, extra = [], "", ()
+    for a in args:
+        if isinstance(a, tuple) and a and a[0] == "T":
+            shapes.append(a[2])
+            dtype = dtype or (SCALAR_TYPES[a[1]] if a[1] in FLOATING else "")
+        elif isinstance(a, tuple) and a and a[0] == "L":
+            if a[2]:
+                shapes.append((a[3],))
+                dtype = dtype or (SCALAR_TYPES[a[1]] if a[1] in FLOATING else "")
+        elif isinstance(a, tuple) and a and isinstance(a[0], int) and not extra:
+            extra = (a[0],)
+    if name in ("convolution", "convolution_backward") and len(args) > 5:
+        extra = conv_extra(name, args)
+    if out_numel < 0:
+        out_numel = output_size(name, args)
+    return AtenCall(name, namespace, tuple(shapes), dtype or "torch.float32", out_numel, extra)
+
+
+def _numel(shape) -> int:
+    return int(np.prod(shape, dtype=np.int64)) if shape else 1
+
+
+def output_size(name: str, args: list) -> int:
+    """Elements of a call's result, from its arguments (outputs are not boxed for the recorder:
+    that would cost every call ~0.15 µs). Elementwise results take their inputs' broadcast shape;
+    operators whose result is shaped by other arguments are worked out one by one."""
+    tensors = [a[2] for a in args if isinstance(a, tuple) and a and a[0] == "T"]
+    lists = [a for a in args if isinstance(a, tuple) and a and a[0] == "L"]
+    ints = [a for a in args if isinstance(a, tuple) and (not a or isinstance(a[0], int))]
+    if name in ("cat", "stack", "_cat") and lists:
+        return lists[0][3]
+    if name in ("zeros", "ones", "full", "empty", "rand", "randn") and ints:
+        return _numel(ints[0])
+    if name == "repeat" and tensors and ints:
+        return _numel(tensors[0]) * _numel(ints[0])
+    if name == "constant_pad_nd" and tensors and ints:
+        shape, pad = list(tensors[0]), ints[0]
+        for i in range(0, len(pad) - 1, 2):          # pairs from the last dimension backwards
+            d = len(shape) - 1 - i // 2
+            if d >= 0:
+                shape[d] += pad[i] + pad[i + 1]
+        return _numel(shape)
+    if name in ("index_select", "gather") and len(tensors) >= 2:
+        if name == "gather":
+            return _numel(tensors[1])
+        dim = args[1] if isinstance(args[1], int) else 0
+        shape = list(tensors[0])
+        if shape:
+            shape[dim % len(shape)] = _numel(tensors[1])
+        return _numel(shape)
+    if name == "embedding_dense_backward" and tensors and len(args) > 2 and isinstance(args[2], int):
+        return args[2] * (tensors[0][-1] if tensors[0] else 1)
+    if not tensors:
+        return 0
+    try:
+        return _numel(np.broadcast_shapes(*tensors))
+    except ValueError:                               # not elementwise: the largest argument
+        return max(_numel(t) for t in tensors)
+
+
+class NativeRecorder(RecorderBase):
+    kind = "native"
+
+    def __init__(self, boxed_outputs: bool = False, steps: tuple[int, int | None] | None = None) -> None:
+        """`boxed_outputs`: have torch box every call's results so their sizes are measured, not
+        worked out from the arguments (slower; for checking output_size)."""
+        super().__init__(steps)
+        self.active = False
+        self.boxed_outputs = boxed_outputs
+        self.lib = load()
+        if self.lib.ns_record_size() != RECORD.itemsize:
+            raise NativeUnavailable("the native recorder's record layout does not match")
+        self._ctx = np.ctypeslib.as_array(self.lib.ns_context(), shape=(4,))
+        self._raw: list[tuple[str, list]] = []           # decoded signatures, global order
+        self._thread_sigs: dict[int, list[int]] = {}     # thread -> local signature id -> raw index
+        self._sig_of: dict[tuple[int, int], int] = {}    # (raw, out_numel) -> Recording signature
+
+    def start(self) -> "NativeRecorder":
+        self.hooks.install()
+        if self.keeps(self.step):
+            try:
+                self._record(True)
+            except NativeUnavailable:
+                self.hooks.remove()
+                raise
+        return self
+
+    def stop(self) -> Recording:
+        self._record(False)
+        self.hooks.remove()
+        self.lib.ns_release()
+        return self.recording
+
+    def _record(self, on: bool) -> None:
+        """Switch the callback on (at the window's first step) or off (after its last)."""
+        if on and not self.active:
+            if self.lib.ns_start(operator_kinds().encode(), int(self.boxed_outputs)) != 0:
+                raise NativeUnavailable("the native recorder is already recording in this process")
+            self._ctx[:3] = (self.module, self.phase, self.step)
+            self.active = True
+        elif not on and self.active:
+            self._take(stop=True)
+            self.active = False
+
+    def set_module(self, module: int) -> None:
+        self.module = module
+        self._ctx[0] = module
+
+    def set_phase(self, phase: int) -> None:
+        self.phase = phase
+        self._ctx[1] = phase
+
+    def end_step(self) -> None:
+        super().end_step()
+        self._ctx[2] = self.step
+        if self.keeps(self.step) != self.active:
+            self._record(not self.active)
+
+    def compact(self) -> None:
+        """Records hold no tensors, so they stay in the library until the stop or a flush; only
+        every COLLECT_EVERY steps are they moved over, to bound the library's buffers."""
+        if self.active and self.step % COLLECT_EVERY == 0:
+            self._take(stop=False)
+
+    def flush(self) -> Recording:
+        if self.active:
+            self._take(stop=False)
+        return self.recording
+
+    def _take(self, stop: bool) -> None:
+        """Copy what the library gathered into the Recording as a raw batch; decoding waits
+        until the columns are first used, after the run."""
+        n = self.lib.ns_collect(1 if stop else 0)
+        size = self.lib.ns_sig_size()
+        if n == 0 and size == 0:
+            return
+        records = np.frombuffer(ctypes.string_at(self.lib.ns_records(), n * RECORD.itemsize), dtype=RECORD)
+        sigs = np.frombuffer(ctypes.string_at(self.lib.ns_sigs(), size * 8), dtype="<i8")
+        self.recording.pending.append((records, sigs, self.lib.ns_names()))
+        self.recording.decoder = self._decode
+
+    def _decode(self, recording: Recording, batch) -> None:
+        records, sigs, names = batch
+        self._add_signatures(sigs, names.decode().split("\n"))
+        n = len(records)
+        if n == 0:
+            return
+        raw_sig = np.empty(n, dtype=np.int64)
+        for tid in np.unique(records["tid"]).tolist():
+            rows = records["tid"] == tid
+            raw_sig[rows] = np.asarray(self._thread_sigs[tid], dtype=np.int64)[records["sig"][rows]]
+        # (signature, output size + 1) pairs as one int64: signatures stay far below 2**22 and an
+        # output below 2**41 elements; anything larger is clipped, which only merges signatures.
+        # An output size of -1 means "not recorded".
+        pair = (raw_sig << 41) | np.clip(records["out_numel"] + 1, 0, (1 << 41) - 1)
+        pairs, inverse = np.unique(pair, return_inverse=True)
+        sig_ids = np.array([self._signature(p >> 41, (p & ((1 << 41) - 1)) - 1) for p in pairs.tolist()],
+                           dtype=np.int32)
+        order = np.argsort(records["t0"], kind="stable")
+        chunk = {"sig": sig_ids[inverse.reshape(-1)], **{c: records[c] for c in COLUMNS if c != "sig"}}
+        recording.chunks.append({c: chunk[c][order].astype(t) for c, t in COLUMNS.items()})
+
+    def _add_signatures(self, blob: np.ndarray, names: list[str]) -> None:
+        pos, size = 0, len(blob)
+        while pos < size:
+            tid, length = int(blob[pos]), int(blob[pos + 1])
+            key = blob[pos + 2:pos + 2 + length]
+            self._thread_sigs.setdefault(tid, []).append(len(self._raw))
+            self._raw.append((names[int(key[0])], decode_args(key, 2, int(key[1]))))
+            pos += 2 + length
+
+    def _signature(self, raw: int, out_numel: int) -> int:
+        sig = self._sig_of.get((raw, out_numel))
+        if sig is None:
+            label, args = self._raw[raw]
+            sig = self._sig_of[(raw, out_numel)] = self.recording.intern(call_of(label, args, out_numel))
+        return sig

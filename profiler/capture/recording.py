@@ -1,0 +1,219 @@
+"""Recording a real PyTorch run: aten operators, module paths (global module hooks),
+forward/backward, optimizer steps, DataLoader waits.
+
+Two recorders fill the same columnar Recording. The native one (native_recorder.py) hooks the
+dispatcher's RecordFunction from C++ and costs about 1.6 µs per operator; the Python one
+(python_recorder.py) is a TorchDispatchMode, slower but needing no compiler. `start_recorder()`
+(recorders.py) picks the native one when it can be built. Either way the hot path keeps ids and
+numbers only; names, shapes and the chip mapping are worked out after the run (to_profile.py).
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .aten_map import AtenCall
+
+FORWARD, BACKWARD, OPTIMIZER = 0, 1, 2
+PHASE_NAMES = ("forward", "backward", "optimizer")
+UNMATCHED_NODE = 1 << 62      # node_seq of backward nodes made by no forward call (AccumulateGrad)
+COLUMNS = {"sig": np.int32, "t0": np.int64, "t1": np.int64, "phase": np.int8, "module": np.int32,
+           "step": np.int32, "seq": np.int64, "node_seq": np.int64, "tid": np.int32}
+_now = time.perf_counter_ns
+
+
+@dataclass(slots=True)
+class Recording:
+    """Raw records of one capture; times are perf_counter_ns (CLOCK_MONOTONIC).
+
+    One row per operator call (COLUMNS): `sig` indexes `sigs`/`labels`, `module` indexes
+    `modules`, `seq` is the autograd sequence number a forward call's node gets, `node_seq` the
+    number of the backward node a call runs under (or -1)."""
+    t0: int = field(default_factory=_now)
+    _sigs: list = field(default_factory=list)       # AtenCall by signature id
+    _labels: list = field(default_factory=list)     # "aten::mm" by signature id
+    modules: list = field(default_factory=lambda: [""])
+    chunks: list = field(default_factory=list)      # dicts of COLUMNS arrays, in time order
+    spans: list = field(default_factory=list)       # (name, cat, tid, t0, t1, step)
+    boundaries: list = field(default_factory=list)  # perf_counter_ns at the end of each step
+    recorder: str = "python"
+    # raw batches a recorder hands over without decoding them during the run, and the function
+    # that turns one into a chunk (called on first use of the columns)
+    pending: list = field(default_factory=list)
+    decoder: object = None
+    _sig_ids: dict = field(default_factory=dict)
+
+    def intern(self, call: AtenCall) -> int:
+        sig = self._sig_ids.get(call)
+        if sig is None:
+            sig = self._sig_ids[call] = len(self._sigs)
+            self._sigs.append(call)
+            self._labels.append(f"{call.namespace}::{call.name}")
+        return sig
+
+    def _resolve(self) -> None:
+        if self.pending:
+            batches, self.pending = self.pending, []
+            for batch in batches:
+                self.decoder(self, batch)
+
+    @property
+    def sigs(self) -> list[AtenCall]:
+        self._resolve()
+        return self._sigs
+
+    @property
+    def labels(self) -> list[str]:
+        self._resolve()
+        return self._labels
+
+    def table(self) -> dict[str, np.ndarray]:
+        """All calls as one set of columns (chunks are merged once)."""
+        self._resolve()
+        if len(self.chunks) != 1:
+            merged = {c: np.concatenate([ch[c] for ch in self.chunks]).astype(t, copy=False) if self.chunks
+                      else np.zeros(0, t) for c, t in COLUMNS.items()}
+            self.chunks = [merged]
+        return self.chunks[0]
+
+    def __len__(self) -> int:
+        return len(self.table()["sig"])
+
+    def steps(self) -> set[int]:
+        return set(np.unique(self.table()["step"]).tolist())
+
+
+class _Hooks:
+    """Global module and optimizer hooks feeding the recorder's module stack, phase and steps."""
+
+    def __init__(self, rec: "RecorderBase") -> None:
+        self.rec = rec
+        self.handles = []
+        self.ids: dict[int, int] = {}
+        self._dl = None
+
+    def install(self) -> None:
+        mod = torch.nn.modules.module
+        from torch.optim import optimizer as opt
+        self.handles = [mod.register_module_forward_pre_hook(self._pre),
+                        mod.register_module_forward_hook(self._post),
+                        opt.register_optimizer_step_pre_hook(self._opt_pre),
+                        opt.register_optimizer_step_post_hook(self._opt_post)]
+        self._patch_dataloader()
+
+    def remove(self) -> None:
+        for h in self.handles:
+            h.remove()
+        self.handles = []
+        self._unpatch_dataloader()
+
+    def _id(self, module) -> int:
+        mid = self.ids.get(id(module))
+        if mid is None:
+            modules = self.rec.recording.modules
+            root = type(module).__name__
+            for sub_name, sub in module.named_modules():
+                if id(sub) not in self.ids:
+                    self.ids[id(sub)] = len(modules)
+                    modules.append(f"{root}.{sub_name}" if sub_name else root)
+            mid = self.ids[id(module)]
+        return mid
+
+    def _pre(self, module, args) -> None:
+        rec = self.rec
+        mid = self._id(module)
+        rec.module_stack.append((mid, _now()))
+        rec.set_module(mid)
+
+    def _post(self, module, args, output) -> None:
+        rec = self.rec
+        if rec.module_stack:
+            mid, t0 = rec.module_stack.pop()
+            if rec.keeps(rec.step):
+                rec.recording.spans.append((rec.recording.modules[mid], "python_function",
+                                            threading.get_ident(), t0, _now(), rec.step))
+        rec.set_module(rec.module_stack[-1][0] if rec.module_stack else 0)
+
+    def _opt_pre(self, optimizer, args, kwargs) -> None:
+        self.rec.set_phase(OPTIMIZER)
+        self.rec.opt_t0 = _now()
+
+    def _opt_post(self, optimizer, args, kwargs) -> None:
+        rec = self.rec
+        if rec.keeps(rec.step):
+            rec.recording.spans.append((f"Optimizer.step#{type(optimizer).__name__}.step", "user_annotation",
+                                        threading.get_ident(), rec.opt_t0, _now(), rec.step))
+        rec.set_phase(FORWARD)
+        if not rec.explicit_steps:
+            rec.end_step()
+
+    def _patch_dataloader(self) -> None:
+        from torch.utils.data import dataloader
+        cls = dataloader._BaseDataLoaderIter
+        original = cls.__next__
+        rec = self.rec
+
+        def timed_next(it):
+            t0 = _now()
+            try:
+                return original(it)
+            finally:
+                if rec.keeps(rec.step):
+                    rec.recording.spans.append(("DataLoader.__next__", "data_loading", threading.get_ident(),
+                                                t0, _now(), rec.step))
+        timed_next.__wrapped_original__ = original
+        cls.__next__ = timed_next
+        self._dl = (cls, original)
+
+    def _unpatch_dataloader(self) -> None:
+        if self._dl:
+            cls, original = self._dl
+            cls.__next__ = original
+            self._dl = None
+
+
+class RecorderBase:
+    """Context (module, phase, step) and step bookkeeping shared by both recorders. `steps`
+    (first, last or None) limits what is kept to a window of steps, counted from 1."""
+    kind = "base"
+
+    def __init__(self, steps: tuple[int, int | None] | None = None) -> None:
+        self.first_step, self.last_step = steps or (1, None)
+        self.recording = Recording(recorder=self.kind)
+        self.module = 0
+        self.module_stack: list[tuple[int, int]] = []
+        self.phase = FORWARD
+        self.step = 1
+        self.explicit_steps = False
+        self.opt_t0 = 0
+        self.hooks = _Hooks(self)
+
+    def keeps(self, step: int) -> bool:
+        return self.first_step <= step and (self.last_step is None or step <= self.last_step)
+
+    def set_module(self, module: int) -> None:
+        self.module = module
+
+    def set_phase(self, phase: int) -> None:
+        self.phase = phase
+
+    def end_step(self) -> None:
+        self.recording.boundaries.append(_now())
+        self.step += 1
+        self.compact()
+
+    def explicit_step(self) -> None:
+        self.explicit_steps = True
+        self.end_step()
+
+    def compact(self) -> None:          # move what the hot path kept into the Recording's columns
+        raise NotImplementedError
+
+    def flush(self) -> Recording:
+        """The recording so far, with every call made until now in its columns."""
+        self.compact()
+        return self.recording

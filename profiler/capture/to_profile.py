@@ -1,0 +1,171 @@
+"""From a Recording to a Profile: each step's calls become a chip-model Program, simulated on the
+chosen instance, with the measured CPU timeline kept as the host process.
+
+Training loops repeat themselves, so a step is keyed by its calls' signatures, phases and modules:
+a step seen before reuses the earlier step's Program and simulation and only gets its own times.
+"""
+from __future__ import annotations
+
+import os
+import threading
+
+import numpy as np
+
+from device_model.core import Instance
+from device_model.program import Program
+
+from .aten_map import add_call
+from ..model.builder import OpInfo, ProfileBuilder
+from ..model.profile import Profile
+from .recording import FORWARD, PHASE_NAMES, UNMATCHED_NODE, Recording
+
+
+def resolve_phases(recording: Recording, cols: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Per call: phase code (backward for calls under an autograd node) and module id, where a
+    backward call gets the module of the forward call whose autograd node it runs."""
+    phase = cols["phase"].astype(np.int8)
+    module = cols["module"].copy()
+    backward = cols["node_seq"] >= 0
+    phase[backward] = 1
+    fwd = np.flatnonzero((~backward) & (cols["phase"] == FORWARD) & (cols["seq"] >= 0))
+    matchable = backward & (cols["node_seq"] < UNMATCHED_NODE)
+    if len(fwd) and matchable.any():
+        seq = cols["seq"][fwd]
+        order = np.argsort(seq, kind="stable")
+        seq_sorted, fwd_sorted = seq[order], fwd[order]
+        wanted = cols["node_seq"][matchable]
+        if recording.recorder == "native":      # seq read before the call: last call at or below
+            pos = np.searchsorted(seq_sorted, wanted, side="right") - 1
+        else:                                    # seq of the node the call made: first call at it
+            pos = np.searchsorted(seq_sorted, wanted, side="left")
+            exact = pos < len(seq_sorted)
+            exact[exact] = seq_sorted[pos[exact]] == wanted[exact]
+            pos = np.where(exact, pos, np.searchsorted(seq_sorted, wanted, side="right") - 1)
+        found = pos >= 0
+        rows = np.flatnonzero(matchable)[found]
+        module[rows] = cols["module"][fwd_sorted[pos[found]]]
+    return phase, module
+
+
+def _shape_text(shapes) -> str:
+    return "x".join(",".join(map(str, s)) for s in shapes[:2])
+
+
+class _StepPrograms:
+    """Programs per step, built once per distinct step."""
+
+    def __init__(self, recording: Recording, auto_cast: str, group) -> None:
+        self.rec = recording
+        self.auto_cast = auto_cast
+        self.group = group
+        self.by_key: dict[bytes, tuple[Program, list[tuple[int, str, str, str]]]] = {}
+        self.runs: dict[bytes, object] = {}
+
+    def program(self, sig: np.ndarray, phase: np.ndarray, module: np.ndarray):
+        """(key, Program, per chip op: (call position in the step, module, shape, dtype))."""
+        key = sig.astype(np.int64).tobytes() + phase.tobytes() + module.astype(np.int64).tobytes()
+        entry = self.by_key.get(key)
+        if entry is None:
+            prog, infos = Program(), []
+            modules, sigs = self.rec.modules, self.rec.sigs
+            for pos, (s, ph, m) in enumerate(zip(sig.tolist(), phase.tolist(), module.tolist())):
+                call = sigs[s]
+                prog.phase = PHASE_NAMES[ph]
+                added = add_call(prog, call, self.auto_cast, self.group)
+                infos.extend([(pos, modules[m], _shape_text(call.shapes), call.dtype.removeprefix("torch."))]
+                             * added)
+            entry = self.by_key[key] = (prog, infos)
+        return key, entry[0], entry[1]
+
+    def run(self, key: bytes, prog: Program, inst: Instance):
+        run = self.runs.get(key)
+        if run is None:
+            run = self.runs[key] = inst.run(prog)
+        return run
+
+
+def recording_to_profile(recording: Recording, inst: Instance, *, auto_cast: str = "matmult",
+                         detail_steps: int = 4, steps: set[int] | None = None, command: str = "",
+                         group=None, meta: dict | None = None, progress=None) -> Profile:
+    """Simulate each recorded step on `inst` and assemble the profile, keeping the measured CPU
+    timeline as the host process. `steps` limits the steps kept (the API's schedule);
+    `progress(done, total)` is told of each step placed."""
+    builder = ProfileBuilder(inst, "pytorch", command=command, auto_cast=auto_cast, recorder=recording.recorder,
+                             host_pid=os.getpid(), host_name=f"Host: {command or 'python'} (measured CPU)",
+                             **(meta or {}))
+    add_recording(builder, recording, inst, auto_cast=auto_cast, detail_steps=detail_steps, steps=steps,
+                  group=group, progress=progress)
+    return builder.build()
+
+
+def add_recording(builder: ProfileBuilder, recording: Recording, inst: Instance, *, auto_cast: str = "matmult",
+                  detail_steps: int = 4, steps: set[int] | None = None, group=None, t0: int | None = None,
+                  main_thread: int | None = None, progress=None) -> None:
+    """Add one recording's steps and host events to `builder` (to its current rank). `t0`: the
+    perf_counter_ns host times count from (default the recording's start; ranks recorded by
+    other processes share one). `main_thread`: ident of the thread that recorded (default this
+    one; a recording made by another process names its own)."""
+    t0 = recording.t0 if t0 is None else t0
+    tids: dict[object, int] = {}
+
+    def tid_of(ident) -> int:
+        return tids.setdefault(ident, len(tids) + 1)
+
+    main_tid = tid_of(threading.get_ident() if main_thread is None else main_thread)
+    cols = recording.table()
+    phase, module = resolve_phases(recording, cols)
+    step_col = cols["step"]
+    order = np.argsort(step_col, kind="stable")
+    step_ids, starts = np.unique(step_col[order], return_index=True)
+    bounds = np.append(starts, len(order))
+    builder_programs = _StepPrograms(recording, auto_cast, group)
+    per_step = {}
+    for k, step in enumerate(step_ids.tolist()):
+        idx = order[bounds[k]:bounds[k + 1]]
+        key, prog, infos = builder_programs.program(cols["sig"][idx], phase[idx], module[idx])
+        per_step[step] = (idx, key, prog, infos)
+    # steps with device work (a trailing `loss.item()` after the last optimizer step is no step)
+    wanted = sorted(s for s, (_, _, prog, _) in per_step.items() if prog.ops and (steps is None or s in steps))
+    detailed = set(wanted if detail_steps <= 0 else wanted[-detail_steps:])
+    labels = recording.labels
+    host_rows: dict[int, int] = {}
+    sig, c0, c1, tid = cols["sig"].tolist(), cols["t0"], cols["t1"], cols["tid"].tolist()
+    start_s, end_s = ((c0 - t0) / 1e9).tolist(), ((c1 - t0) / 1e9).tolist()
+    for step in wanted:
+        for i in per_step[step][0].tolist():
+            host_rows[i] = builder.add_host(labels[sig[i]], "cpu_op", main_tid if tid[i] == 0 else tid_of(("t", tid[i])),
+                                            start_s[i], end_s[i], step=step)
+    for name, cat, ident, s0, s1, step in recording.spans:
+        if step in wanted:
+            builder.add_host(name, cat, tid_of(ident), (s0 - t0) / 1e9, (s1 - t0) / 1e9, step=step)
+    bounds_ns = _step_bounds(recording, per_step)
+    t_dev = 0.0
+    for done, step in enumerate(wanted):
+        if progress:
+            progress(done, len(wanted))
+        idx, key, prog, infos = per_step[step]
+        h_start, h_end = bounds_ns[step]
+        builder.add_host(f"ProfilerStep#{step}", "user_annotation", main_tid, (h_start - t0) / 1e9,
+                         (h_end - t0) / 1e9, step=step)
+        run = builder_programs.run(key, prog, inst)
+        info = [OpInfo(m, sh, dt, host_rows.get(int(idx[pos]), -1)) for pos, m, sh, dt in infos]
+        t_dev += inst.costs.exec_overhead_s
+        builder.add_step(step, prog, run, detailed=step in detailed, host_start=(h_start - t0) / 1e9,
+                         host_end=(h_end - t0) / 1e9, info=info, shift=t_dev)
+        t_dev += run.timeline.wall
+    if progress:
+        progress(len(wanted), len(wanted))
+
+
+def _step_bounds(recording: Recording, per_step) -> dict[int, tuple[int, int]]:
+    """Host interval of each step: from the previous boundary (or the capture start) to its own
+    boundary (or the last call)."""
+    edges = [recording.t0, *recording.boundaries]
+    t1 = recording.table()["t1"]
+    last = int(t1.max()) if len(t1) else recording.t0
+    out = {}
+    for step in per_step:
+        start = edges[step - 1] if step - 1 < len(edges) else last
+        end = edges[step] if step < len(edges) else last
+        out[step] = (start, max(end, start))
+    return out

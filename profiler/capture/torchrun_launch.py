@@ -1,0 +1,187 @@
+"""`neuron-profile capture -- torchrun [OPTIONS] SCRIPT ARGS`: every worker of a torchrun job
+recorded for real, and the ranks merged into one profile.
+
+The command (also `python -m torch.distributed.run ...`) is read with torchrun's own parser and
+run as `python -m torch.distributed.run OPTIONS -m profiler.capture.torchrun_worker SCRIPT ARGS`, so each
+worker records itself (profiler/capture/torchrun_worker.py) and leaves a part file
+(profiler/capture/rank_part.py) in a temporary folder.
+After torchrun ends, the parts become one profile of several ranks (`meta["ranks"]`, as the
+built-in pipeline captures have): rank = torch rank, each its own NeuronCore where
+`place_ranks` puts a world of that size on the instance, its collectives over that group, and
+its measured CPU timeline as its host process, all on one clock (CLOCK_MONOTONIC is shared
+by the processes of one machine). The capture's exit code is torchrun's.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from device_model.errors import SpecError
+
+from .. import console
+from ..errors import ProfilerUsageError
+from .child_process import child_env, wait_child
+from .options import CaptureOptions, ScriptTask
+
+LAUNCHER_MODULE = "torch.distributed.run"
+WORKER_MODULE = "profiler.capture.torchrun_worker"
+
+
+@dataclass(frozen=True, slots=True)
+class TorchrunCommand:
+    options: tuple[str, ...]      # torchrun's own options as given, less -m/--module
+    kind: str                     # "path" or "module", like script.parse_command's
+    target: str
+    args: tuple[str, ...]
+    local_world: int              # workers torchrun starts on this machine
+    single_node: bool
+
+
+def is_torchrun(command: list[str]) -> bool:
+    if not command:
+        return False
+    if Path(command[0]).name == "torchrun":
+        return True
+    return (Path(command[0]).name.startswith("python") and command[1:3] == ["-m", LAUNCHER_MODULE])
+
+
+def _launcher_args(command: list[str]) -> list[str]:
+    return command[1:] if Path(command[0]).name == "torchrun" else command[3:]
+
+
+def _parser():
+    from torch.distributed.run import get_args_parser
+    parser = get_args_parser()
+
+    def error(message: str):
+        raise ProfilerUsageError(f"torchrun: {message}")
+    parser.error = error          # one line instead of argparse's usage and exit
+    return parser
+
+
+def parse_torchrun(command: list[str]) -> TorchrunCommand:
+    from torch.distributed.run import determine_local_world_size
+    tokens = _launcher_args(command)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):       # --help's text is no capture's output
+            ns = _parser().parse_args(tokens)
+    except SystemExit:            # --help and the like
+        raise ProfilerUsageError("torchrun: nothing to capture; expected `torchrun [OPTIONS] SCRIPT [ARGS]`") from None
+    if ns.no_python:
+        raise ProfilerUsageError("torchrun --no-python starts a program, not Python workers; capture needs "
+                        "`torchrun [OPTIONS] SCRIPT.py [ARGS]`")
+    if ns.run_path:
+        raise ProfilerUsageError("torchrun --run-path runs the script in the launcher itself; capture runs "
+                        "it in workers (drop --run-path)")
+    script_at = len(tokens) - len(ns.training_script_args) - 1
+    if script_at < 0 or tokens[script_at] != ns.training_script:
+        raise ProfilerUsageError(f"torchrun: cannot find the training script {ns.training_script!r} in the command")
+    try:
+        local_world = determine_local_world_size(ns.nproc_per_node)
+    except ValueError as e:
+        raise ProfilerUsageError(f"torchrun --nproc-per-node: {e}") from None
+    if local_world < 1:
+        raise ProfilerUsageError(f"torchrun --nproc-per-node must be at least 1, not {ns.nproc_per_node}")
+    if not ns.module and not Path(ns.training_script).is_file():
+        raise ProfilerUsageError(f"script not found: {ns.training_script}")
+    options = tuple(t for t in tokens[:script_at] if t not in ("-m", "--module"))
+    return TorchrunCommand(options, "module" if ns.module else "path", ns.training_script,
+                           tuple(ns.training_script_args), local_world,
+                           str(ns.nnodes).split(":")[-1] == "1")
+
+
+def capture_torchrun(command: list[str], inst, options: CaptureOptions) -> int:
+    """Run the torchrun job with every worker recorded and write one profile of its ranks to
+    `options.session_file`; torchrun's exit code."""
+    from .torchrun_worker import ENV
+    cmd = parse_torchrun(command)
+    if options.dp:
+        raise ProfilerUsageError("--dp is for single-process scripts; under torchrun the ranks are its workers")
+    parts = tempfile.mkdtemp(prefix="neuronscope-ranks-")
+    try:
+        task = ScriptTask(options=options, kind=cmd.kind, target=cmd.target, parts=parts)
+        launch = [sys.executable, "-m", LAUNCHER_MODULE, *cmd.options, "-m", WORKER_MODULE, cmd.target, *cmd.args]
+        # torchrun in a session of its own: a Ctrl-C reaches it once, passed on by wait_child
+        # (a SIGTERM too, passed on here), and it stops its workers, each in a session of its
+        # own, and waits for them to write their parts
+        proc = subprocess.Popen(launch, env=child_env(**{ENV: task.to_json()}),
+                                start_new_session=True)
+        previous = signal.signal(signal.SIGTERM, lambda signum, frame: proc.send_signal(signal.SIGTERM))
+        try:
+            code = wait_child(proc)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+        return _write_profile(cmd, parts, inst, options, " ".join(command), code)
+    finally:
+        shutil.rmtree(parts, ignore_errors=True)
+
+
+def _write_profile(cmd: TorchrunCommand, parts_dir: str, inst, options: CaptureOptions, command: str,
+                   code: int) -> int:
+    from ..model.fileformat import save
+    from .rank_part import load_part
+    parts = []
+    for path in sorted(Path(parts_dir).glob("rank-*.npz")):
+        try:
+            parts.append(load_part(path))
+        except (OSError, ValueError) as e:
+            console.note(f"{e}; left out of the profile")
+    recorded = {p.local_rank for p in parts}
+    for local in range(cmd.local_world):
+        if local not in recorded:
+            who = f"rank {local}" if cmd.single_node else f"local rank {local}"
+            console.note(f"{who} wrote no recording; left out of the profile")
+    if not parts:
+        console.error("no worker wrote a recording; no profile written")
+        return code or 2
+    try:
+        profile = parts_to_profile(parts, inst, auto_cast=options.auto_cast,
+                                   detail_steps=options.detail_steps, command=command)
+        path = save(profile, options.session_file)
+    except (SpecError, ValueError) as e:
+        console.error(str(e))
+        return code or 2
+    console.note(f"wrote {path} ({len(parts)} ranks, {profile.rows('steps')} steps, "
+                 f"{profile.rows('ops')} operators, {profile.rows('instructions')} instructions; "
+                 f"torchrun exit code {code})")
+    return code
+
+
+def rank_placement(inst, rank: int) -> dict:
+    """Where place_ranks puts `rank`: logical cores filled device by device, then instances."""
+    per_node = inst.device.logical_cores(inst.lnc) * inst.spec.devices_per_node
+    return {"core": rank % per_node, "node": rank // per_node}
+
+
+def parts_to_profile(parts: list, inst, *, auto_cast: str = "matmult", detail_steps: int = 4,
+                     command: str = ""):
+    """One profile of the workers' recordings, a rank each, in rank order."""
+    from device_model.workloads.micro import place_ranks
+    from ..model.builder import ProfileBuilder
+    from .to_profile import add_recording
+    parts = sorted(parts, key=lambda p: p.rank)
+    ranks = [p.rank for p in parts]
+    if len(set(ranks)) != len(ranks):
+        raise ValueError(f"two workers recorded the same rank ({ranks})")
+    world = max(max(p.world_size for p in parts), ranks[-1] + 1)
+    group = place_ranks(inst, world) if world > 1 else None
+    recorders = sorted({p.recording.recorder for p in parts})
+    builder = ProfileBuilder(inst, "pytorch", command=command, auto_cast=auto_cast, recorder=",".join(recorders),
+                             host_name=f"Host: {command} (measured CPU)", world_size=world,
+                             launcher="torchrun")
+    t0 = min(p.recording.t0 for p in parts)
+    for part in parts:
+        builder.begin_rank(part.rank, stage=0, stages=1, **rank_placement(inst, part.rank),
+                           local_rank=part.local_rank, pid=part.pid, exit_code=part.exit_code,
+                           description=f"torchrun worker {part.rank} of {world} (pid {part.pid}, "
+                                       f"exit code {part.exit_code})")
+        add_recording(builder, part.recording, inst, auto_cast=auto_cast, detail_steps=detail_steps,
+                      group=group, t0=t0, main_thread=part.main_thread)
+    return builder.build()

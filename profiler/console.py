@@ -1,0 +1,18 @@
+"""The voice of `neuron-profile` and of the processes a capture starts: one line on stderr per
+message, under the command's name, so the lines of several workers never interleave."""
+from __future__ import annotations
+
+import sys
+
+PROG = "neuron-profile"
+
+
+def note(message: str) -> None:
+    """`neuron-profile: MESSAGE` on stderr, in one write."""
+    sys.stderr.write(f"{PROG}: {message}\n")
+    sys.stderr.flush()
+
+
+def error(message: str) -> None:
+    """`neuron-profile: error: MESSAGE` on stderr, in one write."""
+    note(f"error: {message}")

@@ -1,0 +1,1 @@
+"""Trace outputs of a profile: Chrome JSON, Perfetto protobuf, their shared track layout, JSON encoding and trace file writing."""

@@ -1,0 +1,247 @@
+"""Native Perfetto protobuf (`.pftrace`) with interned names, encoded with numpy.
+
+Track descriptors and the interned name table are built with the perfetto package's own proto
+classes. The bulk (instruction slices, operator spans, host events, counters) is written as
+fixed-layout `TracePacket`s: every varint of a batch is padded to the batch's widest value
+(protobuf readers accept redundant continuation bytes), so numpy fills an (events x bytes) matrix.
+A `Trace` is a sequence of `packet` fields, so batches are simply concatenated.
+
+Tracks: one process per NeuronCore with a thread per engine lane / DMA queue (AWS row names),
+"Operators (row k)" threads, counter tracks, and the host process with its threads. Flows go
+from each host call to its operator span and from each operator span to its first instruction.
+A profile of several captured ranks gives one NeuronCore process and one host process per rank;
+each rank's track uuids and flow ids live in their own range.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..model.profile import Profile
+from ..analysis.ranks import rank_views
+from .tracks import (DEVICE_PID, OP_TID_BASE, counters, host_pid, instruction_layout, op_rows, to_ns)
+from .traceio import write_atomic
+
+SEQ_ID = 1
+SLICE_BEGIN, SLICE_END, INSTANT, COUNTER = 1, 2, 3, 4
+SEQ_CLEARED, SEQ_NEEDS_STATE = 1, 2
+_PROCESS_UUID, _HOST_UUID = 1, 2
+_TRACK_BASE = 16                 # device thread tracks: base + tid
+_OP_TRACK_BASE = 4096            # operator rows: base + row
+_COUNTER_BASE = 8192
+_HOST_TRACK_BASE = 16384         # host threads: base + index
+_RANK_UUIDS = 1 << 20            # rank k's track uuids: k * _RANK_UUIDS + the above
+_RANK_FLOWS = 1 << 42            # rank k's flow ids: k * _RANK_FLOWS + op row (+ 2^40)
+
+
+def _pb():
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2
+    return perfetto_trace_pb2
+
+
+def _varint_width(top: int) -> int:
+    return max(1, (max(int(top), 1).bit_length() + 6) // 7)
+
+
+def _put_varint(buf: np.ndarray, pos: int, values: np.ndarray, width: int) -> None:
+    v = values.astype(np.uint64)
+    for i in range(width):
+        byte = (v >> np.uint64(7 * i)) & np.uint64(0x7F)
+        if i < width - 1:
+            byte |= np.uint64(0x80)
+        buf[:, pos + i] = byte.astype(np.uint8)
+
+
+def _key(field: int, wire: int) -> bytes:
+    return _minimal_varint((field << 3) | wire)
+
+
+def _minimal_varint(v: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        out.append(b | (0x80 if v else 0))
+        if not v:
+            return bytes(out)
+
+
+def track_events(ts: np.ndarray, kind: np.ndarray, track: np.ndarray, name_iid: np.ndarray | None = None,
+                 flow: np.ndarray | None = None, double: np.ndarray | None = None) -> bytes:
+    """Fixed-layout TracePackets holding one TrackEvent each (all optional parts present for
+    every row of the batch, or for none)."""
+    n = ts.size
+    if n == 0:
+        return b""
+    w_ts, w_track = _varint_width(ts.max()), _varint_width(track.max())
+    w_name = _varint_width(name_iid.max()) if name_iid is not None else 0
+    ev_len = 2 + 1 + w_track + (1 + w_name if name_iid is not None else 0) \
+        + (10 if flow is not None else 0) + (10 if double is not None else 0)
+    pkt_len = 1 + w_ts + 2 + 2 + 1 + _varint_width(ev_len) + ev_len
+    rec = 1 + _varint_width(pkt_len) + pkt_len
+    if _varint_width(ev_len) != 1 or _varint_width(pkt_len) != 1:
+        raise ValueError("track event record too long")       # never: the layout is ~50 bytes
+    buf = np.zeros((n, rec), dtype=np.uint8)
+    pos = 0
+
+    def const(b: bytes) -> None:
+        nonlocal pos
+        buf[:, pos: pos + len(b)] = np.frombuffer(b, dtype=np.uint8)
+        pos += len(b)
+
+    def var(values: np.ndarray, width: int) -> None:
+        nonlocal pos
+        _put_varint(buf, pos, values, width)
+        pos += width
+
+    const(_key(1, 2) + bytes([pkt_len]))
+    const(_key(8, 0)); var(ts, w_ts)                                      # timestamp
+    const(_key(10, 0) + bytes([SEQ_ID]) + _key(13, 0) + bytes([SEQ_NEEDS_STATE]))
+    const(_key(11, 2) + bytes([ev_len]))                                  # track_event
+    const(_key(9, 0)); var(kind, 1)                                       # type
+    const(_key(11, 0)); var(track, w_track)                               # track_uuid
+    if name_iid is not None:
+        const(_key(10, 0)); var(name_iid, w_name)                         # name_iid
+    if flow is not None:
+        const(_key(47, 1))                                                # flow_ids (fixed64)
+        buf[:, pos: pos + 8] = flow.astype("<u8").view(np.uint8).reshape(n, 8)
+        pos += 8
+    if double is not None:
+        const(_key(44, 1))                                                # double_counter_value
+        buf[:, pos: pos + 8] = double.astype("<f8").view(np.uint8).reshape(n, 8)
+        pos += 8
+    assert pos == rec
+    return buf.tobytes()
+
+
+def slices(start: np.ndarray, dur: np.ndarray, track: np.ndarray, name_iid: np.ndarray,
+           flow: np.ndarray | None = None) -> bytes:
+    """BEGIN/END pairs; the BEGIN carries the name (and the flow), the END only the track."""
+    n = start.size
+    begin = track_events(start, np.full(n, SLICE_BEGIN), track, name_iid, flow)
+    end = track_events(start + dur, np.full(n, SLICE_END), track)
+    return begin + end
+
+
+def _descriptors(profile: Profile, threads, n_op_rows: int, counter_names, host_tids, u: int) -> bytes:
+    pb = _pb()
+    meta = profile.meta
+    trace = pb.Trace()
+
+    def track(uuid: int, **kw):
+        p = trace.packet.add()
+        p.track_descriptor.uuid = u + uuid
+        for k, v in kw.items():
+            if k == "process":
+                p.track_descriptor.process.pid, p.track_descriptor.process.process_name = v
+            elif k == "thread":
+                pid, tid, name = v
+                p.track_descriptor.thread.pid, p.track_descriptor.thread.tid = pid, tid
+                p.track_descriptor.thread.thread_name = name
+            elif k == "counter":
+                p.track_descriptor.counter.unit_name = v
+            else:
+                setattr(p.track_descriptor, k, v)
+
+    pid = int(meta.get("device_pid", DEVICE_PID))
+    where = f"{meta['rank_label']}, " if "rank_label" in meta else ""
+    track(_PROCESS_UUID, process=(pid, f"NeuronCore {pid} ({where}{meta['instance']}, "
+                                       f"{meta['device']}, LNC={meta['lnc']})"))
+    for th in threads:
+        track(_TRACK_BASE + th.tid, thread=(pid, th.tid, th.name))
+    for r in range(n_op_rows):
+        track(_OP_TRACK_BASE + r, thread=(pid, OP_TID_BASE + r, f"Operators (row {r})"))
+    for i, (name, unit) in enumerate(counter_names):
+        track(_COUNTER_BASE + i, name=name, parent_uuid=u + _PROCESS_UUID, counter=unit)
+    hp = host_pid(profile)
+    track(_HOST_UUID, process=(hp, meta.get("host_name", "Host")))
+    for i, tid in enumerate(host_tids):
+        track(_HOST_TRACK_BASE + i, thread=(hp, int(tid), f"thread {tid}"))
+    return trace.SerializeToString()
+
+
+def _interned(names: list[str]) -> bytes:
+    pb = _pb()
+    trace = pb.Trace()
+    p = trace.packet.add()
+    p.trusted_packet_sequence_id = SEQ_ID
+    p.sequence_flags = SEQ_CLEARED
+    p.timestamp = 0
+    for iid, name in enumerate(names, start=1):
+        e = p.interned_data.event_names.add()
+        e.iid, e.name = iid, name
+    return trace.SerializeToString()
+
+
+def perfetto_chunks(profile: Profile, index: int = 0) -> tuple[list[bytes], int]:
+    """One rank's packets; `index` (its place among the ranks of the trace) picks its uuid and
+    flow id ranges, and the interned names (shared by all ranks) come with index 0."""
+    meta = profile.meta
+    u = index * _RANK_UUIDS
+    ops, host, ins = profile.table("ops"), profile.table("host"), profile.table("instructions")
+    n_str = len(profile.strings)
+    names = list(profile.strings) + list(meta["opcodes"]) + ["first instruction"]
+    opcode_iid0, first_iid = n_str + 1, n_str + 1 + len(meta["opcodes"])
+    lay = instruction_layout(profile)
+    chunks = [_interned(names)] if index == 0 else []
+    count = 0
+    # instructions
+    chunks.append(slices(lay.start_ns, lay.dur_ns, u + _TRACK_BASE + lay.tid,
+                         opcode_iid0 + ins["opcode"][lay.order].astype(np.int64)))
+    count += lay.order.size
+    # operator spans, with a flow to their first instruction where they have one
+    o_start, o_end = to_ns(ops["start"]), to_ns(ops["end"])
+    o_end = np.maximum(o_end, o_start)
+    rows = op_rows(o_start, o_end)
+    op_of_ins = ins["op"][lay.order].astype(np.int64)
+    has_ins = np.zeros(o_start.size, bool)
+    has_ins[op_of_ins] = True
+    flow_id = np.arange(o_start.size, dtype=np.uint64) + np.uint64(1 + index * _RANK_FLOWS)
+    for sel, flow in ((has_ins, flow_id), (~has_ins, None)):
+        chunks.append(slices(o_start[sel], (o_end - o_start)[sel], u + _OP_TRACK_BASE + rows[sel],
+                             ops["name_s"][sel].astype(np.int64) + 1, None if flow is None else flow[sel]))
+    count += o_start.size
+    if op_of_ins.size:
+        o = np.lexsort((lay.start_ns, op_of_ins))
+        first = o[np.flatnonzero(np.r_[True, op_of_ins[o][1:] != op_of_ins[o][:-1]])]
+        chunks.append(track_events(lay.start_ns[first], np.full(first.size, INSTANT),
+                                   u + _TRACK_BASE + lay.tid[first], np.full(first.size, first_iid),
+                                   flow_id[op_of_ins[first]]))
+        count += first.size
+    # host events; the launching call of each op starts a flow to the op span
+    host_tids = sorted(set(host["tid"].tolist()))
+    tid_index = {t: i for i, t in enumerate(host_tids)}
+    h_start, h_end = to_ns(host["start"]), to_ns(host["end"])
+    h_track = np.array([u + _HOST_TRACK_BASE + tid_index[t] for t in host["tid"].tolist()], dtype=np.int64)
+    first_op = np.full(host["start"].size, -1, dtype=np.int64)
+    hosted = np.flatnonzero(ops["host"] >= 0)[::-1]
+    first_op[ops["host"][hosted]] = hosted          # reversed: the first op of each call wins
+    launch = first_op >= 0
+    for sel, flow in ((launch, flow_id[first_op[launch]] + (1 << 40) if launch.any() else None),
+                      (~launch, None)):
+        if sel.any():
+            chunks.append(slices(h_start[sel], np.maximum(h_end - h_start, 0)[sel], h_track[sel],
+                                 host["name_s"][sel].astype(np.int64) + 1, flow))
+    if launch.any():
+        # the flow from the host call ends on the operator span it launched
+        ops_l = first_op[launch]
+        chunks.append(track_events(o_start[ops_l], np.full(ops_l.size, INSTANT), u + _OP_TRACK_BASE + rows[ops_l],
+                                   ops["name_s"][ops_l].astype(np.int64) + 1, flow_id[ops_l] + (1 << 40)))
+    count += host["start"].size
+    cnts = counters(profile)
+    for i, c in enumerate(cnts):
+        chunks.append(track_events(c.times_ns, np.full(c.times_ns.size, COUNTER),
+                                   np.full(c.times_ns.size, u + _COUNTER_BASE + i), double=c.values))
+        count += c.times_ns.size
+    chunks.insert(0, _descriptors(profile, lay.threads, int(rows.max()) + 1 if rows.size else 0,
+                                  [(c.name, c.unit) for c in cnts], host_tids, u))
+    return chunks, count
+
+
+def write_perfetto(profile: Profile, path: str) -> int:
+    chunks, count = [], 0
+    for index, view in enumerate(rank_views(profile)):
+        part, n = perfetto_chunks(view, index)
+        chunks += part
+        count += n
+    write_atomic(path, chunks)
+    return count

@@ -1,0 +1,63 @@
+"""The one atomic writer: whole file or old file, the asked-for mode, nothing left behind."""
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+
+from device_model.fileio import current_umask, replacing, write_atomic
+
+
+def _mode(path) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+def test_bytes_and_chunks_land_whole_with_private_mode_by_default(tmp_path):
+    target = tmp_path / "out.bin"
+    assert write_atomic(target, b"abc") == target
+    assert target.read_bytes() == b"abc" and _mode(target) == 0o600
+    write_atomic(target, iter([b"x", b"yz"]), fsync=True)
+    assert target.read_bytes() == b"xyz"
+    assert [p.name for p in tmp_path.iterdir()] == ["out.bin"]
+
+
+def test_umask_applies_only_when_asked(tmp_path):
+    old = os.umask(0o027)
+    try:
+        write_atomic(tmp_path / "a", b"", mode=0o666, apply_umask=True)
+        write_atomic(tmp_path / "b", b"", mode=0o644)
+    finally:
+        os.umask(old)
+    assert _mode(tmp_path / "a") == 0o640 and _mode(tmp_path / "b") == 0o644
+    assert current_umask() == old
+
+
+def test_an_error_leaves_the_old_file_and_no_temporary(tmp_path):
+    target = tmp_path / "keep.txt"
+    target.write_bytes(b"old")
+    with pytest.raises(RuntimeError):
+        with replacing(target, prefix=".tmp-", suffix=".x") as fh:
+            fh.write(b"new, half written")
+            assert os.path.basename(fh.name).startswith(".tmp-") and fh.name.endswith(".x")
+            raise RuntimeError("interrupted")
+    assert target.read_bytes() == b"old"
+    assert [p.name for p in tmp_path.iterdir()] == ["keep.txt"]
+
+
+def test_keep_open_hands_back_a_descriptor_on_the_renamed_file(tmp_path):
+    target = tmp_path / "mapped.ctr"
+    with replacing(target, keep_open=True) as fh:
+        fd = fh.fileno()
+        fh.write(b"1234")
+    try:
+        os.pwrite(fd, b"9", 0)                     # still open, and it is the file now in place
+        assert target.read_bytes() == b"9234"
+    finally:
+        os.close(fd)
+
+
+def test_a_relative_name_is_written_in_the_working_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    write_atomic("plain", b"ok")
+    assert (tmp_path / "plain").read_bytes() == b"ok"
