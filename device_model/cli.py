@@ -73,7 +73,9 @@ def format_estimate(r: dict) -> str:
 def _run(args) -> dict:
     placement = Placement(cores=args.cores, nodes=args.nodes, tp=args.tp, pp=args.pp, dp=args.dp)
     result = estimate(args.workload, _instance(args), placement)
-    result["nodes"] = args.nodes
+    result.setdefault("nodes", args.nodes)     # microbenchmarks report the nodes they placed
+    for warning in result.get("warnings", ()):
+        print(f"neuron-sim: warning: {warning}", file=sys.stderr)
     return result
 
 

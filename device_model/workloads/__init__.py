@@ -46,7 +46,7 @@ register(Workload("matmul", micro.MATMUL_PARAMS,
                   "one [m,k] @ [k,n] matmul on a logical core"))
 for _spec_name, _kind in micro.COLLECTIVE_KINDS.items():
     register(Workload(_spec_name, micro.COLLECTIVE_PARAMS,
-                      lambda inst, o, pl, _k=_kind: micro.estimate_collective(inst, _k, o),
+                      lambda inst, o, pl, _k=_kind: micro.estimate_collective(inst, _k, o, pl.nodes),
                       f"one {_kind.replace('_', '-')} over ranks placed on the instance"))
 
 register(Workload("mlp", MLP_PARAMS, estimate_mlp,
