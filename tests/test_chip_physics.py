@@ -171,3 +171,25 @@ def test_runs_are_deterministic():
     a, b = run(p).timeline, run(p).timeline
     for key in a.columns:
         np.testing.assert_array_equal(a.columns[key], b.columns[key])
+
+
+def test_m1_kernel_blocks_k_in_sbuf_and_is_compute_bound():
+    """M1 (NKI matmul tutorial): with K blocked and FP32 partial sums in SBUF the kernel reads
+    each operand a few times, not ~9x, and TensorE, not DMA, bounds it."""
+    p = Program()
+    p.matmul(4096, 8192, 8192, "bf16")
+    m = instance("trn1.2xlarge").run(p).metrics()
+    operands = (4096 * 8192 + 8192 * 8192) * 2
+    assert m["hbm_read_bytes"] < 4 * operands
+    assert m["engine_active"]["tensor"] > 0.95 and m["engine_active"]["dma"] < 0.6
+
+
+def test_tensor_engine_efficiency_is_per_generation_and_overridable():
+    from device_model.catalog.costs import DEFAULT_COSTS
+    p = Program()
+    p.matmul(4096, 8192, 8192, "bf16")
+    base = instance("trn1.2xlarge").run(p).metrics()
+    ideal = instance("trn1.2xlarge", costs=DEFAULT_COSTS.with_overrides(
+        {"pe_efficiency_v2": 1.0})).run(p).metrics()
+    assert base["hfu"] == pytest.approx(DEFAULT_COSTS.pe_efficiency_v2 * ideal["hfu"], rel=0.02)
+    assert DEFAULT_COSTS.pe_efficiency(instance("trn2.48xlarge").device) == DEFAULT_COSTS.pe_efficiency_v3

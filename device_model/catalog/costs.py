@@ -17,6 +17,12 @@ class CostParams:
     dep_overhead_cycles: float = 100.0     # N2: dependent back-to-back Vector instructions
     gpsimd_start_cycles: float = 150.0     # N8': GPSIMD_START
     fast_ls_speedup: float = 4.0           # N1: fast LoadStationary up to 4x an MM of that size
+    mm_k_block: int = 512                  # assumption: contraction block when K is blocked in SBUF (M1 kernel)
+    # Sustained MM issue rate over the max(N, 64)-cycle rule, per NeuronCore generation: LS
+    # swaps, PSUM bank turns and semaphore waits a real kernel still pays.
+    pe_efficiency_v2: float = 0.855        # assumption: calibrated on M1 (85.24% HFU, compute-bound)
+    pe_efficiency_v3: float = 1.0          # assumption: no NC-v3 kernel measurement published
+    pe_efficiency_v4: float = 1.0          # assumption: as NC-v3
     # --- latencies -----------------------------------------------------------------------
     semaphore_latency_s: float = 60e-9     # assumption: semaphore signal to dependent start
     dma_fixed_latency_s: float = 1.3e-6    # N6: per-transfer setup/semaphore latency (pipelinable)
@@ -42,6 +48,10 @@ class CostParams:
     cc_local_bw_fraction: float = 0.21     # assumption: same-chip collective share of core DMA bw (C1)
     # --- runtime ------------------------------------------------------------------------
     exec_overhead_s: float = 50e-6         # assumption: per-execution launch overhead (C1 floor)
+
+    def pe_efficiency(self, device) -> float:
+        """The TensorE issue efficiency of `device`'s NeuronCore generation."""
+        return getattr(self, f"pe_efficiency_{device.core_version_lnc1}", 1.0)
 
     def with_overrides(self, values: dict[str, float]) -> "CostParams":
         known = {f.name for f in fields(self)}
