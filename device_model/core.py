@@ -27,7 +27,8 @@ from .engine.timeline import Timeline
 
 
 def lower_collective(op: Op, ctx: CoreContext) -> list[Stage]:
-    cost = collective_cost(op.get("coll"), op.get("bytes"), op.get("group"), ctx.device, ctx.costs)
+    cost = collective_cost(op.get("coll"), op.get("bytes"), op.get("group"), ctx.device, ctx.costs,
+                           lnc=ctx.shard)
     steps = max(1, cost.steps)
     dur = np.full(steps, cost.seconds / steps)
     moved = np.full(steps, cost.bytes_moved / steps)

@@ -42,10 +42,12 @@ class CostParams:
     # --- collectives --------------------------------------------------------------------
     cc_alpha_intra_s: float = 1.5e-6       # C2: 1-2 us per intra-node hop
     cc_alpha_inter_s: float = 15e-6        # C1, C3: ~15 us per inter-node hop
-    cc_reduce_dma_fraction: float = 0.5    # N3: DMA collective compute ~50% of DMA throughput
     cc_link_efficiency: float = 0.9        # assumption: achieved/peak on NeuronLink and EFA
     cc_launch_s: float = 5e-6              # assumption: per-collective fixed cost (C1 floor, I1)
-    cc_local_bw_fraction: float = 0.21     # assumption: same-chip collective share of core DMA bw (C1)
+    # Per-rank collective rate as a share of its DMA bandwidth, on and off chip (C4: the same
+    # engines; HBM reads, writes and the ~50% DMA-side reduction of N3 all in it).
+    cc_dma_fraction: float = 0.21          # assumption: calibrated on C1 1 GiB (busbw 52.8 GiB/s)
+    cc_ring_slots: float = 4.0             # assumption: flat-ring chunks in flight per EFA hop (C3 8 B)
     # --- runtime ------------------------------------------------------------------------
     exec_overhead_s: float = 50e-6         # assumption: per-execution launch overhead (C1 floor)
 

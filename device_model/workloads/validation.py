@@ -101,7 +101,9 @@ ROWS: tuple[Row, ...] = (
 CALIBRATED: tuple[tuple[str, str, str], ...] = (
     ("exec_overhead_s", "C1", "per-execution launch floor: C1's 58 us latency at 1 KiB"),
     ("cc_launch_s", "C1", "per-collective fixed cost: the rest of C1's floor"),
-    ("cc_local_bw_fraction", "C1", "collective DMA rate per rank: C1's 1 GiB bus bandwidth"),
+    ("cc_dma_fraction", "C1", "collective DMA rate per rank, on and off chip: C1's 1 GiB bus bandwidth"),
+    ("cc_ring_slots", "C3", "flat-ring chunks in flight per EFA hop: C3's 8 B latency"),
+    ("pe_efficiency_v2", "M1", "TensorE sustained issue rate on NC-v2: M1's 85.24% HFU"),
 )
 
 
