@@ -314,3 +314,20 @@ def test_mlp_trains_data_parallel_and_infers():
     assert train["memory"]["optimizer_bytes"] > 0 == infer["memory"]["optimizer_bytes"]
     with pytest.raises(SpecError, match="data parallel only"):
         estimate("mlp", TRN2, Placement(tp=2))
+
+
+def test_inference_keeps_activations_that_fit_in_sbuf_training_does_not():
+    plan = build_step("llama2-7b:mode=decode,in=128,out=4", TRN1, Placement(tp=32))
+    decode = plan.stages[0][1].program
+    resident = [op for op in decode.ops if op.get("resident")]
+    assert {op.kind for op in resident} >= {"binary", "rmsnorm", "matmul"}
+    assert not any(op.kind in ("collective", "attention", "dma") for op in resident)
+    run = TRN1.run(decode)
+    per_op = run.timeline.per_op()
+    for i, name in enumerate(run.timeline.op_names):
+        if name.endswith(("attn_residual", "mlp_norm", "silu")):
+            assert per_op["hbm_r"][i] + per_op["hbm_w"][i] == 0
+    train = build_step("llama2-7b:seq=1024,gbs=32", TRN1, Placement(tp=8)).stages[0][0].program
+    assert not any(op.get("resident") for op in train.ops)
+    big = build_step("llama2-70b:mode=prefill,in=4096", TRN1, Placement(tp=32)).stages[0][0].program
+    assert not any(op.get("resident") for op in big.ops if op.name.endswith("mlp_residual"))

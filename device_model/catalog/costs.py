@@ -35,6 +35,7 @@ class CostParams:
     # --- tiling -------------------------------------------------------------------------
     tile_free_elems: int = 2048            # assumption: F-chunk per partition for elementwise ops
     sbuf_usable_fraction: float = 0.85     # assumption: leave ~15% of SBUF (trn2-arch §6)
+    sbuf_activation_share: float = 0.5     # assumption: inference activations kept in SBUF beside weight blocks
     # --- TensorE throttling (dI/dt) ------------------------------------------------------
     throttle_idle_s: float = 3e-6          # P2: re-engages after ~3 us below 50%
     throttle_ramp_s: float = 3e-6          # P2: ramps to full over ~3 us

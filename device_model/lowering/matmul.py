@@ -120,6 +120,9 @@ def lower_matmul(op: Op, ctx: CoreContext) -> list[Stage]:
     # HBM traffic with SBUF blocking; transfers interleave activations and weights.
     left_b, right_b = blocking(m, k, n, dt.bytes, ctx)
     left_b, right_b = left_b * batch, right_b * batch
+    resident = bool(op.get("resident")) and weights     # activations already in SBUF (inference)
+    if resident:
+        left_b = 0.0
     left, right = chunk(left_b, ctx), chunk(right_b, ctx)
     order = np.argsort(np.concatenate([(np.arange(len(left)) + 0.5) / max(len(left), 1),
                                        (np.arange(len(right)) + 0.5) / max(len(right), 1)]),
@@ -129,8 +132,11 @@ def lower_matmul(op: Op, ctx: CoreContext) -> list[Stage]:
     queue = Q_WEIGHT if weights and right_b >= left_b else Q_INPUT
     loads = load_stage(sizes, queue, ctx, (Dep(INPUTS, mask=~is_weight), Dep(PREFETCH, mask=is_weight)))
 
+    ls_deps = (Dep(0, spread(len(ls_pos), len(sizes))),) if len(sizes) else ()
+    if resident:
+        ls_deps += (Dep(INPUTS),)
     ls = Stage(L_PE_LS, OP["LOAD_STATIONARY"], ctx.cycles(ls_cyc, dev.tensor_hz),
-               (Dep(0, spread(len(ls_pos), len(sizes))),), costs.semaphore_latency_s,
+               ls_deps, costs.semaphore_latency_s,
                sbuf_r=rows[ls_pos] * cols[ls_pos] * dt.bytes)
     adj = flops / bf16_rate(ctx, dt.kind)
     mm = Stage(L_PE_MM, OP["MATMUL"], ctx.cycles(cyc, dev.tensor_hz), (Dep(1, ls_of_mm),),
@@ -151,7 +157,7 @@ def lower_matmul(op: Op, ctx: CoreContext) -> list[Stage]:
         stages.append(Stage(lane, OP["TENSOR_COPY"], ctx.cycles(evict_cyc[sel], hz),
                             (Dep(2, last[sel]),), costs.semaphore_latency_s,
                             psum_r=out_elems[sel] * PSUM_ACC_BYTES, sbuf_w=out_elems[sel] * out_b))
-    out = chunk(float(m) * n * batch * out_b, ctx)
+    out = chunk(0.0 if resident else float(m) * n * batch * out_b, ctx)
     deps = tuple(Dep(s, spread(len(out), stages[s].n)) for s in evict_stage_ids)
     stages.append(store_stage(out, Q_OUTPUT, ctx, deps))
     return stages

@@ -6,11 +6,11 @@ reads the KV cache padded to its token-generation bucket, as NxD Inference compi
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 from ..core import Instance
-from ..program import Program
+from ..program import Op, Program
 from .cost import Cost, measure
 from .memory import RUNTIME_RESERVE_BYTES, Memory, check_fits
 from .parallel import Layout
@@ -20,6 +20,33 @@ from .transformer import (Precision, embedding_recipe, head_recipe, layer_recipe
                           shard_layer_params)
 
 MIN_BUCKET = 128      # assumption: smallest compiled length (transformers-neuronx default)
+_RESIDENT_KINDS = ("binary", "activation", "layernorm", "rmsnorm", "softmax", "reduce", "cast",
+                   "matmul")
+
+
+def _tensor_bytes(op: Op) -> float:
+    """SBUF bytes an op's activations take (inputs and output)."""
+    g = op.get
+    if op.kind == "matmul":
+        return g("batch") * g("m") * (g("k") + g("n")) * 4.0       # at most FP32 either side
+    if op.kind in ("layernorm", "rmsnorm"):
+        return 2.0 * g("rows") * g("hidden") * 4.0
+    if op.kind in ("softmax", "reduce"):
+        return 2.0 * g("rows") * g("cols") * 4.0
+    return (g("inputs", 2) + 1) * g("elements") * 4.0
+
+
+def keep_in_sbuf(program: Program, budget: float) -> Program:
+    """Inference keeps no activation for a backward pass: an op whose tensors fit the SBUF
+    share left beside streamed weights reads and writes SBUF only (weights, the KV cache,
+    embeddings and collectives still move through HBM)."""
+    ops = []
+    for op in program.ops:
+        fits = op.kind in _RESIDENT_KINDS and (op.kind != "matmul" or op.get("weights"))
+        if fits and _tensor_bytes(op) <= budget:
+            op = replace(op, params=tuple(sorted(op.params + (("resident", True),))))
+        ops.append(op)
+    return Program(ops=ops, phase=program.phase)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +107,9 @@ class InferencePlan:
             emit_forward(p, layer, f"layer{i}.")
         if spec.head:
             emit_forward(p, head_recipe(cfg, sh, spec.prec, b, group, training=False), "head.")
-        return p
+        costs = self.inst.costs
+        budget = self.inst.device.sbuf_bytes * costs.sbuf_usable_fraction * costs.sbuf_activation_share
+        return keep_in_sbuf(p, budget)
 
     def prefill_program(self, layers: int | None = None) -> Program:
         n = self.cfg.layers if layers is None else layers
