@@ -237,3 +237,17 @@ def test_group_footprint_sets_links_and_mesh_hops():
     row = _allreduce(16 << 10, CollectiveGroup(8, 2, 4))
     torus = _allreduce(16 << 10, CollectiveGroup(32, 2, 16))
     assert torus.seconds > row.seconds          # farther hops on the whole torus
+
+
+def test_dma_reductions_run_at_fp32_width():
+    """EVRF061: DMA collective compute reduces in FP32, so a BF16 reduce-scatter of B bytes (B/2
+    elements) takes as long as an FP32 one of 2B; an all-gather only moves bytes."""
+    from device_model.engine.collectives import collective_cost
+    inst = instance("trn1.32xlarge")
+    g = CollectiveGroup(32, 2, 16, active_per_device=2)
+
+    def t(kind, nbytes, b):
+        return collective_cost(kind, nbytes, g, inst.device, inst.costs, dtype_bytes=b).seconds
+    assert t("reduce_scatter", 512 << 20, 2) == pytest.approx(2 * t("reduce_scatter", 512 << 20, 4), rel=0.05)
+    assert t("all_gather", 512 << 20, 2) == pytest.approx(t("all_gather", 512 << 20, 4), rel=0.01)
+    assert t("all_reduce", 512 << 20, 2) == pytest.approx(1.5 * t("all_reduce", 512 << 20, 4), rel=0.05)

@@ -33,7 +33,7 @@ def elementwise_program(collective: tuple | None) -> Program:
     p = Program()
     src = p.activation("exp", 128 * 64, name="producer")
     if collective is not None:
-        p.collective("all_reduce", *collective, deps=(src,))
+        p.collective("all_reduce", *collective, deps=(src,), dtype="fp32")
     p.binary("add", ELEMENTS, "bf16", deps=(src,), name="residual")
     return p
 
@@ -97,7 +97,7 @@ def test_transfers_inside_a_collective_run_at_the_bandwidth_it_leaves():
 
 def _share(nbytes: int, group: CollectiveGroup, inst=TRN2) -> float:
     p = Program()
-    p.collective("all_reduce", nbytes, group)
+    p.collective("all_reduce", nbytes, group, dtype="fp32")
     return Lowerer(inst.context())(0, p.ops[0]).stages[0].dma_share
 
 

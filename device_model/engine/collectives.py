@@ -111,7 +111,7 @@ def _efa_rate(device: DeviceSpec, group: CollectiveGroup, costs: CostParams) -> 
 
 
 def _flat_ring(kind: str, nbytes: float, moved: float, group: CollectiveGroup,
-               device: DeviceSpec, costs: CostParams, lnc: int) -> tuple[float, int]:
+               device: DeviceSpec, costs: CostParams, r_dma: float) -> tuple[float, int]:
     """trn1 across instances: one ring over all ranks. Each of its steps moves one chunk; a
     step with data pays the DMA fixed cost of its transfers (2 when it reduces: read the peer's
     chunk, write the sum; 1 otherwise, N6); each step also crosses an EFA hop somewhere on the
@@ -123,20 +123,27 @@ def _flat_ring(kind: str, nbytes: float, moved: float, group: CollectiveGroup,
     t_dma = (n - 1) * with_data * per_step_pair * costs.dma_fixed_latency_s
     t_hops = max(steps * costs.cc_alpha_inter_s / costs.cc_ring_slots,
                  steps * costs.cc_alpha_intra_s)
-    rate = min(dma_rate(device, costs, lnc), _efa_rate(device, group, costs))
+    rate = min(r_dma, _efa_rate(device, group, costs))
     return t_hops + t_dma + moved / rate, steps
 
 
+def reduce_weight(kind: str, dtype_bytes: float, costs: CostParams) -> float:
+    """DMA collective compute reduces in FP32 (EVRF061): a narrower dtype's reduction steps
+    take as long as FP32 ones of the same element count. All-reduce is half reduce-scatter."""
+    widen = max(1.0, costs.cc_reduce_elem_bytes / dtype_bytes)
+    return {"all_reduce": (1.0 + widen) / 2, "reduce_scatter": widen}.get(kind, 1.0)
+
+
 def collective_cost(kind: str, nbytes: float, group: CollectiveGroup, device: DeviceSpec,
-                    costs: CostParams, lnc: int = 1) -> CollectiveCost:
+                    costs: CostParams, lnc: int = 1, dtype_bytes: float = 4.0) -> CollectiveCost:
     n = group.ranks
     moved = bus_factor(kind, n) * nbytes if kind != "send_recv" else nbytes
     if n <= 1 and kind != "send_recv":
         return CollectiveCost(0.0, "local", 0, 0.0, 0.0, 0.0)
     phases = _phases(kind)
-    r_dma = dma_rate(device, costs, lnc)
+    r_dma = dma_rate(device, costs, lnc) / reduce_weight(kind, dtype_bytes, costs)
     if group.nodes > 1 and device.core_version_lnc1 in FLAT_RING_GENERATIONS:
-        t, steps = _flat_ring(kind, nbytes, moved, group, device, costs, lnc)
+        t, steps = _flat_ring(kind, nbytes, moved, group, device, costs, r_dma)
         algo = "flat-ring"
     elif group.nodes > 1:
         # Hierarchical (C3): inter-node first over EFA, then inside the node.
@@ -148,7 +155,8 @@ def collective_cost(kind: str, nbytes: float, group: CollectiveGroup, device: De
         intra = CollectiveGroup(n // inter_ranks, group.ranks_per_device,
                                 max(1, group.devices // inter_ranks), 1, group.topology,
                                 group.active_per_device)
-        rest = collective_cost(kind, nbytes, intra, device, costs, lnc) if intra.ranks > 1 else None
+        rest = (collective_cost(kind, nbytes, intra, device, costs, lnc, dtype_bytes)
+                if intra.ranks > 1 else None)
         t = t_inter + (rest.seconds - costs.cc_launch_s if rest else 0.0)
         algo = "hierarchical"
         steps = inter_steps + (rest.steps if rest else 0)

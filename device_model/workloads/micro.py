@@ -59,7 +59,8 @@ def estimate_collective(inst: Instance, kind: str, opts: dict, nodes: int = 1) -
     prog = Program()
     prog.collective(kind, opts["bytes"], group, dtype=opts["dtype"])
     run = inst.run(prog)
-    cost = collective_cost(kind, opts["bytes"], group, inst.device, inst.costs, lnc=inst.lnc)
+    cost = collective_cost(kind, opts["bytes"], group, inst.device, inst.costs, lnc=inst.lnc,
+                           dtype_bytes=DTYPES[opts["dtype"]].bytes)
     m = run.metrics()
     t = run.latency          # nccl-tests style: each collective is its own execution
     algbw = opts["bytes"] / t
