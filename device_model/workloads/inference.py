@@ -9,6 +9,7 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from functools import cached_property
 
+from ..catalog.dtypes import get_dtype
 from ..core import Instance
 from ..program import Op, Program
 from .cost import Cost, measure
@@ -25,25 +26,28 @@ _RESIDENT_KINDS = ("binary", "activation", "layernorm", "rmsnorm", "softmax", "r
 
 
 def _tensor_bytes(op: Op) -> float:
-    """SBUF bytes an op's activations take (inputs and output)."""
+    """SBUF bytes an op's activations take (inputs and output) in their dtypes."""
     g = op.get
+    b = get_dtype(g("dtype")).bytes
     if op.kind == "matmul":
-        return g("batch") * g("m") * (g("k") + g("n")) * 4.0       # at most FP32 either side
+        return g("batch") * g("m") * (g("k") * b + g("n") * get_dtype(g("out_dtype")).bytes)
     if op.kind in ("layernorm", "rmsnorm"):
-        return 2.0 * g("rows") * g("hidden") * 4.0
+        return 2.0 * g("rows") * g("hidden") * b
     if op.kind in ("softmax", "reduce"):
-        return 2.0 * g("rows") * g("cols") * 4.0
-    return (g("inputs", 2) + 1) * g("elements") * 4.0
+        return 2.0 * g("rows") * g("cols") * b
+    return (g("inputs", 2) + 1) * g("elements") * b
 
 
 def keep_in_sbuf(program: Program, budget: float) -> Program:
     """Inference keeps no activation for a backward pass: an op whose tensors fit the SBUF
-    share left beside streamed weights reads and writes SBUF only (weights, the KV cache,
-    embeddings and collectives still move through HBM)."""
-    ops = []
+    share left beside streamed weights reads and writes SBUF only. Weights, the KV cache,
+    embeddings and collectives still move through HBM, and so does the op that consumes a
+    collective's result (the CC-cores write it to HBM)."""
+    ops: list[Op] = []
     for op in program.ops:
+        after_collective = bool(ops) and ops[-1].kind == "collective"
         fits = op.kind in _RESIDENT_KINDS and (op.kind != "matmul" or op.get("weights"))
-        if fits and _tensor_bytes(op) <= budget:
+        if fits and not after_collective and _tensor_bytes(op) <= budget:
             op = replace(op, params=tuple(sorted(op.params + (("resident", True),))))
         ops.append(op)
     return Program(ops=ops, phase=program.phase)
