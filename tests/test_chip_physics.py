@@ -250,4 +250,9 @@ def test_dma_reductions_run_at_fp32_width():
         return collective_cost(kind, nbytes, g, inst.device, inst.costs, dtype_bytes=b).seconds
     assert t("reduce_scatter", 512 << 20, 2) == pytest.approx(2 * t("reduce_scatter", 512 << 20, 4), rel=0.05)
     assert t("all_gather", 512 << 20, 2) == pytest.approx(t("all_gather", 512 << 20, 4), rel=0.01)
-    assert t("all_reduce", 512 << 20, 2) == pytest.approx(1.5 * t("all_reduce", 512 << 20, 4), rel=0.05)
+    # an all-reduce gathers its FP32 partial sums (cc_allreduce_fp32_fraction = 1): all of it
+    # at FP32 width; with the gather in BF16 only its reduce-scatter half is
+    assert t("all_reduce", 512 << 20, 2) == pytest.approx(2 * t("all_reduce", 512 << 20, 4), rel=0.05)
+    half = inst.costs.with_overrides({"cc_allreduce_fp32_fraction": 0.0})
+    bf16_gather = collective_cost("all_reduce", 512 << 20, g, inst.device, half, dtype_bytes=2)
+    assert bf16_gather.seconds == pytest.approx(1.5 * t("all_reduce", 512 << 20, 4), rel=0.05)

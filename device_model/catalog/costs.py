@@ -49,6 +49,7 @@ class CostParams:
     # engines; HBM reads, writes and the ~50% DMA-side reduction of N3 all in it).
     cc_dma_fraction: float = 0.21          # assumption: calibrated on C1 1 GiB (busbw 52.8 GiB/s)
     cc_reduce_elem_bytes: float = 4.0      # N3, EVRF061: DMA collective compute reduces in FP32
+    cc_allreduce_fp32_fraction: float = 1.0  # assumption: all-reduce gathers its FP32 sums (I2 TTFT)
     cc_ring_slots: float = 4.0             # assumption: flat-ring chunks in flight per EFA hop (C3 8 B)
     # --- runtime ------------------------------------------------------------------------
     exec_overhead_s: float = 50e-6         # assumption: per-execution launch overhead (C1 floor)

@@ -129,9 +129,12 @@ def _flat_ring(kind: str, nbytes: float, moved: float, group: CollectiveGroup,
 
 def reduce_weight(kind: str, dtype_bytes: float, costs: CostParams) -> float:
     """DMA collective compute reduces in FP32 (EVRF061): a narrower dtype's reduction steps
-    take as long as FP32 ones of the same element count. All-reduce is half reduce-scatter."""
+    take as long as FP32 ones of the same element count. An all-reduce is a reduce-scatter and
+    an all-gather; `cc_allreduce_fp32_fraction` of its all-gather half still carries the FP32
+    partial sums (cast back to the dtype at the end)."""
     widen = max(1.0, costs.cc_reduce_elem_bytes / dtype_bytes)
-    return {"all_reduce": (1.0 + widen) / 2, "reduce_scatter": widen}.get(kind, 1.0)
+    gather = 1.0 + (widen - 1.0) * costs.cc_allreduce_fp32_fraction   # its all-gather half
+    return {"all_reduce": (widen + gather) / 2, "reduce_scatter": widen}.get(kind, 1.0)
 
 
 def collective_cost(kind: str, nbytes: float, group: CollectiveGroup, device: DeviceSpec,

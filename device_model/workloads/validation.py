@@ -104,6 +104,7 @@ CALIBRATED: tuple[tuple[str, str, str], ...] = (
     ("cc_dma_fraction", "C1", "collective DMA rate per rank, on and off chip: C1's 1 GiB bus bandwidth"),
     ("cc_ring_slots", "C3", "flat-ring chunks in flight per EFA hop: C3's 8 B latency"),
     ("pe_efficiency_v2", "M1", "TensorE sustained issue rate on NC-v2: M1's 85.24% HFU"),
+    ("cc_allreduce_fp32_fraction", "I2", "BF16 all-reduces gather FP32 partial sums: I2's TTFT"),
 )
 
 
