@@ -271,8 +271,9 @@ def test_build_step_returns_programs_per_stage_with_counts():
     phases = {o.phase for o in micro.program.ops}
     assert phases == {"forward", "backward"}
     assert {o.phase for o in opt.program.ops} == {"optimizer"}
-    assert sum(o.name.endswith("attention") for o in micro.program.ops) == 8     # 8 layers
-    assert any(o.name.startswith("recompute.") for o in plan.stages[0][0].program.ops) is False
+    forward = [o for o in micro.program.ops if o.name.endswith("attention")]
+    assert len(forward) == 16                   # 8 layers, each recomputed once (selective)
+    assert sum(o.name.startswith("recompute.") for o in forward) == 8
     assert 0 < plan.memory.total <= plan.memory.capacity
     with pytest.raises(SpecError, match="does not fit"):
         build_step("llama3-70b:seq=8192", TRN1, Placement(tp=1))
@@ -333,3 +334,19 @@ def test_inference_keeps_activations_that_fit_in_sbuf_training_does_not():
     assert not any(op.get("resident") for op in train.ops)
     big = build_step("llama2-70b:mode=prefill,in=4096", TRN1, Placement(tp=32)).stages[0][0].program
     assert not any(op.get("resident") for op in big.ops if op.name.endswith("mlp_residual"))
+
+
+def test_selective_checkpointing_recomputes_the_fused_attention_forward():
+    """NxD's selective checkpointing wraps the core attention: with flash attention its forward
+    runs again in the backward pass (it was a no-op before)."""
+    def mb(ckpt):
+        plan = build_step(f"llama2-7b:seq=2048,gbs=32,ckpt={ckpt}", TRN1, Placement(tp=8))
+        return plan.stages[0][0].program
+    sel, none = mb("selective"), mb("none")
+    recomputed = [op for op in sel.ops if op.name.startswith("recompute.")]
+    assert recomputed and {op.kind for op in recomputed} == {"attention"}
+    assert all(not op.get("backward") for op in recomputed)
+    assert not any(op.name.startswith("recompute.") for op in none.ops)
+    a = estimate("llama2-7b:seq=2048,gbs=32,ckpt=selective", TRN1, Placement(tp=8))
+    b = estimate("llama2-7b:seq=2048,gbs=32", TRN1, Placement(tp=8))
+    assert a["step_time_s"] > b["step_time_s"] and a["hfu"] > b["hfu"] * 0.9
