@@ -109,8 +109,8 @@ def cmd_estimate(args) -> int:
 
 
 def _trust_line() -> str:
-    from .workloads.validation import ROWS, validation_median
-    return (f"  (the chip model is within {validation_median() * 100:.0f}% median of {len(ROWS)} "
+    from .workloads.validation import RECORDED_MEDIAN, ROWS
+    return (f"  (the chip model is within {RECORDED_MEDIAN * 100:.0f}% median of {len(ROWS)} "
             f"published AWS measurements; neuron-sim validate lists them)")
 
 

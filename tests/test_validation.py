@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from device_model.catalog.costs import DEFAULT_COSTS
-from device_model.workloads.validation import (CALIBRATED, CALIBRATION, HELD_OUT, ROWS, run_all,
-                                               simulate, summary)
+from device_model.workloads.validation import (CALIBRATED, CALIBRATION, HELD_OUT,
+                                               RECORDED_MEDIAN, ROWS, run_all, simulate, summary,
+                                               validation_median)
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[f"{r.id}-{r.metric}-{i}" for i, r in enumerate(ROWS)])
@@ -48,3 +49,7 @@ def test_rows_are_distinct_and_sourced():
     keys = {(r.spec, r.instance, r.metric, r.placement) for r in ROWS}
     assert len(keys) == len(ROWS)
     assert all(r.source and r.published > 0 and 0 < r.bound <= 0.25 for r in ROWS)
+
+
+def test_recorded_median_that_estimate_prints_is_current():
+    assert validation_median() == pytest.approx(RECORDED_MEDIAN, abs=5e-4)
