@@ -24,7 +24,8 @@ def test_validate_text_has_the_table_the_summary_and_the_constants(capsys):
     assert main(["validate"]) == 0
     out = capsys.readouterr().out
     assert out.count("\n") > 2 * len(ROWS)
-    assert "calibration rows:" in out and "median |error|" in out and "set by C1" in out
+    assert "calibration rows:" in out and "median |error|" in out and "set by M1" in out
+    assert max(len(line) for line in out.splitlines()) <= 80      # an 80-column terminal
 
 
 def test_validate_takes_overrides(tmp_path, capsys):

@@ -9,6 +9,7 @@ reports a 10% larger figure: a longer time, or more sequences per second).
 from __future__ import annotations
 
 import statistics
+import textwrap
 from dataclasses import dataclass, fields
 
 from ..catalog.costs import DEFAULT_COSTS, CostParams
@@ -170,20 +171,26 @@ def _value(metric: str, v: float) -> str:
     return f"{v * 1e6:.1f} us"
 
 
-def format_report(rep: dict) -> str:
-    lines = [f"{'id':<4} {'figure':<54} {'published':>12} {'simulated':>12} {'error':>7}  role"]
+def format_report(rep: dict, width: int = 80) -> str:
+    """The table for a terminal: per row its numbers on one line, then what was measured, the
+    hardware, the workload spec and the source wrapped beneath."""
+    def wrap(text: str, indent: str = "     ") -> list[str]:
+        return textwrap.wrap(text, width, initial_indent=indent, subsequent_indent=indent + "  ",
+                             break_on_hyphens=False)
+    lines = [f"{'id':<4} {'published':>12} {'simulated':>12} {'error':>7}  role"]
     for r in rep["rows"]:
-        lines.append(f"{r['id']:<4} {r['figure'][:54]:<54} {_value(r['metric'], r['published']):>12} "
-                     f"{_value(r['metric'], r['simulated']):>12} {r['error'] * 100:+6.1f}%  {r['role']}")
-        lines.append(f"     {r['hardware']}; {r['workload']}; {r['source']}")
+        lines.append(f"{r['id']:<4} {_value(r['metric'], r['published']):>12} "
+                     f"{_value(r['metric'], r['simulated']):>12} {r['error'] * 100:+6.1f}%  "
+                     f"{r['role']}")
+        lines += wrap(f"{r['figure']}: {r['hardware']}; {r['workload']}; {r['source']}")
     for key, label in (("calibration", "calibration rows"), ("held_out", "held-out rows")):
         s = rep[key]
         if s["rows"]:
             lines.append(f"{label}: {s['rows']}, median |error| {s['median_abs_error'] * 100:.1f}%, "
                          f"worst {s['worst_abs_error'] * 100:.1f}%")
-    lines.append("calibrated constants (device_model/catalog/costs.py, overridable in [costs]):")
+    lines.append("calibrated constants (overridable in an override file's [costs] table):")
     for c in rep["constants"]:
-        lines.append(f"  {c['name']:<26} {c['value']:<12.6g} set by {c['row']}: {c['what']}")
+        lines += wrap(f"{c['name']} = {c['value']:.4g}, set by {c['row']}: {c['what']}", "  ")
     return "\n".join(lines)
 
 
