@@ -37,9 +37,20 @@ def build_parser() -> argparse.ArgumentParser:
                      "pp, dp, cores or any workload option; printed side by side with ratios")
     est.add_argument("--overrides", metavar="TOML", help="override catalog and cost constants")
     est.add_argument("--json", action="store_true", help="print JSON")
+    val = sub.add_parser("validate", help="the chip model against AWS's published measurements",
+                         description="Simulate every published row the project ships and print "
+                         "published, simulated and error, the median and worst error, and the "
+                         "constants calibrated on them.")
+    val.add_argument("--overrides", metavar="TOML", help="override catalog and cost constants")
+    val.add_argument("--json", action="store_true", help="print JSON")
     from .runtime.commands import add_commands
     add_commands(sub)
     return p
+
+
+def _catalog(args):
+    from .catalog.overrides import Catalog, load_overrides
+    return Catalog.default().with_overrides(load_overrides(args.overrides))
 
 
 def _instance(args):
@@ -72,7 +83,9 @@ def format_estimate(r: dict) -> str:
 def _run(args) -> dict:
     placement = Placement(cores=args.cores, nodes=args.nodes, tp=args.tp, pp=args.pp, dp=args.dp)
     result = estimate(args.workload, _instance(args), placement)
-    result["nodes"] = args.nodes
+    result.setdefault("nodes", args.nodes)     # microbenchmarks report the nodes they placed
+    for warning in result.get("warnings", ()):
+        print(f"neuron-sim: warning: {warning}", file=sys.stderr)
     return result
 
 
@@ -90,6 +103,29 @@ def cmd_estimate(args) -> int:
         sys.stdout.buffer.write(orjson.dumps(result, option=orjson.OPT_INDENT_2) + b"\n")
     else:
         print(format_model(result) if "mode" in result else format_estimate(result))
+        print(_trust_line())
+    return 0
+
+
+def _trust_line() -> str:
+    from .workloads.validation import RECORDED_MEDIAN, ROWS
+    return (f"  (the chip model is within {RECORDED_MEDIAN * 100:.0f}% median of {len(ROWS)} "
+            f"published AWS measurements; neuron-sim validate lists them)")
+
+
+def cmd_validate(args) -> int:
+    from .workloads import validation
+    if args.overrides:
+        catalog = _catalog(args)
+        specs = {row.instance: catalog.instance(row.instance) for row in validation.ROWS}
+        costs = catalog.costs
+    else:
+        specs, costs = None, validation.DEFAULT_COSTS
+    rep = validation.report(validation.run_all(costs, specs), costs)
+    if args.json:
+        sys.stdout.buffer.write(orjson.dumps(rep, option=orjson.OPT_INDENT_2) + b"\n")
+    else:
+        print(validation.format_report(rep))
     return 0
 
 
@@ -98,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         from .runtime.commands import COMMANDS
-        return {"estimate": cmd_estimate, **COMMANDS}[args.command](args)
+        return {"estimate": cmd_estimate, "validate": cmd_validate,
+                **COMMANDS}[args.command](args)
     except SpecError as e:
         print(f"neuron-sim: error: {e}", file=sys.stderr)
         return 2

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .catalog.dtypes import get_dtype
 from .engine.collectives import collective_cost
 from .catalog.costs import DEFAULT_COSTS, CostParams
 from .engine.isa import COMPUTE_ENGINES, L_CC, OP, Q_CC
@@ -27,7 +28,8 @@ from .engine.timeline import Timeline
 
 
 def lower_collective(op: Op, ctx: CoreContext) -> list[Stage]:
-    cost = collective_cost(op.get("coll"), op.get("bytes"), op.get("group"), ctx.device, ctx.costs)
+    cost = collective_cost(op.get("coll"), op.get("bytes"), op.get("group"), ctx.device, ctx.costs,
+                           lnc=ctx.shard, dtype_bytes=get_dtype(op.get("dtype")).bytes)
     steps = max(1, cost.steps)
     dur = np.full(steps, cost.seconds / steps)
     moved = np.full(steps, cost.bytes_moved / steps)

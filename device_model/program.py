@@ -22,15 +22,23 @@ COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "send
 @dataclass(frozen=True, slots=True)
 class CollectiveGroup:
     """Who takes part: `ranks` in total, `ranks_per_device` of them on each chip, over `nodes`
-    instances; `device_hops` is the NeuronLink hop count between neighbouring ranks' chips."""
+    instances. `active_per_device` counts the ranks on each chip that run a collective of this
+    kind at the same time, in this group or in others (0: this group's own); they share the
+    chip's NeuronLinks and EFA."""
     ranks: int
     ranks_per_device: int = 1
     devices: int = 1
     nodes: int = 1
     topology: str = "torus2d"
+    active_per_device: int = 0
+
+    @property
+    def active(self) -> int:
+        return max(self.ranks_per_device, self.active_per_device)
 
     def __post_init__(self) -> None:
-        if self.ranks < 1 or self.ranks_per_device < 1 or self.devices < 1 or self.nodes < 1:
+        if self.ranks < 1 or self.ranks_per_device < 1 or self.devices < 1 or self.nodes < 1 \
+                or self.active_per_device < 0:
             raise SpecError(f"collective group sizes must be positive, got {self}")
 
 

@@ -171,3 +171,88 @@ def test_runs_are_deterministic():
     a, b = run(p).timeline, run(p).timeline
     for key in a.columns:
         np.testing.assert_array_equal(a.columns[key], b.columns[key])
+
+
+def test_m1_kernel_blocks_k_in_sbuf_and_is_compute_bound():
+    """M1 (NKI matmul tutorial): with K blocked and FP32 partial sums in SBUF the kernel reads
+    each operand a few times, not ~9x, and TensorE, not DMA, bounds it."""
+    p = Program()
+    p.matmul(4096, 8192, 8192, "bf16")
+    m = instance("trn1.2xlarge").run(p).metrics()
+    operands = (4096 * 8192 + 8192 * 8192) * 2
+    assert m["hbm_read_bytes"] < 4 * operands
+    assert m["engine_active"]["tensor"] > 0.95 and m["engine_active"]["dma"] < 0.6
+
+
+def test_tensor_engine_efficiency_is_per_generation_and_overridable():
+    from device_model.catalog.costs import DEFAULT_COSTS
+    p = Program()
+    p.matmul(4096, 8192, 8192, "bf16")
+    base = instance("trn1.2xlarge").run(p).metrics()
+    ideal = instance("trn1.2xlarge", costs=DEFAULT_COSTS.with_overrides(
+        {"pe_efficiency_v2": 1.0})).run(p).metrics()
+    assert base["hfu"] == pytest.approx(DEFAULT_COSTS.pe_efficiency_v2 * ideal["hfu"], rel=0.02)
+    assert DEFAULT_COSTS.pe_efficiency(instance("trn2.48xlarge").device) == DEFAULT_COSTS.pe_efficiency_v3
+
+
+# --- collectives ------------------------------------------------------------------------------
+
+def _allreduce(nbytes: int, group: CollectiveGroup, inst=None):
+    from device_model.engine.collectives import collective_cost
+    inst = inst or instance("trn1.32xlarge")
+    return collective_cost("all_reduce", nbytes, group, inst.device, inst.costs, lnc=inst.lnc)
+
+
+def test_collective_bandwidth_is_the_same_dma_mechanism_on_and_off_chip():
+    """C4: the same DMA engines move the data; C1's and C3's bus bandwidths are close."""
+    on_chip = _allreduce(1 << 30, CollectiveGroup(2, 2, 1))
+    two_chips = _allreduce(1 << 30, CollectiveGroup(2, 1, 2))
+    two_nodes = _allreduce(1 << 30, CollectiveGroup(64, 2, 32, 2))
+    assert two_chips.busbw == pytest.approx(on_chip.busbw, rel=0.05)
+    assert two_nodes.busbw == pytest.approx(on_chip.busbw, rel=0.15)
+
+
+def test_trn1_rings_flat_across_instances_and_pays_per_step_latency():
+    small = _allreduce(1 << 10, CollectiveGroup(64, 2, 32, 2))
+    assert small.algorithm == "flat-ring" and small.steps == 2 * 63
+    assert small.seconds > 10 * _allreduce(1 << 10, CollectiveGroup(32, 2, 16)).seconds
+    trn2 = instance("trn2.48xlarge")
+    assert _allreduce(1 << 10, CollectiveGroup(128, 4, 32, 2), trn2).algorithm == "hierarchical"
+
+
+def test_efa_is_shared_by_every_core_running_its_own_collective():
+    """A DP group of one rank per node: alone it has its chip's EFA; with every core of the chip
+    in a DP group of its own, they split it."""
+    alone = _allreduce(256 << 20, CollectiveGroup(32, 1, 32, 32))
+    shared = _allreduce(256 << 20, CollectiveGroup(32, 1, 32, 32, active_per_device=2))
+    assert shared.seconds == pytest.approx(2 * alone.seconds, rel=0.05)
+
+
+def test_group_footprint_sets_links_and_mesh_hops():
+    from device_model.engine.collectives import footprint, intra_algorithm
+    assert footprint(2, "torus2d") == (1, 1)
+    assert footprint(4, "torus2d") == (2, 2)       # one torus row: 2 in-group links, 2 hops
+    assert footprint(16, "torus2d") == (4, 4)
+    assert intra_algorithm(64 << 10, 8)[:2] == ("mesh", 2)
+    row = _allreduce(16 << 10, CollectiveGroup(8, 2, 4))
+    torus = _allreduce(16 << 10, CollectiveGroup(32, 2, 16))
+    assert torus.seconds > row.seconds          # farther hops on the whole torus
+
+
+def test_dma_reductions_run_at_fp32_width():
+    """EVRF061: DMA collective compute reduces in FP32, so a BF16 reduce-scatter of B bytes (B/2
+    elements) takes as long as an FP32 one of 2B; an all-gather only moves bytes."""
+    from device_model.engine.collectives import collective_cost
+    inst = instance("trn1.32xlarge")
+    g = CollectiveGroup(32, 2, 16, active_per_device=2)
+
+    def t(kind, nbytes, b):
+        return collective_cost(kind, nbytes, g, inst.device, inst.costs, dtype_bytes=b).seconds
+    assert t("reduce_scatter", 512 << 20, 2) == pytest.approx(2 * t("reduce_scatter", 512 << 20, 4), rel=0.05)
+    assert t("all_gather", 512 << 20, 2) == pytest.approx(t("all_gather", 512 << 20, 4), rel=0.01)
+    # an all-reduce gathers its FP32 partial sums (cc_allreduce_fp32_fraction = 1): all of it
+    # at FP32 width; with the gather in BF16 only its reduce-scatter half is
+    assert t("all_reduce", 512 << 20, 2) == pytest.approx(2 * t("all_reduce", 512 << 20, 4), rel=0.05)
+    half = inst.costs.with_overrides({"cc_allreduce_fp32_fraction": 0.0})
+    bf16_gather = collective_cost("all_reduce", 512 << 20, g, inst.device, half, dtype_bytes=2)
+    assert bf16_gather.seconds == pytest.approx(1.5 * t("all_reduce", 512 << 20, 4), rel=0.05)

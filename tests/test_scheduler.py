@@ -71,3 +71,18 @@ def test_estimate_json_has_the_documented_keys():
     r = neuron_sim("estimate", "--workload", "allgather:bytes=64M,ranks=32", "--json")
     doc = orjson.loads(r.stdout)
     assert doc["algbw_gbps"] > 0 and doc["busbw_gbps"] == doc["algbw_gbps"] * 31 / 32
+
+
+def test_a_collective_waits_for_its_producers_stores():
+    """The CC-cores read a collective's input from HBM, so it starts after the producing op's
+    output is stored, not when its compute ends."""
+    from device_model import CollectiveGroup, Program, instance
+    from device_model.engine.isa import L_CC, L_DMA
+    p = Program()
+    p.binary("add", 1 << 24, "bf16", name="producer")
+    p.collective("all_reduce", 1 << 20, CollectiveGroup(2, 2, 1))
+    tl = instance("trn1.2xlarge").run(p).timeline
+    c = tl.columns
+    store_end = c["end"][(c["op"] == 0) & (c["lane"] == L_DMA)].max()
+    cc_start = c["start"][c["lane"] == L_CC].min()
+    assert cc_start >= store_end

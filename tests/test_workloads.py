@@ -17,8 +17,10 @@ from device_model.workloads.transformer import make_shard
 
 TRN1 = instance("trn1.32xlarge")
 TRN2 = instance("trn2.48xlarge")
+TRN1_2X = instance("trn1.2xlarge")
 NOMINAL = {"llama2-7b": 6.74e9, "llama2-13b": 13.0e9, "llama2-70b": 69.0e9, "llama3-8b": 8.03e9,
-           "llama3-70b": 70.6e9, "llama3.1-405b": 405.9e9, "gpt3-175b": 175e9, "gpt3-23b": 23e9,
+           "llama3-70b": 70.6e9, "llama3.1-8b": 8.03e9, "llama3.1-70b": 70.6e9, "llama3.3-70b": 70.6e9,
+           "llama3.1-405b": 405.9e9, "gpt3-175b": 175e9, "gpt3-23b": 23e9,
            "bert-base": 110e6, "bert-large": 335e6}
 
 
@@ -174,11 +176,68 @@ def test_a_model_that_does_not_fit_is_refused_with_the_excess():
         _train("llama3-70b:seq=8192", TRN1)
 
 
-def test_sequence_longer_than_the_model_allows_is_refused():
+def test_sequence_longer_than_learned_positions_is_refused():
     with pytest.raises(SpecError, match="longer than bert-large allows"):
         _train("bert-large:seq=1024")
-    with pytest.raises(SpecError, match="longer than llama2-7b allows"):
-        estimate("llama2-7b:mode=decode,in=4000,out=200", TRN1, Placement(tp=32))
+    with pytest.raises(SpecError, match="longer than gpt3-23b allows"):
+        estimate("gpt3-23b:mode=prefill,in=4096", TRN1, Placement(tp=32))
+
+
+def test_longer_than_a_rope_models_trained_context_runs_with_a_warning():
+    r = estimate("llama2-7b:mode=decode,in=4000,out=200", TRN1, Placement(tp=32))
+    assert r["tpot_s"] > 0 and "trained context (4096)" in r["warnings"][0]
+    t = estimate("llama2-7b:seq=8192,gbs=64", TRN1, Placement(tp=8))
+    assert "seq=8192" in t["warnings"][0] and t["step_time_s"] > 0
+    assert "warnings" not in estimate("llama2-7b:mode=decode,in=128,out=8", TRN1, Placement(tp=32))
+
+
+def test_prefill_at_exactly_the_context_length_runs_without_warning():
+    r = estimate("llama2-7b:mode=prefill,in=4096", TRN1, Placement(tp=32))
+    assert r["padded_input_tokens"] == 4096 and "warnings" not in r
+    d = estimate("llama2-70b:mode=decode,in=2048,out=2048", TRN1, Placement(tp=32))
+    assert d["decode_buckets"] == {"4096": 2047} and "warnings" not in d
+
+
+def test_llama_3_1_and_3_3_presets_have_a_128k_context():
+    from device_model.workloads.presets import PRESETS
+    for name in ("llama3.1-8b", "llama3.1-70b", "llama3.3-70b", "llama3.1-405b"):
+        assert PRESETS[name].max_seq == 131072
+    assert PRESETS["llama3.1-8b"].params() == PRESETS["llama3-8b"].params()
+    r = estimate("llama3.1-8b:mode=prefill,in=65536", TRN2, Placement(tp=16))
+    assert r["padded_input_tokens"] == 65536 and "warnings" not in r
+
+
+def test_encoder_inference_is_one_forward_pass_without_the_mlm_head():
+    one = Placement(cores=1)
+    r = estimate("bert-large:mode=infer,batch=1,seq=128", TRN1_2X, one)
+    assert r["mode"] == "infer" and r["latency_s"] == r["time_s"] > 0
+    assert r["parallel"]["ranks"] == 1 and r["sequences_per_s"] == pytest.approx(1 / r["latency_s"])
+    with_head = estimate("bert-large:mode=infer,batch=1,seq=128,head=on", TRN1_2X, one)
+    assert with_head["latency_s"] > r["latency_s"]
+    base = estimate("bert-base:mode=infer,batch=4,seq=128", TRN1_2X, one)
+    assert base["latency_s"] < estimate("bert-large:mode=infer,batch=4,seq=128", TRN1_2X, one)["latency_s"]
+    with pytest.raises(SpecError, match="does not apply to mode=infer"):
+        estimate("bert-large:mode=infer,in=128", TRN1_2X, one)
+
+
+def test_context_and_token_generation_buckets_are_separate():
+    spec = "llama3.1-405b:mode=decode,batch=1,in=10000,out=1785,bucket=10240,tkg_bucket=12800"
+    r = estimate(spec, instance("trn2.48xlarge", 2), Placement(tp=64))
+    assert r["padded_input_tokens"] == 10240 and r["decode_buckets"] == {"12800": 1784}
+    sep = estimate("llama2-7b:mode=decode,in=100,out=60,bucket=128,tkg_bucket=512", TRN1,
+                   Placement(tp=32))
+    assert sep["padded_input_tokens"] == 128 and sep["decode_buckets"] == {"512": 59}
+
+
+def test_sequence_parallel_inference_shards_prefill_norms_but_not_decode():
+    from device_model.workloads import build_step
+    plan = build_step("llama2-7b:mode=decode,in=1024,out=4,sp=1", TRN1, Placement(tp=32))
+    prefill, decode = plan.stages[0][0].program, plan.stages[0][1].program
+    assert any(op.name.endswith("attn.all_gather") for op in prefill.ops)
+    assert not any("all_gather" in op.name and "sample" not in op.name for op in decode.ops)
+    off = estimate("llama2-7b:mode=prefill,in=1024", TRN1, Placement(tp=32))
+    on = estimate("llama2-7b:mode=prefill,in=1024,sp=1", TRN1, Placement(tp=32))
+    assert on["ttft_s"] != off["ttft_s"]
 
 
 def test_unknown_preset_and_keys_name_the_problem():
@@ -212,8 +271,9 @@ def test_build_step_returns_programs_per_stage_with_counts():
     phases = {o.phase for o in micro.program.ops}
     assert phases == {"forward", "backward"}
     assert {o.phase for o in opt.program.ops} == {"optimizer"}
-    assert sum(o.name.endswith("attention") for o in micro.program.ops) == 8     # 8 layers
-    assert any(o.name.startswith("recompute.") for o in plan.stages[0][0].program.ops) is False
+    forward = [o for o in micro.program.ops if o.name.endswith("attention")]
+    assert len(forward) == 16                   # 8 layers, each recomputed once (selective)
+    assert sum(o.name.startswith("recompute.") for o in forward) == 8
     assert 0 < plan.memory.total <= plan.memory.capacity
     with pytest.raises(SpecError, match="does not fit"):
         build_step("llama3-70b:seq=8192", TRN1, Placement(tp=1))
@@ -255,3 +315,38 @@ def test_mlp_trains_data_parallel_and_infers():
     assert train["memory"]["optimizer_bytes"] > 0 == infer["memory"]["optimizer_bytes"]
     with pytest.raises(SpecError, match="data parallel only"):
         estimate("mlp", TRN2, Placement(tp=2))
+
+
+def test_inference_keeps_activations_that_fit_in_sbuf_training_does_not():
+    plan = build_step("llama2-7b:mode=decode,in=128,out=4", TRN1, Placement(tp=32))
+    decode = plan.stages[0][1].program
+    resident = [op for op in decode.ops if op.get("resident")]
+    assert {op.kind for op in resident} >= {"binary", "rmsnorm", "matmul"}
+    assert not any(op.kind in ("collective", "attention", "dma") for op in resident)
+    run = TRN1.run(decode)
+    per_op = run.timeline.per_op()
+    for i, name in enumerate(run.timeline.op_names):
+        if name.endswith(("mlp_norm", "silu", "gate_mul")):
+            assert per_op["hbm_r"][i] + per_op["hbm_w"][i] == 0
+        if name.endswith("attn_residual"):      # reads the all-reduce's result from HBM
+            assert per_op["hbm_r"][i] > 0
+    train = build_step("llama2-7b:seq=1024,gbs=32", TRN1, Placement(tp=8)).stages[0][0].program
+    assert not any(op.get("resident") for op in train.ops)
+    big = build_step("llama2-70b:mode=prefill,in=4096", TRN1, Placement(tp=32)).stages[0][0].program
+    assert not any(op.get("resident") for op in big.ops if op.name.endswith("mlp_residual"))
+
+
+def test_selective_checkpointing_recomputes_the_fused_attention_forward():
+    """NxD's selective checkpointing wraps the core attention: with flash attention its forward
+    runs again in the backward pass (it was a no-op before)."""
+    def mb(ckpt):
+        plan = build_step(f"llama2-7b:seq=2048,gbs=32,ckpt={ckpt}", TRN1, Placement(tp=8))
+        return plan.stages[0][0].program
+    sel, none = mb("selective"), mb("none")
+    recomputed = [op for op in sel.ops if op.name.startswith("recompute.")]
+    assert recomputed and {op.kind for op in recomputed} == {"attention"}
+    assert all(not op.get("backward") for op in recomputed)
+    assert not any(op.name.startswith("recompute.") for op in none.ops)
+    a = estimate("llama2-7b:seq=2048,gbs=32,ckpt=selective", TRN1, Placement(tp=8))
+    b = estimate("llama2-7b:seq=2048,gbs=32", TRN1, Placement(tp=8))
+    assert a["step_time_s"] > b["step_time_s"] and a["hfu"] > b["hfu"] * 0.9

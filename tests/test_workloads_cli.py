@@ -61,7 +61,7 @@ def test_vs_prints_both_configurations_with_ratios(capsys):
     (["-w", "llama3-8b:foo=1"], "unknown option 'foo'"),
     (["-w", "llama3-8b", "--tp", "8", "--pp", "2", "--dp", "3"], "does not equal the 32 ranks"),
     (["-w", "llama3-8b", "--tp", "3", "--cores", "30"], "heads are not divisible by tp=3"),
-    (["-w", "llama3-8b:seq=16384"], "longer than llama3-8b allows (8192)"),
+    (["-w", "gpt3-23b:seq=4096"], "longer than gpt3-23b allows (2048)"),
     (["-w", "llama3-70b"], "does not fit"),
     (["-w", "llama3-8b", "--tp", "8", "--vs", "tp=x"], "--vs tp='x'"),
     (["-w", "llama3-8b", "--tp", "8", "--vs", "bogus"], "not key=value"),
@@ -74,10 +74,15 @@ def test_bad_input_is_one_line_and_exit_2(capsys, argv, message):
 
 def test_console_script_in_a_real_process():
     proc = subprocess.run([sys.executable, "-m", "device_model.cli", "estimate", "-w",
-                           "llama3-8b:seq=99999", "-i", "trn2.48xlarge"],
+                           "bert-large:seq=99999", "-i", "trn2.48xlarge"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.startswith("neuron-sim: error: seq=99999 is longer")
+    warn = subprocess.run([sys.executable, "-m", "device_model.cli", "estimate", "-w",
+                           "llama2-7b:mode=prefill,in=8192", "-i", "trn1.32xlarge"],
+                          capture_output=True, text=True, timeout=60)
+    assert warn.returncode == 0 and "TTFT" in warn.stdout
+    assert warn.stderr.startswith("neuron-sim: warning: in+out-1 = 8192 tokens is longer")
     ok = subprocess.run([sys.executable, "-m", "device_model.cli", "estimate", "-w",
                          "llama3-70b:seq=8192,gbs=1024,ckpt=selective", "-i", "trn1.32xlarge",
                          "--nodes", "32", "--tp", "32", "--pp", "8", "--dp", "4", "--json"],
@@ -85,3 +90,17 @@ def test_console_script_in_a_real_process():
     assert ok.returncode == 0
     r = orjson.loads(ok.stdout)
     assert r["parallel"]["ranks"] == 1024 and r["nodes"] == 32
+
+
+def test_nodes_place_a_microbenchmarks_ranks(capsys):
+    """64 ranks over 2 x trn1.32xlarge: 32 per instance, 32 devices, as nccom-test runs C3."""
+    assert main(["estimate", "-w", "allreduce:bytes=1K,ranks=64", "-i", "trn1.32xlarge",
+                 "--nodes", "2", "--json"]) == 0
+    r = orjson.loads(capsys.readouterr().out)
+    assert (r["ranks"], r["devices"], r["nodes"]) == (64, 32, 2)
+    assert main(["estimate", "-w", "allreduce:bytes=1K,ranks=16", "-i", "trn1.32xlarge",
+                 "--nodes", "4", "--json"]) == 0
+    r = orjson.loads(capsys.readouterr().out)
+    assert (r["devices"], r["nodes"]) == (8, 4)
+    assert main(["estimate", "-w", "allreduce:bytes=1K,ranks=2", "-i", "trn1.32xlarge",
+                 "--nodes", "4"]) == 2

@@ -17,6 +17,12 @@ class CostParams:
     dep_overhead_cycles: float = 100.0     # N2: dependent back-to-back Vector instructions
     gpsimd_start_cycles: float = 150.0     # N8': GPSIMD_START
     fast_ls_speedup: float = 4.0           # N1: fast LoadStationary up to 4x an MM of that size
+    mm_k_block: int = 512                  # assumption: K block of an SBUF-accumulating matmul (M1)
+    # Sustained MM issue rate over the max(N, 64)-cycle rule, per NeuronCore generation: LS
+    # swaps, PSUM bank turns and semaphore waits a real kernel still pays.
+    pe_efficiency_v2: float = 0.855        # assumption: calibrated on M1 (85.24% HFU)
+    pe_efficiency_v3: float = 1.0          # assumption: no NC-v3 kernel measurement published
+    pe_efficiency_v4: float = 1.0          # assumption: as NC-v3
     # --- latencies -----------------------------------------------------------------------
     semaphore_latency_s: float = 60e-9     # assumption: semaphore signal to dependent start
     dma_fixed_latency_s: float = 1.3e-6    # N6: per-transfer setup/semaphore latency (pipelinable)
@@ -29,6 +35,7 @@ class CostParams:
     # --- tiling -------------------------------------------------------------------------
     tile_free_elems: int = 2048            # assumption: F-chunk per partition for elementwise ops
     sbuf_usable_fraction: float = 0.85     # assumption: leave ~15% of SBUF (trn2-arch §6)
+    sbuf_activation_share: float = 0.5     # assumption: SBUF for inference activations
     # --- TensorE throttling (dI/dt) ------------------------------------------------------
     throttle_idle_s: float = 3e-6          # P2: re-engages after ~3 us below 50%
     throttle_ramp_s: float = 3e-6          # P2: ramps to full over ~3 us
@@ -36,12 +43,20 @@ class CostParams:
     # --- collectives --------------------------------------------------------------------
     cc_alpha_intra_s: float = 1.5e-6       # C2: 1-2 us per intra-node hop
     cc_alpha_inter_s: float = 15e-6        # C1, C3: ~15 us per inter-node hop
-    cc_reduce_dma_fraction: float = 0.5    # N3: DMA collective compute ~50% of DMA throughput
     cc_link_efficiency: float = 0.9        # assumption: achieved/peak on NeuronLink and EFA
     cc_launch_s: float = 5e-6              # assumption: per-collective fixed cost (C1 floor, I1)
-    cc_local_bw_fraction: float = 0.21     # assumption: same-chip collective share of core DMA bw (C1)
+    # Per-rank collective rate as a share of its DMA bandwidth, on and off chip (C4: the same
+    # engines; HBM reads, writes and the ~50% DMA-side reduction of N3 all in it).
+    cc_dma_fraction: float = 0.21          # assumption: calibrated on C1 1 GiB (busbw 52.8 GiB/s)
+    cc_reduce_elem_bytes: float = 4.0      # N3, EVRF061: DMA collective compute reduces in FP32
+    cc_allreduce_fp32_fraction: float = 1.0  # assumption: AR gathers FP32 sums (I2 TTFT)
+    cc_ring_slots: float = 4.0             # assumption: ring chunks in flight per EFA hop (C3)
     # --- runtime ------------------------------------------------------------------------
     exec_overhead_s: float = 50e-6         # assumption: per-execution launch overhead (C1 floor)
+
+    def pe_efficiency(self, device) -> float:
+        """The TensorE issue efficiency of `device`'s NeuronCore generation."""
+        return getattr(self, f"pe_efficiency_{device.core_version_lnc1}", 1.0)
 
     def with_overrides(self, values: dict[str, float]) -> "CostParams":
         known = {f.name for f in fields(self)}

@@ -1,5 +1,19 @@
 """Collectives on the CC-cores and DMA rings: an alpha-beta model with size-dependent algorithms
-(trn2-arch.md §6 "Collectives"; C1-C4)."""
+(trn2-arch.md §6 "Collectives"; C1-C4).
+
+Bandwidth. The same DMA engines move collective data on and off chip (C4), so one per-rank rate
+bounds every collective: `cc_dma_fraction` of the rank's DMA bandwidth (its physical cores'
+engines), calibrated once on C1's 1 GiB bus bandwidth and checked on C3's. NeuronLink (the links
+inside the group's footprint, shared by every rank of the chip running a collective of the same
+kind) and EFA (the NICs of the group's chips on each node, shared by the concurrent groups) can
+only lower it.
+
+Latency. Intra-node algorithms follow C2: Mesh below 1 MB (2 steps per phase, each step as long
+as the farthest hop in the group's torus footprint), recursive halving-doubling to 56 MB, then
+KangaRing. Across instances trn1 runs a flat ring over all ranks (runtime docs, internode
+collectives): 2(n-1) steps for an all-reduce, each crossing of an instance boundary paying the
+EFA hop, pipelined `cc_ring_slots` deep; later generations run the hierarchical scheme (C3).
+"""
 from __future__ import annotations
 
 import math
@@ -10,6 +24,8 @@ from ..program import CollectiveGroup
 from ..catalog.specs import DeviceSpec
 
 MB = 1 << 20
+TORUS_DIMS = {"torus2d": (4, 4), "torus3d": (4, 4, 4)}  # A3, A5: 4x4 per instance (x4 servers)
+FLAT_RING_GENERATIONS = ("v2",)   # runtime docs (internode collectives): trn1 rings flat
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,13 +49,40 @@ def bus_factor(kind: str, ranks: int) -> float:
     return (ranks - 1) / ranks
 
 
+def _span_hops(count: int, side: int) -> int:
+    """Farthest ring distance among `count` consecutive positions of a `side`-long torus axis."""
+    if count <= 1:
+        return 0
+    return side // 2 if count >= side else count - 1
+
+
+def footprint(devices: int, topology: str) -> tuple[int, int]:
+    """(links inside the group, farthest hop) for `devices` consecutive chips, row-major on the
+    instance's torus (how the layouts place TP groups): two chips share one link, a torus row
+    is a ring of 2 links per chip, more rows add the second axis' 2 links."""
+    if devices <= 1:
+        return 0, 0
+    if topology == "switch":
+        return 4, 1
+    dims = TORUS_DIMS.get(topology, (4, 4))
+    hops, left = 0, devices
+    axes_used = 0
+    for side in reversed(dims):           # fill the innermost axis first
+        span = min(left, side)
+        hops += _span_hops(span, side)
+        axes_used += span > 1
+        left = math.ceil(left / side)
+    links = 1 if devices == 2 else 2 * axes_used
+    return min(links, 4), hops
+
+
 def intra_algorithm(nbytes: float, ranks: int) -> tuple[str, int, int]:
     """C2: Mesh below 1 MB, recursive halving-doubling to 56 MB, KangaRing above.
-    Returns (name, latency steps per phase, NeuronLink links used per chip)."""
+    Returns (name, latency steps per phase, NeuronLink links it can use per chip)."""
     if ranks <= 1:
         return "local", 0, 0
     if nbytes < 1 * MB:
-        return "mesh", 1, 4
+        return "mesh", 2, 4            # C2: the mesh all-gather / reduce-scatter takes 2 steps
     if nbytes <= 56 * MB:
         return "rdh", max(1, math.ceil(math.log2(ranks))), 4
     return "kangaring", max(1, math.ceil(ranks / 2)), 2
@@ -49,42 +92,89 @@ def _phases(kind: str) -> int:
     return 2 if kind == "all_reduce" else 1      # all-reduce = reduce-scatter + all-gather
 
 
+def dma_rate(device: DeviceSpec, costs: CostParams, lnc: int) -> float:
+    """Per-rank collective bandwidth through the DMA engines (C1 calibrated; C4 same engines)."""
+    return device.dma_bw_per_core * lnc * costs.cc_dma_fraction
+
+
+def _link_rate(device: DeviceSpec, group: CollectiveGroup, links: int, costs: CostParams) -> float:
+    link_bw = device.neuronlink_bw / device.neuronlink_links
+    return links * link_bw * costs.cc_link_efficiency / group.active
+
+
+def _efa_rate(device: DeviceSpec, group: CollectiveGroup, costs: CostParams) -> float:
+    """EFA per group: the NICs of its chips on one node, shared by the groups that run on those
+    chips at the same time (every active core of a chip runs its own)."""
+    chips = max(1, group.devices // group.nodes)
+    sharing = group.active / group.ranks_per_device
+    return chips * device.efa_bw * costs.cc_link_efficiency / sharing
+
+
+def _flat_ring(kind: str, nbytes: float, moved: float, group: CollectiveGroup,
+               device: DeviceSpec, costs: CostParams, r_dma: float) -> tuple[float, int]:
+    """trn1 across instances: one ring over all ranks. Each of its steps moves one chunk; a
+    step with data pays the DMA fixed cost of its transfers (2 when it reduces: read the peer's
+    chunk, write the sum; 1 otherwise, N6); each step also crosses an EFA hop somewhere on the
+    ring, pipelined `cc_ring_slots` deep, and the intra-node hops overlap those."""
+    n, phases = group.ranks, _phases(kind)
+    steps = phases * (n - 1)
+    with_data = min(1.0, nbytes / 4 / n)           # chunks under one element are empty
+    per_step_pair = {"all_reduce": 3, "reduce_scatter": 2}.get(kind, 1)
+    t_dma = (n - 1) * with_data * per_step_pair * costs.dma_fixed_latency_s
+    t_hops = max(steps * costs.cc_alpha_inter_s / costs.cc_ring_slots,
+                 steps * costs.cc_alpha_intra_s)
+    rate = min(r_dma, _efa_rate(device, group, costs))
+    return t_hops + t_dma + moved / rate, steps
+
+
+def reduce_weight(kind: str, dtype_bytes: float, costs: CostParams) -> float:
+    """DMA collective compute reduces in FP32 (EVRF061): a narrower dtype's reduction steps
+    take as long as FP32 ones of the same element count. An all-reduce is a reduce-scatter and
+    an all-gather; `cc_allreduce_fp32_fraction` of its all-gather half still carries the FP32
+    partial sums (cast back to the dtype at the end)."""
+    widen = max(1.0, costs.cc_reduce_elem_bytes / dtype_bytes)
+    gather = 1.0 + (widen - 1.0) * costs.cc_allreduce_fp32_fraction   # its all-gather half
+    return {"all_reduce": (widen + gather) / 2, "reduce_scatter": widen}.get(kind, 1.0)
+
+
 def collective_cost(kind: str, nbytes: float, group: CollectiveGroup, device: DeviceSpec,
-                    costs: CostParams) -> CollectiveCost:
+                    costs: CostParams, lnc: int = 1, dtype_bytes: float = 4.0) -> CollectiveCost:
     n = group.ranks
     moved = bus_factor(kind, n) * nbytes if kind != "send_recv" else nbytes
     if n <= 1 and kind != "send_recv":
         return CollectiveCost(0.0, "local", 0, 0.0, 0.0, 0.0)
     phases = _phases(kind)
-    reduces = kind in ("all_reduce", "reduce_scatter")
-    dma_core = device.dma_engines_per_core * device.dma_engine_bw
-    if group.nodes > 1:
+    r_dma = dma_rate(device, costs, lnc) / reduce_weight(kind, dtype_bytes, costs)
+    if group.nodes > 1 and device.core_version_lnc1 in FLAT_RING_GENERATIONS:
+        t, steps = _flat_ring(kind, nbytes, moved, group, device, costs, r_dma)
+        algo = "flat-ring"
+    elif group.nodes > 1:
         # Hierarchical (C3): inter-node first over EFA, then inside the node.
-        per_rank_efa = device.efa_bw / group.ranks_per_device * costs.cc_link_efficiency
         inter_ranks = group.nodes
         inter_moved = bus_factor(kind, inter_ranks) * nbytes / max(1, n // inter_ranks)
         inter_steps = phases * (inter_ranks - 1)
+        per_rank_efa = min(r_dma, device.efa_bw * costs.cc_link_efficiency / group.active)
         t_inter = inter_steps * costs.cc_alpha_inter_s + inter_moved / per_rank_efa
         intra = CollectiveGroup(n // inter_ranks, group.ranks_per_device,
-                                max(1, group.devices // inter_ranks), 1, group.topology)
-        rest = collective_cost(kind, nbytes, intra, device, costs) if intra.ranks > 1 else None
-        t = t_inter + (rest.seconds if rest else 0.0)
+                                max(1, group.devices // inter_ranks), 1, group.topology,
+                                group.active_per_device)
+        rest = (collective_cost(kind, nbytes, intra, device, costs, lnc, dtype_bytes)
+                if intra.ranks > 1 else None)
+        t = t_inter + (rest.seconds - costs.cc_launch_s if rest else 0.0)
         algo = "hierarchical"
         steps = inter_steps + (rest.steps if rest else 0)
     elif group.devices <= 1:
         # All ranks on one chip: DMA through HBM, the reduction done by DMA collective compute.
-        bw = dma_core * costs.cc_local_bw_fraction
         steps = phases
-        t = steps * costs.cc_alpha_intra_s + moved / bw
+        t = steps * costs.cc_alpha_intra_s + moved / r_dma
         algo = "local-dma"
     else:
-        algo, steps_per_phase, links = intra_algorithm(nbytes, n)
-        steps = steps_per_phase * phases
-        link_bw = device.neuronlink_bw / device.neuronlink_links
-        per_rank = links * link_bw * costs.cc_link_efficiency / group.ranks_per_device
-        if reduces:   # N3: DMA collective compute reduces at ~50% of DMA throughput
-            per_rank = min(per_rank, dma_core * costs.cc_reduce_dma_fraction)
-        t = steps * costs.cc_alpha_intra_s + moved / per_rank
+        algo, steps_per_phase, algo_links = intra_algorithm(nbytes, n)
+        links, far = footprint(group.devices, group.topology)
+        steps = 1 if kind == "send_recv" else steps_per_phase * phases
+        hop = far if algo == "mesh" else 1      # mesh sends straight to every rank
+        rate = min(r_dma, _link_rate(device, group, min(links, algo_links), costs))
+        t = steps * hop * costs.cc_alpha_intra_s + moved / rate
     t += costs.cc_launch_s
     algbw = nbytes / t if t > 0 else 0.0
     return CollectiveCost(t, algo, steps, moved, algbw, algbw * bus_factor(kind, n))

@@ -69,7 +69,12 @@ class Scheduler:
     def add(self, op: LoweredOp) -> None:
         idx = len(self.op_start)
         deps = op.deps if op.deps else ((idx - 1,) if idx else ())
-        inputs_ready = max((self.compute_end[d] for d in deps), default=self.t0)
+        if op.kind == "collective" and any(p[0] in deps for p in self._pending):
+            # a collective reads its input from HBM: its producers' stores land first
+            self._flush()
+            inputs_ready = max((self.op_end[d] for d in deps), default=self.t0)
+        else:
+            inputs_ready = max((self.compute_end[d] for d in deps), default=self.t0)
         prefetch_ready = self.op_start[idx - 1] if idx else self.t0
         ends: list[np.ndarray] = []
         first_start, last_end = np.inf, inputs_ready

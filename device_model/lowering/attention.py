@@ -39,7 +39,7 @@ def lower_attention(op: Op, ctx: CoreContext) -> list[Stage]:
     kv_cols = min(KV_TILE, kv_len)
     q_cols = min(Q_TILE, q_rows)
     k_tiles = math.ceil(d / dev.pe_rows)
-    mm = lambda moving: max(c.mm_min_cycles, moving)                      # noqa: E731
+    mm = lambda moving: max(c.mm_min_cycles, moving) / c.pe_efficiency(dev)  # noqa: E731
     qk_cyc = k_tiles * mm(kv_cols) * (2 if backward else 1)              # S (and dP)
     pv_mms = math.ceil(kv_cols / dev.pe_rows)
     transpose_cyc = pv_mms * max(q_cols, min(c.mm_min_cycles, dev.pe_cols))
@@ -56,7 +56,7 @@ def lower_attention(op: Op, ctx: CoreContext) -> list[Stage]:
                (Dep(0, spread(n, loads.n)),), c.semaphore_latency_s, flops=flops_qk,
                hw_flops=flops_qk, adj_flops=flops_qk, adj_hw_flops=flops_qk,
                psum_w=q_cols * kv_cols * 4.0)
-    exp = Stage(L_ACT, OP["ACTIVATE_REDUCE"], ctx.cycles(full(mm(kv_cols) + c.min_ii_cycles),
+    exp = Stage(L_ACT, OP["ACTIVATE_REDUCE"], ctx.cycles(full(max(c.min_ii_cycles, kv_cols) + c.min_ii_cycles),
                                                          dev.scalar_hz),
                 (Dep(1, np.arange(n)),), c.semaphore_latency_s, psum_r=q_cols * kv_cols * 4.0,
                 sbuf_w=q_cols * kv_cols * dt.bytes)

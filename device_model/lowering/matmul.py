@@ -13,6 +13,7 @@ from ..program import Op
 from .stages import INPUTS, PREFETCH, CoreContext, Dep, Stage, spread, tile_sizes
 
 PSUM_ACC_BYTES = 4  # N2: PSUM accumulates in FP32
+SBUF_ACC_BYTES = 4  # M1 (NKI matmul tutorial): K-blocked partial sums kept in FP32 in SBUF
 
 
 def contraction_tile(ctx: CoreContext, kind: str) -> int:
@@ -41,21 +42,25 @@ def mm_cycles(stat: np.ndarray, mov: np.ndarray, ctx: CoreContext, slow: float) 
     max(N_moving, 64); N8' writes the floor as min(64, N_stationary), which only differs for
     stationary tiles under 64 columns — there we keep N2's 64-cycle minimum. FP32 at 4x."""
     mm_min = ctx.costs.mm_min_cycles
-    return np.broadcast_to(np.maximum(mm_min, mov)[None, :], (len(stat), len(mov))) * slow
+    per = slow / ctx.costs.pe_efficiency(ctx.device)          # sustained issue rate (calibrated on M1)
+    return np.broadcast_to(np.maximum(mm_min, mov)[None, :], (len(stat), len(mov))) * per
 
 
 def blocking(m: int, k: int, n: int, b_in: float, ctx: CoreContext) -> tuple[float, float]:
     """SBUF blocks (Bm, Bn) minimising HBM reads b_in*(M*K*ceil(N/Bn) + K*N*ceil(M/Bm)) (§6).
-    A block pair must fit the SBUF budget; failing that, K is blocked and the output block must
-    fit PSUM instead."""
+    Either a block pair holds the whole contraction, (Bm + Bn)*K*b_in within the SBUF budget, or
+    K is blocked: the output block accumulates in FP32 in SBUF (PSUM partial sums added per K
+    block, as the NKI matmul tutorial's optimised kernel does) beside double-buffered K blocks of
+    both operands, Bm*Bn*4 + 2*(Bm + Bn)*Bk*b_in within the budget."""
     bm = np.arange(1, max(1, math.ceil(m / 128)) + 1) * 128.0
     bn = np.arange(1, max(1, math.ceil(n / 128)) + 1) * 128.0
     bm, bn = np.minimum(bm, m), np.minimum(bn, n)
     BM, BN = np.meshgrid(bm, bn, indexing="ij")
-    fits = (BM + BN) * k * b_in <= ctx.sbuf_budget
-    if not fits.any():
-        fits = (BM * BN * PSUM_ACC_BYTES <= ctx.device.psum_bytes) & \
-               ((BM + BN) * 128 * b_in <= ctx.sbuf_budget)
+    budget = ctx.sbuf_budget
+    whole_k = (BM + BN) * k * b_in <= budget
+    bk = min(k, ctx.costs.mm_k_block)
+    k_blocked = BM * BN * SBUF_ACC_BYTES + 2 * (BM + BN) * bk * b_in <= budget
+    fits = whole_k | k_blocked
     if not fits.any():
         fits = (BM == bm[0]) & (BN == bn[0])
     left = m * k * np.ceil(n / BN)
@@ -115,6 +120,9 @@ def lower_matmul(op: Op, ctx: CoreContext) -> list[Stage]:
     # HBM traffic with SBUF blocking; transfers interleave activations and weights.
     left_b, right_b = blocking(m, k, n, dt.bytes, ctx)
     left_b, right_b = left_b * batch, right_b * batch
+    resident = bool(op.get("resident")) and weights     # activations already in SBUF (inference)
+    if resident:
+        left_b = 0.0
     left, right = chunk(left_b, ctx), chunk(right_b, ctx)
     order = np.argsort(np.concatenate([(np.arange(len(left)) + 0.5) / max(len(left), 1),
                                        (np.arange(len(right)) + 0.5) / max(len(right), 1)]),
@@ -124,8 +132,11 @@ def lower_matmul(op: Op, ctx: CoreContext) -> list[Stage]:
     queue = Q_WEIGHT if weights and right_b >= left_b else Q_INPUT
     loads = load_stage(sizes, queue, ctx, (Dep(INPUTS, mask=~is_weight), Dep(PREFETCH, mask=is_weight)))
 
+    ls_deps = (Dep(0, spread(len(ls_pos), len(sizes))),) if len(sizes) else ()
+    if resident:
+        ls_deps += (Dep(INPUTS),)
     ls = Stage(L_PE_LS, OP["LOAD_STATIONARY"], ctx.cycles(ls_cyc, dev.tensor_hz),
-               (Dep(0, spread(len(ls_pos), len(sizes))),), costs.semaphore_latency_s,
+               ls_deps, costs.semaphore_latency_s,
                sbuf_r=rows[ls_pos] * cols[ls_pos] * dt.bytes)
     adj = flops / bf16_rate(ctx, dt.kind)
     mm = Stage(L_PE_MM, OP["MATMUL"], ctx.cycles(cyc, dev.tensor_hz), (Dep(1, ls_of_mm),),
@@ -146,7 +157,7 @@ def lower_matmul(op: Op, ctx: CoreContext) -> list[Stage]:
         stages.append(Stage(lane, OP["TENSOR_COPY"], ctx.cycles(evict_cyc[sel], hz),
                             (Dep(2, last[sel]),), costs.semaphore_latency_s,
                             psum_r=out_elems[sel] * PSUM_ACC_BYTES, sbuf_w=out_elems[sel] * out_b))
-    out = chunk(float(m) * n * batch * out_b, ctx)
+    out = chunk(0.0 if resident else float(m) * n * batch * out_b, ctx)
     deps = tuple(Dep(s, spread(len(out), stages[s].n)) for s in evict_stage_ids)
     stages.append(store_stage(out, Q_OUTPUT, ctx, deps))
     return stages

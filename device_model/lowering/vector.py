@@ -18,6 +18,10 @@ from .stages import INPUTS, CoreContext, Dep, Stage, spread, tile_sizes
 BF16_LIKE = ("bf16", "fp16", "fp8")
 
 
+def _resident(op: Op) -> bool:
+    return bool(op.get("resident"))
+
+
 def _shard(count: int, ctx: CoreContext) -> int:
     return max(1, math.ceil(count / ctx.shard))
 
@@ -34,9 +38,17 @@ def _tiled(elements: int, ctx: CoreContext) -> np.ndarray:
 
 
 def _io(free: np.ndarray, in_bytes: list[float], out_bytes: float, ctx: CoreContext,
-        compute: list[Stage]) -> list[Stage]:
-    """Wrap per-tile compute stages (which depend on stage 0) with loads and a store."""
+        compute: list[Stage], resident: bool = False) -> list[Stage]:
+    """Wrap per-tile compute stages (which depend on stage 0) with loads and a store. A
+    `resident` op (inference: its tensors fit SBUF) reads and writes SBUF only: both DMA stages
+    are empty and it waits on its producers directly."""
     n = len(free)
+    if resident:
+        first = compute[0]
+        first.deps = (Dep(INPUTS),) + tuple(first.deps)
+        empty = np.zeros(0)
+        return ([load_stage(empty, Q_INPUT, ctx, (Dep(INPUTS),))] + compute
+                + [store_stage(empty, Q_OUTPUT, ctx, ())])
     tile_elems = free * PARTITIONS
     sizes = np.concatenate([tile_elems * b for b in in_bytes]) if in_bytes else np.zeros(0)
     # per tile, its inputs are consecutive transfers: interleave so tile i's loads are adjacent
@@ -61,7 +73,7 @@ def lower_activation(op: Op, ctx: CoreContext) -> list[Stage]:
     elems = free * PARTITIONS
     act = _engine_stage(L_ACT, "ACTIVATE", cyc, dev.scalar_hz, ctx, (),
                         sbuf_r=elems * dt.bytes * op.get("inputs"), sbuf_w=elems * dt.bytes)
-    return _io(free, [dt.bytes] * op.get("inputs"), dt.bytes, ctx, [act])
+    return _io(free, [dt.bytes] * op.get("inputs"), dt.bytes, ctx, [act], resident=_resident(op))
 
 
 def lower_binary(op: Op, ctx: CoreContext) -> list[Stage]:
@@ -75,7 +87,7 @@ def lower_binary(op: Op, ctx: CoreContext) -> list[Stage]:
     elems = free * PARTITIONS
     tt = _engine_stage(L_DVE, "TENSOR_TENSOR", cyc, dev.vector_hz, ctx, (),
                        sbuf_r=2 * elems * dt.bytes, sbuf_w=elems * dt.bytes)
-    return _io(free, [dt.bytes, dt.bytes], dt.bytes, ctx, [tt])
+    return _io(free, [dt.bytes, dt.bytes], dt.bytes, ctx, [tt], resident=_resident(op))
 
 
 def lower_cast(op: Op, ctx: CoreContext) -> list[Stage]:
@@ -88,7 +100,7 @@ def lower_cast(op: Op, ctx: CoreContext) -> list[Stage]:
     elems = free * PARTITIONS
     cp = _engine_stage(L_DVE, "TENSOR_COPY", cyc, dev.vector_hz, ctx, (),
                        sbuf_r=elems * src.bytes, sbuf_w=elems * dst.bytes)
-    return _io(free, [src.bytes], dst.bytes, ctx, [cp])
+    return _io(free, [src.bytes], dst.bytes, ctx, [cp], resident=_resident(op))
 
 
 def _row_tiles(rows: int, ctx: CoreContext) -> np.ndarray:
@@ -113,7 +125,7 @@ def lower_reduce(op: Op, ctx: CoreContext) -> list[Stage]:
     cyc = np.full(len(rows), max(c.min_ii_cycles, cols / 2 if fast else cols))   # N8' tensor_reduce
     red = _engine_stage(L_DVE, "TENSOR_REDUCE", cyc, dev.vector_hz, ctx, (),
                         sbuf_r=rows * cols * dt.bytes, sbuf_w=rows * dt.bytes)
-    return _io(rows * cols / PARTITIONS, [dt.bytes], dt.bytes / cols, ctx, [red])
+    return _io(rows * cols / PARTITIONS, [dt.bytes], dt.bytes / cols, ctx, [red], resident=_resident(op))
 
 
 def lower_softmax(op: Op, ctx: CoreContext) -> list[Stage]:
@@ -132,7 +144,7 @@ def lower_softmax(op: Op, ctx: CoreContext) -> list[Stage]:
         (L_ACT, "ACTIVATE", full(max(mii, L)), dev.scalar_hz),                 # scale by 1/sum
     ]
     compute = _chain(steps, ctx, rows * L * dt.bytes)
-    return _io(rows * L / PARTITIONS, [dt.bytes], dt.bytes, ctx, compute)
+    return _io(rows * L / PARTITIONS, [dt.bytes], dt.bytes, ctx, compute, resident=_resident(op))
 
 
 def lower_norm(op: Op, ctx: CoreContext) -> list[Stage]:
@@ -160,7 +172,7 @@ def lower_norm(op: Op, ctx: CoreContext) -> list[Stage]:
             (L_DVE, "TENSOR_TENSOR", full(max(mii, tt / dev.vector_bf16_tt_speedup)), dev.vector_hz),
         ]
     compute = _chain(steps, ctx, rows * H * dt.bytes)
-    return _io(rows * H / PARTITIONS, [dt.bytes], dt.bytes, ctx, compute)
+    return _io(rows * H / PARTITIONS, [dt.bytes], dt.bytes, ctx, compute, resident=_resident(op))
 
 
 def lower_transpose(op: Op, ctx: CoreContext) -> list[Stage]:
@@ -183,12 +195,12 @@ def lower_transpose(op: Op, ctx: CoreContext) -> list[Stage]:
         ev = _engine_stage(L_ACT, "TENSOR_COPY", np.maximum(c.min_ii_cycles, P), dev.scalar_hz, ctx,
                            (Dep(1, np.arange(len(P))),), psum_r=P * F * dt.bytes, sbuf_w=P * F * dt.bytes)
         free = P * F / PARTITIONS
-        return _io(free, [dt.bytes], dt.bytes, ctx, [te, ev])
+        return _io(free, [dt.bytes], dt.bytes, ctx, [te, ev], resident=_resident(op))
     blocks = max(1, math.ceil(rows * cols / (PARTITIONS * 32)))      # 32x32 blocks on VectorE
     cyc = np.full(blocks, max(c.min_ii_cycles, 32.0))
     ve = _engine_stage(L_DVE, "TRANSPOSE", cyc, dev.vector_hz, ctx, (),
                        sbuf_r=total / blocks, sbuf_w=total / blocks)
-    return _io(np.full(blocks, 32.0), [dt.bytes], dt.bytes, ctx, [ve])
+    return _io(np.full(blocks, 32.0), [dt.bytes], dt.bytes, ctx, [ve], resident=_resident(op))
 
 
 def lower_embedding(op: Op, ctx: CoreContext) -> list[Stage]:

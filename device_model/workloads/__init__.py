@@ -51,7 +51,7 @@ register(Workload("matmul", micro.MATMUL_PARAMS,
                                   single_rank=True)))
 for _spec_name, _kind in micro.COLLECTIVE_KINDS.items():
     register(Workload(_spec_name, micro.COLLECTIVE_PARAMS,
-                      lambda inst, o, pl, _k=_kind: micro.estimate_collective(inst, _k, o),
+                      lambda inst, o, pl, _k=_kind: micro.estimate_collective(inst, _k, o, pl.nodes),
                       f"one {_kind.replace('_', '-')} over ranks placed on the instance",
                       capture=Capture(micro.COLLECTIVE_PARAMS, collective_step(_kind),
                                       f"one {_kind.replace('_', '-')}", single_rank=True)))

@@ -18,13 +18,18 @@ from .spec import Param, parse_int
 from .training import TrainingPlan, TrainSpec, estimate_step
 from .transformer import PRECISIONS, precision
 
-MODES = ("train", "prefill", "decode")
-_TRAIN_ONLY = ("seq", "mbs", "gbs", "zero1", "ckpt", "sp")
-_INFER_ONLY = ("batch", "in", "out", "bucket")
+MODES = ("train", "prefill", "decode", "infer")
+_NOT_FOR = {   # options that do not apply to a mode
+    "train": ("batch", "in", "out", "bucket", "tkg_bucket", "head"),
+    "prefill": ("seq", "mbs", "gbs", "zero1", "ckpt", "tkg_bucket"),
+    "decode": ("seq", "mbs", "gbs", "zero1", "ckpt"),
+    "infer": ("in", "out", "mbs", "gbs", "zero1", "ckpt", "tkg_bucket"),
+}
+_ON = ("on", "1")
 
 
 def _on_off(text: str) -> bool:
-    return {"on": True, "off": False}[text]
+    return text in _ON
 
 
 def _bucket(text: str) -> int:
@@ -39,15 +44,17 @@ MODEL_PARAMS = (
     Param("gbs", parse_int, 0, help="global batch size in sequences"),
     Param("zero1", str, "", choices=("on", "off")),
     Param("ckpt", str, "", choices=CHECKPOINTS),
-    Param("sp", str, "", choices=("on", "off")),
+    Param("sp", str, "", choices=("on", "off", "1", "0")),
     Param("batch", parse_int, 0, help="inference batch size per replica"),
     Param("in", parse_int, 0, help="prompt tokens"),
     Param("out", parse_int, 0, help="generated tokens"),
-    Param("bucket", _bucket, -1, help="pow2 or a length multiple"),
+    Param("bucket", _bucket, -1, help="context bucket: pow2 or a length multiple"),
+    Param("tkg_bucket", _bucket, -1, help="token-generation bucket: pow2 or a length multiple"),
     Param("attn", str, "", choices=("flash", "unfused"), help="attention kernel"),
+    Param("head", str, "", choices=("on", "off", "1", "0"), help="run the output head"),
 )
 _UNSET = {"seq": 0, "mbs": 0, "gbs": 0, "zero1": "", "ckpt": "", "sp": "", "batch": 0, "in": 0,
-          "out": 0, "bucket": -1, "attn": ""}
+          "out": 0, "bucket": -1, "tkg_bucket": -1, "attn": "", "head": ""}
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,8 +80,7 @@ class StepPlan:
 
 def _check_keys(cfg: ModelConfig, opts: dict[str, Any]) -> None:
     given = {k for k, v in opts.items() if k in _UNSET and v != _UNSET[k]}
-    wrong = _INFER_ONLY if opts["mode"] == "train" else _TRAIN_ONLY
-    bad = sorted(given & set(wrong))
+    bad = sorted(given & set(_NOT_FOR[opts["mode"]]))
     if bad:
         raise SpecError(f"{cfg.name}: option {bad[0]!r} does not apply to mode={opts['mode']}")
     if cfg.family == "bert" and opts["mode"] == "decode":
@@ -98,15 +104,21 @@ def train_plan(cfg: ModelConfig, inst: Instance, opts: dict, placement) -> Train
     mbs = opts["mbs"] or 1
     spec = TrainSpec(cfg, opts["seq"] or cfg.default_seq, mbs, opts["gbs"] or mbs * lay.dp,
                      precision(opts["dtype"], True), opts["zero1"] != "off" and lay.dp > 1,
-                     opts["ckpt"] or "none", opts["sp"] != "off", lay, _flash(cfg, opts))
+                     opts["ckpt"] or "none", opts["sp"] not in ("off", "0"), lay, _flash(cfg, opts))
     return TrainingPlan(inst, spec)
 
 
 def infer_plan(cfg: ModelConfig, inst: Instance, opts: dict, placement) -> InferencePlan:
     lay = _layout(cfg, inst, opts, placement)
-    spec = InferSpec(cfg, opts["batch"] or 1, opts["in"] or 128,
+    encoder = opts["mode"] == "infer"
+    prompt = (opts["seq"] or cfg.default_seq) if encoder else (opts["in"] or 128)
+    # a decoder's head picks the next token; an encoder's MLM head runs only when asked
+    head = _on_off(opts["head"]) if opts["head"] else not (encoder and cfg.family == "bert")
+    spec = InferSpec(cfg, opts["batch"] or 1, prompt,
                      opts["out"] or (128 if opts["mode"] == "decode" else 1),
-                     max(0, opts["bucket"]), precision(opts["dtype"], False), lay, _flash(cfg, opts))
+                     max(0, opts["bucket"]), precision(opts["dtype"], False), lay, _flash(cfg, opts),
+                     tkg_bucket=opts["tkg_bucket"] if opts["tkg_bucket"] >= 0 else -1,
+                     sp=_on_off(opts["sp"]), head=head)
     return InferencePlan(inst, spec)
 
 
@@ -157,6 +169,7 @@ def estimate_train(plan: TrainingPlan) -> dict:
                   lay.ranks),
         "breakdown": est.breakdown,
         "memory": mem.as_dict(),
+        **({"warnings": list(plan.warnings)} if plan.warnings else {}),
     }
 
 
@@ -186,12 +199,14 @@ def estimate_infer(plan: InferencePlan) -> dict:
         t = step.time + overhead
     else:
         step, t = plan.prefill, ttft
-        out.update({"time_s": ttft, "step_time_s": ttft,
+        out.update({"time_s": ttft, "step_time_s": ttft, "latency_s": ttft,
                     "sequences_per_s": lay.dp * spec.batch / ttft,
                     "tokens_per_s": lay.dp * spec.batch * spec.input_len / ttft})
     out.update(_ratios(inst, step, t, None, lay.tp))
     out["breakdown"] = _breakdown(step, overhead)
     out["memory"] = mem.as_dict()
+    if plan.warnings:
+        out["warnings"] = list(plan.warnings)
     return out
 
 

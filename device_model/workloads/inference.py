@@ -1,16 +1,17 @@
 """Inference on one tensor-parallel replica: prefill (context encoding) of the prompt padded to
-its compiled length bucket, then one decode (token generation) execution per output token that
-reads the KV cache padded to its bucket, as Neuron's inference libraries compile them.
+its compiled context bucket, then one decode (token generation) execution per output token that
+reads the KV cache padded to its token-generation bucket, as NxD Inference compiles them
+(`bucket=` and `tkg_bucket=`). An encoder runs one forward pass (`mode=infer`).
 """
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
+from ..catalog.dtypes import get_dtype
 from ..core import Instance
-from ..errors import SpecError
-from ..program import Program
+from ..program import Op, Program
 from .cost import Cost, measure
 from .memory import RUNTIME_RESERVE_BYTES, Memory, check_fits
 from .parallel import Layout
@@ -20,6 +21,36 @@ from .transformer import (Precision, embedding_recipe, head_recipe, layer_recipe
                           shard_layer_params)
 
 MIN_BUCKET = 128      # assumption: smallest compiled length (transformers-neuronx default)
+_RESIDENT_KINDS = ("binary", "activation", "layernorm", "rmsnorm", "softmax", "reduce", "cast",
+                   "matmul")
+
+
+def _tensor_bytes(op: Op) -> float:
+    """SBUF bytes an op's activations take (inputs and output) in their dtypes."""
+    g = op.get
+    b = get_dtype(g("dtype")).bytes
+    if op.kind == "matmul":
+        return g("batch") * g("m") * (g("k") * b + g("n") * get_dtype(g("out_dtype")).bytes)
+    if op.kind in ("layernorm", "rmsnorm"):
+        return 2.0 * g("rows") * g("hidden") * b
+    if op.kind in ("softmax", "reduce"):
+        return 2.0 * g("rows") * g("cols") * b
+    return (g("inputs", 2) + 1) * g("elements") * b
+
+
+def keep_in_sbuf(program: Program, budget: float) -> Program:
+    """Inference keeps no activation for a backward pass: an op whose tensors fit the SBUF
+    share left beside streamed weights reads and writes SBUF only. Weights, the KV cache,
+    embeddings and collectives still move through HBM, and so does the op that consumes a
+    collective's result (the CC-cores write it to HBM)."""
+    ops: list[Op] = []
+    for op in program.ops:
+        after_collective = bool(ops) and ops[-1].kind == "collective"
+        fits = op.kind in _RESIDENT_KINDS and (op.kind != "matmul" or op.get("weights"))
+        if fits and not after_collective and _tensor_bytes(op) <= budget:
+            op = replace(op, params=tuple(sorted(op.params + (("resident", True),))))
+        ops.append(op)
+    return Program(ops=ops, phase=program.phase)
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,10 +59,17 @@ class InferSpec:
     batch: int
     input_len: int
     output_len: int
-    bucket: int            # 0: powers of two from MIN_BUCKET; N: multiples of N
+    bucket: int            # context (prefill) buckets. 0: powers of two from MIN_BUCKET; N: multiples of N
     prec: Precision
     layout: Layout
     flash: bool = True     # fused attention in prefill (decode runs matrix-vector attention)
+    tkg_bucket: int = -1   # token-generation buckets (KV cache length); -1: as `bucket`
+    sp: bool = False       # sequence parallelism in prefill (NxD Inference; decode has 1 token)
+    head: bool = True      # output head (an encoder's MLM head runs only when asked)
+
+    @property
+    def cache_bucket(self) -> int:
+        return self.bucket if self.tkg_bucket < 0 else self.tkg_bucket
 
 
 def padded(length: int, bucket: int, limit: int) -> int:
@@ -48,19 +86,22 @@ def padded(length: int, bucket: int, limit: int) -> int:
 class InferencePlan:
     def __init__(self, inst: Instance, spec: InferSpec) -> None:
         cfg = spec.model
-        total = spec.input_len + spec.output_len
-        if total > cfg.max_seq:
-            raise SpecError(f"in+out = {total} tokens is longer than {cfg.name} allows "
-                            f"({cfg.max_seq})")
+        # the last sampled token is never fed back: the cache holds in + out - 1 positions
+        total = spec.input_len + spec.output_len - 1
+        warning = cfg.check_length(total, f"in+out-1 = {total} tokens")
+        self.warnings = (warning,) if warning else ()
         self.inst, self.spec, self.cfg = inst, spec, cfg
         self.shard = make_shard(cfg, spec.layout.tp, False)
-        self.prefill_len = padded(spec.input_len, spec.bucket, cfg.max_seq)
+        self.prefill_shard = make_shard(cfg, spec.layout.tp, spec.sp)
+        self.limit = cfg.max_seq if total <= cfg.max_seq else 1 << 62
+        self.prefill_len = padded(spec.input_len, spec.bucket, self.limit)
         # decode step i (i = 1 .. out-1) attends to in + i positions of the cache
-        self.decode_buckets = Counter(padded(spec.input_len + i, spec.bucket, cfg.max_seq)
+        self.decode_buckets = Counter(padded(spec.input_len + i, spec.cache_bucket, self.limit)
                                       for i in range(1, spec.output_len))
 
     def _program(self, q_len: int, kv_len: int, layers: int) -> Program:
-        cfg, sh, spec, group = self.cfg, self.shard, self.spec, self.spec.layout.tp_group
+        cfg, spec, group = self.cfg, self.spec, self.spec.layout.tp_group
+        sh = self.prefill_shard if q_len > 1 else self.shard
         b = spec.batch
         p = Program()
         emit_forward(p, embedding_recipe(cfg, sh, spec.prec, b * q_len, group, training=False), "embed.")
@@ -68,8 +109,11 @@ class InferencePlan:
                              cache_write=cfg.family != "bert", flash=spec.flash and q_len > 1)
         for i in range(layers):
             emit_forward(p, layer, f"layer{i}.")
-        emit_forward(p, head_recipe(cfg, sh, spec.prec, b, group, training=False), "head.")
-        return p
+        if spec.head:
+            emit_forward(p, head_recipe(cfg, sh, spec.prec, b, group, training=False), "head.")
+        costs = self.inst.costs
+        budget = self.inst.device.sbuf_bytes * costs.sbuf_usable_fraction * costs.sbuf_activation_share
+        return keep_in_sbuf(p, budget)
 
     def prefill_program(self, layers: int | None = None) -> Program:
         n = self.cfg.layers if layers is None else layers
@@ -104,7 +148,7 @@ class InferencePlan:
         h = cfg.hidden
         params = (cfg.layers * shard_layer_params(cfg, sh) + 2 * sh.vocab * h
                   + cfg.embedding_params() - cfg.vocab * h)
-        longest = padded(spec.input_len + spec.output_len, spec.bucket, cfg.max_seq)
+        longest = max(self.decode_buckets, default=self.prefill_len)
         kv = (spec.batch * longest * 2 * sh.kv_heads * sh.head_dim * cfg.layers * prec.act_bytes
               if cfg.family != "bert" else 0.0)
         tokens = spec.batch * self.prefill_len

@@ -8,6 +8,7 @@ from ..core import Instance
 from ..catalog.dtypes import DTYPES
 from ..program import CollectiveGroup, Program
 from ..catalog.specs import check_dtype
+from ..errors import SpecError
 from .spec import Param, parse_int, parse_size
 
 DTYPE_NAMES = tuple(DTYPES)
@@ -27,13 +28,17 @@ COLLECTIVE_KINDS = {"allreduce": "all_reduce", "allgather": "all_gather",
                     "reducescatter": "reduce_scatter", "alltoall": "all_to_all"}
 
 
-def place_ranks(inst: Instance, ranks: int) -> CollectiveGroup:
-    """Fill logical cores device by device, then instances (spilling over EFA)."""
+def place_ranks(inst: Instance, ranks: int, nodes: int = 1) -> CollectiveGroup:
+    """Spread the ranks evenly over `nodes` instances (more if one cannot hold its share), and
+    fill each instance's logical cores device by device (nccom-test's placement)."""
     per_device = inst.device.logical_cores(inst.lnc)
     per_node = per_device * inst.spec.devices_per_node
-    nodes = math.ceil(ranks / per_node)
-    rpd = min(ranks, per_device)
-    devices = math.ceil(ranks / rpd)
+    nodes = max(nodes, math.ceil(ranks / per_node))
+    if nodes > ranks:
+        raise SpecError(f"{ranks} ranks cannot be spread over {nodes} nodes")
+    on_node = math.ceil(ranks / nodes)
+    rpd = min(on_node, per_device)
+    devices = nodes * math.ceil(on_node / rpd)
     return CollectiveGroup(ranks, rpd, devices, nodes, inst.spec.topology)
 
 
@@ -48,13 +53,14 @@ def estimate_matmul(inst: Instance, opts: dict, cores: int) -> dict:
     return {**m, "cores": cores, "tflops": flops / m["time_s"] / 1e12 * cores}
 
 
-def estimate_collective(inst: Instance, kind: str, opts: dict) -> dict:
+def estimate_collective(inst: Instance, kind: str, opts: dict, nodes: int = 1) -> dict:
     check_dtype(inst.spec, opts["dtype"])
-    group = place_ranks(inst, opts["ranks"])
+    group = place_ranks(inst, opts["ranks"], nodes)
     prog = Program()
     prog.collective(kind, opts["bytes"], group, dtype=opts["dtype"])
     run = inst.run(prog)
-    cost = collective_cost(kind, opts["bytes"], group, inst.device, inst.costs)
+    cost = collective_cost(kind, opts["bytes"], group, inst.device, inst.costs, lnc=inst.lnc,
+                           dtype_bytes=DTYPES[opts["dtype"]].bytes)
     m = run.metrics()
     t = run.latency          # nccl-tests style: each collective is its own execution
     algbw = opts["bytes"] / t

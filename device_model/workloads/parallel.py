@@ -38,7 +38,9 @@ class Layout:
         devices = [r // self.cores_per_device for r in members]
         per_device = max(devices.count(d) for d in set(devices))
         nodes = len({r // self.cores_per_node for r in members})
-        return CollectiveGroup(size, per_device, len(set(devices)), nodes, self.topology)
+        # every logical core of a chip is a rank of some group of this kind, all running at once
+        return CollectiveGroup(size, per_device, len(set(devices)), nodes, self.topology,
+                               self.cores_per_device)
 
     @property
     def tp_group(self) -> CollectiveGroup:

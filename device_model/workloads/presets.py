@@ -1,7 +1,7 @@
 """Model shapes by name: the public configurations of the Llama, GPT-3 and BERT families.
 
 Sources: Llama 2 paper (Touvron et al. 2023, table 1) and its `config.json` files; Llama 3 / 3.1
-model cards (Meta 2024); GPT-3 paper (Brown et al. 2020, table 2.1) for 175B and the Neuron
+/ 3.3 model cards (Meta 2024: 3.1 and 3.3 share 3's shapes with a 128k context); GPT-3 paper (Brown et al. 2020, table 2.1) for 175B and the Neuron
 NeMo-Megatron `gpt_23b` configuration; BERT paper (Devlin et al. 2018) for base and large.
 """
 from __future__ import annotations
@@ -22,7 +22,7 @@ class ModelConfig:
     kv_heads: int               # < heads: grouped-query attention
     ffn: int
     vocab: int
-    max_seq: int                # longest sequence the model's positions allow
+    max_seq: int                # trained context (learned positions: the hard limit)
     default_seq: int            # sequence length used when the spec gives none
     mlp: str = "swiglu"         # "swiglu" (gate, up, down) | "gelu" (fc1, fc2)
     norm: str = "rms"           # "rms" | "layer"
@@ -31,6 +31,21 @@ class ModelConfig:
     rope: bool = True           # rotary position embedding (else learned positions)
     tied_embeddings: bool = False
     dropout: bool = False       # training applies dropout (BERT pre-training does)
+
+    @property
+    def positions_limited(self) -> bool:
+        """Learned position tables end at `max_seq`; rotary positions run past the trained
+        context (with a warning: quality is not guaranteed there, but the run is possible)."""
+        return not self.rope
+
+    def check_length(self, tokens: int, what: str) -> str | None:
+        """SpecError past a learned position table; a warning past a RoPE model's context."""
+        if tokens <= self.max_seq:
+            return None
+        if self.positions_limited:
+            raise SpecError(f"{what} is longer than {self.name} allows ({self.max_seq})")
+        return (f"{what} is longer than {self.name}'s trained context ({self.max_seq}); "
+                f"estimated anyway (RoPE positions extend, quality is not modelled)")
 
     @property
     def head_dim(self) -> int:
@@ -81,6 +96,9 @@ PRESETS: dict[str, ModelConfig] = {c.name: c for c in (
     _llama("llama2-70b", 8192, 80, 64, 8, 28672, 32000, 4096, 4096),
     _llama("llama3-8b", 4096, 32, 32, 8, 14336, 128256, 8192, 8192),
     _llama("llama3-70b", 8192, 80, 64, 8, 28672, 128256, 8192, 8192),
+    _llama("llama3.1-8b", 4096, 32, 32, 8, 14336, 128256, 131072, 8192),
+    _llama("llama3.1-70b", 8192, 80, 64, 8, 28672, 128256, 131072, 8192),
+    _llama("llama3.3-70b", 8192, 80, 64, 8, 28672, 128256, 131072, 8192),
     _llama("llama3.1-405b", 16384, 126, 128, 8, 53248, 128256, 131072, 8192),
     _gpt("gpt3-23b", 8192, 28, 64, 32768),
     _gpt("gpt3-175b", 12288, 96, 96, 49152),

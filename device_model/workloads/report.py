@@ -70,6 +70,7 @@ Row = tuple[str, Callable[[dict], Any], Callable[[Any], str]]
 def _rows(r: dict) -> list[Row]:
     rows: list[Row] = [("parallel", _parallel, str)]
     if r["mode"] in ("train", "infer"):
+        rows += [("latency", lambda r: r["latency_s"], _time)] if "latency_s" in r else []
         rows += [("step time", lambda r: r["step_time_s"], _time),
                  ("sequences/s", lambda r: r["sequences_per_s"], lambda v: f"{v:,.2f}"),
                  ("samples/s", lambda r: r["samples_per_s"], lambda v: f"{v:,.0f}"),

@@ -62,8 +62,8 @@ class TrainingPlan:
         cfg, lay = spec.model, spec.layout
         if spec.gbs % (spec.mbs * lay.dp):
             raise SpecError(f"gbs={spec.gbs} is not a multiple of mbs*dp = {spec.mbs}*{lay.dp}")
-        if spec.seq > cfg.max_seq:
-            raise SpecError(f"seq={spec.seq} is longer than {cfg.name} allows ({cfg.max_seq})")
+        warning = cfg.check_length(spec.seq, f"seq={spec.seq}")
+        self.warnings = (warning,) if warning else ()
         self.inst, self.spec, self.cfg = inst, spec, cfg
         self.shard = make_shard(cfg, lay.tp, spec.sp)
         self.tokens = spec.mbs * spec.seq

@@ -122,8 +122,12 @@ def layer_recipe(cfg: ModelConfig, sh: Shard, prec: Precision, batch: int, q_len
     if cache_write:
         r.store("kv_cache_write", int(tokens * 2 * sh.kv_heads * d * prec.act_bytes))
     if flash:
+        # NxD's selective checkpointing wraps the core attention: with the fused kernel its
+        # forward runs again before the backward (to rebuild the output and row statistics)
+        r.tag = "attn"
         r.attention("attention", batch * sh.kv_heads, sh.heads // sh.kv_heads * q_len, kv_len, d,
                     cfg.causal and q_len > 1)
+        r.tag = ""
     else:
         _unfused_attention(r, cfg, sh, batch, q_len, kv_len, drop)
     r.linear("attn_out", tokens, sh.heads * d, h)

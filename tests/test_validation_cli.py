@@ -1,0 +1,45 @@
+"""`neuron-sim validate` and the trust line of `neuron-sim estimate`, as a user runs them."""
+from __future__ import annotations
+
+import orjson
+
+from device_model.cli import main
+from device_model.workloads.validation import CALIBRATION, HELD_OUT, ROWS
+
+
+def test_validate_json_lists_every_row_with_its_error(capsys):
+    assert main(["validate", "--json"]) == 0
+    rep = orjson.loads(capsys.readouterr().out)
+    assert len(rep["rows"]) == len(ROWS)
+    for r, row in zip(rep["rows"], ROWS):
+        assert r["id"] == row.id and r["published"] == row.published
+        assert r["error"] == r["simulated"] / r["published"] - 1
+        assert r["source"] and r["hardware"] and r["role"] in (CALIBRATION, HELD_OUT)
+    errs = sorted(abs(r["error"]) for r in rep["rows"] if r["role"] == CALIBRATION)
+    assert rep["calibration"]["worst_abs_error"] == errs[-1]
+    assert {c["row"] for c in rep["constants"]} <= {row.id for row in ROWS}
+
+
+def test_validate_text_has_the_table_the_summary_and_the_constants(capsys):
+    assert main(["validate"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("\n") > 2 * len(ROWS)
+    assert "calibration rows:" in out and "median |error|" in out and "set by M1" in out
+    assert max(len(line) for line in out.splitlines()) <= 80      # an 80-column terminal
+
+
+def test_validate_takes_overrides(tmp_path, capsys):
+    toml = tmp_path / "o.toml"
+    toml.write_text("[costs]\nexec_overhead_s = 1e-3\n")
+    assert main(["validate", "--json", "--overrides", str(toml)]) == 0
+    rep = orjson.loads(capsys.readouterr().out)
+    c1 = next(r for r in rep["rows"] if r["id"] == "C1")
+    assert c1["simulated"] > 1e-3
+
+
+def test_estimate_text_states_the_validation_median(capsys):
+    assert main(["estimate", "-w", "matmul:m=1024,k=1024,n=1024", "-i", "trn1.2xlarge"]) == 0
+    out = capsys.readouterr().out
+    assert "median of" in out and "published AWS measurements" in out
+    assert main(["estimate", "-w", "matmul:m=1024,k=1024,n=1024", "--json"]) == 0
+    assert "median" not in capsys.readouterr().out
