@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .catalog.dtypes import get_dtype
-from .engine.collectives import collective_cost
+from .engine.collectives import CollectiveCost, collective_cost
 from .catalog.costs import DEFAULT_COSTS, CostParams
 from .engine.isa import COMPUTE_ENGINES, L_CC, OP, Q_CC
 from .lowering.attention import lower_attention
@@ -27,9 +27,15 @@ from .lowering.stages import INPUTS, CoreContext, Dep, LoweredOp, Stage
 from .engine.timeline import Timeline
 
 
+def op_collective_cost(op: Op, device: DeviceSpec, costs: CostParams, lnc: int) -> CollectiveCost:
+    """The cost of a collective op as the run charges it (the profiler's collective table reads
+    the same figure)."""
+    return collective_cost(op.get("coll"), op.get("bytes"), op.get("group"), device, costs,
+                           lnc=lnc, dtype_bytes=get_dtype(op.get("dtype")).bytes)
+
+
 def lower_collective(op: Op, ctx: CoreContext) -> list[Stage]:
-    cost = collective_cost(op.get("coll"), op.get("bytes"), op.get("group"), ctx.device, ctx.costs,
-                           lnc=ctx.shard, dtype_bytes=get_dtype(op.get("dtype")).bytes)
+    cost = op_collective_cost(op, ctx.device, ctx.costs, ctx.shard)
     steps = max(1, cost.steps)
     dur = np.full(steps, cost.seconds / steps)
     moved = np.full(steps, cost.bytes_moved / steps)

@@ -7,8 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from device_model import __version__ as model_version
-from device_model.engine.collectives import collective_cost
-from device_model.core import Instance, Run
+from device_model.core import Instance, Run, op_collective_cost
 from device_model.engine.isa import COMPUTE_ENGINES, ENGINES, LANE_ENGINE, LANE_ROW, OPCODES, QUEUE_ROWS, QUEUES
 from device_model.program import Program
 
@@ -200,7 +199,7 @@ class ProfileBuilder:
             if op.kind != "collective":
                 continue
             kind, nbytes, group = op.get("coll"), op.get("bytes"), op.get("group")
-            cost = collective_cost(kind, nbytes, group, self.inst.device, self.inst.costs)
+            cost = op_collective_cost(op, self.inst.device, self.inst.costs, self.inst.lnc)
             row = {"op": base + i, "kind_s": self.strings(kind), "algorithm_s": self.strings(cost.algorithm),
                    "bytes": nbytes, "ranks": group.ranks, "start": float(tl.op_start[i]) + shift,
                    "end": float(tl.op_end[i]) + shift, "algbw": cost.algbw, "busbw": cost.busbw}
