@@ -21,9 +21,10 @@ from tui.history import History
 from tui.keys import bindings
 from tui.memtree import build_tree
 from tui.messages import ReportArrived, SourceEnded
-from tui.procs import SORT_KEYS, process_rows
+from tui.procs import SORT_KEYS, highest_first, process_rows
 from tui.sources import Source, report_interval
-from tui.view import ALL_TAB, app_tabs, core_grid, core_layout, memory_summary, runtimes_for, vcpu_usage
+from tui.view import (ALL_TAB, app_tabs, core_grid, core_layout, instance_stopped, memory_summary,
+                      runtimes_for, tab_cores, vcpu_usage)
 from tui.widgets.engines import EngineView
 from tui.widgets.grid import CoreGridView
 from tui.widgets.help import HelpScreen
@@ -64,6 +65,7 @@ class NeuronTopApp(App[None]):
         self.core = 0
         self.sort_key, self.sort_reverse, self.filter_text = "pid", False, ""
         self.vanished: dict[int, str] = {}
+        self.stopped_at: float | None = None  # the instance stopped; the last live state stays up
         self._tree_input: tuple | None = None
 
     # ------------------------------------------------------------------ layout
@@ -117,6 +119,16 @@ class NeuronTopApp(App[None]):
         self.reports_seen += 1
         self.malformed = message.malformed
         self.last_received = message.received_at
+        if self.report is not None and instance_stopped(message.report):
+            # An empty report after a live one: the instance went away. Keep its last state on
+            # screen rather than drawing a blank one-device host.
+            if self.stopped_at is None:
+                self.stopped_at = message.received_at
+                self.vanished = {}
+                self._update_status()
+                self._update_banner()
+            return
+        self.stopped_at = None
         self.history.push(message.report)
         self._track_vanished(message.report)
         if self.paused:
@@ -142,6 +154,18 @@ class NeuronTopApp(App[None]):
         tabs = app_tabs(report)
         if self.tab not in tabs:
             self.tab = ALL_TAB
+        self._follow_tab()
+        self.refresh_views()
+
+    def _follow_tab(self) -> None:
+        """Keep the selected core inside the selected app's cores."""
+        cores = tab_cores(self.report, self.tab) if self.report else ()
+        if cores and self.core not in cores:
+            self.core = cores[0]
+
+    def set_tab(self, tab: str) -> None:
+        self.tab = tab
+        self._follow_tab()
         self.refresh_views()
 
     def refresh_views(self) -> None:
@@ -153,7 +177,8 @@ class NeuronTopApp(App[None]):
         self.query_one(AppsBar).show(app_tabs(report), self.tab)
         runtimes = runtimes_for(report, self.tab)
         if self.view == "overview":
-            self.query_one(CoreGridView).show(core_grid(report, runtimes), self.show_flops, self.core)
+            grid = core_grid(report, runtimes, own_cores_only=self.tab != ALL_TAB)
+            self.query_one(CoreGridView).show(grid, self.show_flops, self.core)
             self.query_one(VcpuPanel).show(vcpu_usage(report, runtimes))
             self.query_one(MemorySummaryView).show(memory_summary(runtimes))
             memory = (self.tab, core_layout(report)[1], tuple(r.memory_used for r in runtimes))
@@ -173,6 +198,8 @@ class NeuronTopApp(App[None]):
         if bad:
             kinds = ",".join(f"{k}:{v}" for k, v in sorted(self.malformed.items()))
             parts.append(f"malformed lines skipped: {bad} ({kinds})")
+        if self.stopped_at is not None:
+            parts.append("instance stopped")
         parts.append(self.source.label)
         instance = report.instance if report else None
         self.query_one(TitleBar).show(instance.id if instance else "…", instance.type if instance
@@ -183,6 +210,9 @@ class NeuronTopApp(App[None]):
         self.query_one(Banner).show(faults, self._stale_text())
 
     def _stale_text(self) -> str:
+        if self.stopped_at is not None:
+            return (f"instance stopped at {clock_text(self.stopped_at)}; showing its last state "
+                    f"(from {self.source.label})")
         if self.ended is not None:
             if self.ended.error:
                 return f"source failed at {clock_text(self.ended.ended_at)}: {self.ended.error}"
@@ -220,14 +250,12 @@ class NeuronTopApp(App[None]):
     def action_tab(self, step: int) -> None:
         tabs = app_tabs(self.report) if self.report else (ALL_TAB,)
         index = tabs.index(self.tab) if self.tab in tabs else 0
-        self.tab = tabs[(index + step) % len(tabs)]
-        self.refresh_views()
+        self.set_tab(tabs[(index + step) % len(tabs)])
 
     def action_tab_number(self, number: int) -> None:
         tabs = app_tabs(self.report) if self.report else (ALL_TAB,)
         if number <= len(tabs):
-            self.tab = tabs[number - 1]
-            self.refresh_views()
+            self.set_tab(tabs[number - 1])
 
     def action_expand_all(self) -> None:
         self.query_one(MemoryTreeView).toggle_all()
@@ -241,18 +269,36 @@ class NeuronTopApp(App[None]):
         self.refresh_views()
 
     def action_core(self, step: int) -> None:
-        self.select_core(self.core + step)
+        """Step through the selected app's cores (every core on the ``all`` tab)."""
+        if self.report is None:
+            return
+        cores = tab_cores(self.report, self.tab)
+        if not cores:
+            return
+        index = cores.index(self.core) if self.core in cores else 0
+        self.select_core(cores[min(max(index + step, 0), len(cores) - 1)])
 
     def select_core(self, core: int) -> None:
         if self.report is None:
             return
         devices, per_device = core_layout(self.report)
-        self.core = min(max(core, 0), devices * per_device - 1)
+        core = min(max(core, 0), devices * per_device - 1)
+        cores = tab_cores(self.report, self.tab)
+        if cores and core not in cores:  # another app's core: the tab keeps its own
+            return
+        self.core = core
+        self.refresh_views()
+
+    def set_sort(self, key: str) -> None:
+        """Choose a sort column; choosing the current one again reverses it."""
+        if key == self.sort_key:
+            self.sort_reverse = not self.sort_reverse
+        else:
+            self.sort_key, self.sort_reverse = key, highest_first(key)
         self.refresh_views()
 
     def action_sort(self) -> None:
-        self.sort_key = SORT_KEYS[(SORT_KEYS.index(self.sort_key) + 1) % len(SORT_KEYS)]
-        self.refresh_views()
+        self.set_sort(SORT_KEYS[(SORT_KEYS.index(self.sort_key) + 1) % len(SORT_KEYS)])
 
     def action_reverse(self) -> None:
         self.sort_reverse = not self.sort_reverse
@@ -289,15 +335,12 @@ class NeuronTopApp(App[None]):
         self.select_core(message.core)
 
     def on_apps_bar_tab_clicked(self, message: AppsBar.TabClicked) -> None:
-        self.tab = message.tab
-        self.refresh_views()
+        self.set_tab(message.tab)
 
     def on_process_table_sort_changed(self, message: ProcessTable.SortChanged) -> None:
-        if message.key == self.sort_key:
-            self.sort_reverse = not self.sort_reverse
-        self.sort_key = message.key
-        self.refresh_views()
+        self.set_sort(message.key)
 
     def on_process_table_picked(self, message: ProcessTable.Picked) -> None:
         self.tab = message.tag
+        self._follow_tab()
         self.action_view("overview")

@@ -36,6 +36,24 @@ def _category_nodes(prefix: tuple, breakdown: dict[str, int]) -> tuple[TreeNode,
                           None) for key, _ in DEVICE_CATEGORIES if key in breakdown)
 
 
+def _unattributed(prefix: tuple, breakdown: dict[str, int], models: tuple[TreeNode, ...]
+                  ) -> tuple[TreeNode, ...]:
+    """The core's memory that no loaded model accounts for (runtime memory, scratchpad...), as
+    one labelled node: the models' own categories already sit under each model, and listing the
+    core's categories again beside them would read as twice the memory."""
+    in_models: dict[str, int] = {}
+    for model in models:
+        for category in model.children:
+            name = category.key[-1]
+            in_models[name] = in_models.get(name, 0) + category.device_bytes
+    rest = {k: v - in_models.get(k, 0) for k, v in breakdown.items() if v > in_models.get(k, 0)}
+    if not rest:
+        return ()
+    key = (*prefix, "unattributed")
+    label = "not in a model" if models else "core memory"
+    return (TreeNode(key, label, None, sum(rest.values()), None, _category_nodes(key, rest)),)
+
+
 def _global_core(subgraph_core: int, device: int, per_device: int) -> int:
     """Subgraphs name a core either globally or within their device; accept both readings."""
     if device * per_device <= subgraph_core < (device + 1) * per_device:
@@ -79,7 +97,7 @@ def build_tree(runtimes: Iterable[RuntimeReport], per_device: int) -> tuple[Tree
         key = ("nc", core)
         host = sum(m.host_bytes or 0 for m in core_models) if core_models else None
         node = TreeNode(key, f"NC {core}", None, sum(breakdown.values()), host,
-                        core_models + _category_nodes(key, breakdown))
+                        core_models + _unattributed(key, breakdown, core_models))
         devices.setdefault(core // per_device, []).append(node)
     return tuple(_device_node(device, tuple(cores)) for device, cores in sorted(devices.items()))
 

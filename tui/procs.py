@@ -23,12 +23,19 @@ class ProcessRow:
 
 # (key, header, width, right-aligned, priority): narrow terminals drop the lowest priority first;
 # width 0 = takes the rest (at least 6).
+# Every width leaves a cell for the sort arrow after the title, so the header never shifts.
 COLUMNS = (("pid", "PID", 7, True, 9), ("tag", "TAG", 20, False, 9), ("cores", "CORES", 9, False, 7),
-           ("utilization", "NC UTIL", 7, True, 8), ("device_bytes", "DEV MEM", 8, True, 6),
-           ("host_bytes", "HOST MEM", 8, True, 2), ("vcpu", "vCPU", 6, True, 3),
-           ("executions_per_second", "EXEC/s", 8, True, 5), ("errors", "ERRORS", 6, True, 7),
+           ("utilization", "NC UTIL", 8, True, 8), ("device_bytes", "DEV MEM", 8, True, 6),
+           ("host_bytes", "HOST MEM", 9, True, 2), ("vcpu", "vCPU", 6, True, 3),
+           ("executions_per_second", "EXEC/s", 8, True, 5), ("errors", "ERRORS", 7, True, 7),
            ("latency_p50", "P50 LAT", 8, True, 4), ("status", "STATUS", 0, False, 1))
 SORT_KEYS = tuple(key for key, *_ in COLUMNS if key != "status")
+
+
+def highest_first(key: str) -> bool:
+    """The direction a column sorts in when first chosen: numbers highest first (as top and
+    nvitop do), the tag alphabetically."""
+    return key != "tag"
 
 
 def process_row(runtime: RuntimeReport) -> ProcessRow:

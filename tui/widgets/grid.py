@@ -59,7 +59,12 @@ class CoreGridView(LineWidget, can_focus=True):
             return "NeuronCore Utilization (waiting for the first report)"
         version = f"NeuronCore {grid.core_version} " if grid.core_version else "NeuronCore "
         if self.show_flops:
-            return f"{version}TFLOPs (Total: {grid.total_flops / 1e12:.2f})"
+            return (f"{version}TFLOPs (Total: {grid.total_flops / 1e12:.2f}; "
+                    f"full bar: busiest core, {tflops(grid.flops_top)})")
+        if grid.own_cores_only:
+            cores = grid.cores_counted
+            return (f"{version}Utilization (Avg over its {cores} core{'s' if cores != 1 else ''}: "
+                    f"{percent(grid.average)})")
         return f"{version}Utilization (Avg: {percent(grid.average)})"
 
     def column_width(self, width: int) -> int:
@@ -87,15 +92,19 @@ class CoreGridView(LineWidget, can_focus=True):
     def _cell(self, core: int, col: int) -> list[tuple]:
         grid = self.grid
         util = float(grid.utilization[core])
-        value = tflops(float(grid.flops[core])) if self.show_flops else percent(util)
+        if self.show_flops:  # the bar shows the figure printed beside it, not utilization
+            flops, top = float(grid.flops[core]), grid.flops_top
+            ratio, value = (flops / top if top > 0 else 0.0), tflops(flops)
+        else:
+            ratio, value = util, percent(util)
         number = f"[{value:>7}]"
         bar_width = col - len(number) - 2
-        level = ("coregrid--idle" if not grid.in_use[core] else "coregrid--high" if util >= 0.8
-                 else "coregrid--mid" if util >= 0.5 else "coregrid--low")
+        level = ("coregrid--idle" if not grid.in_use[core] else "coregrid--high" if ratio >= 0.8
+                 else "coregrid--mid" if ratio >= 0.5 else "coregrid--low")
         number_style = self._styles["coregrid--selected"] if core == self.selected else None
         if bar_width < 2:
             return [(number, number_style), (" " * (col - len(number)), None)]
-        return [(bar(util, bar_width), self._styles[level]), (" ", None), (number, number_style),
+        return [(bar(ratio, bar_width), self._styles[level]), (" ", None), (number, number_style),
                 (" ", None)]
 
     def _keep_selected_visible(self) -> None:

@@ -91,11 +91,12 @@ def _pairs_to_lines(head: str, pairs: list[tuple[str, str]], width: int, indent:
     """Lay ``label value`` pairs after a heading, wrapping whole pairs to the next line."""
     lines, parts, used = [], [(head.ljust(indent), head_style)], indent
     for label, value in pairs:
-        cell = len(label) + 1 + len(value) + 3
+        cell = (len(label) + 1 if label else 0) + len(value) + 3
         if used + cell > width and used > indent:
             lines.append(strip(parts))
             parts, used = [(" " * indent, None)], indent
-        parts += [(label + " ", label_style), (value.ljust(len(value) + 3), None)]
+        parts += [(label + " " if label else "", label_style),
+                  (value.ljust(len(value) + 3), label_style if not label else None)]
         used += cell
     lines.append(strip(parts))
     return lines
@@ -123,9 +124,14 @@ class VcpuPanel(LineWidget):
         u = self.usage or VcpuUsage(None, None, None, None)
         head, label = self.style_of("panel--head"), self.style_of("panel--label")
         lines = []
-        for name, user, system in (("System vCPU Usage", u.system_user, u.system_system),
-                                   ("Runtime vCPU Usage", u.runtime_user, u.runtime_system)):
+        of_what = (f"of {u.host_vcpus} vCPUs" if u.host_vcpus else "of one vCPU")
+        for name, user, system, note in (
+                ("System vCPU Usage", u.system_user, u.system_system, ""),
+                ("Runtime vCPU Usage", u.runtime_user, u.runtime_system,
+                 of_what if u.runtime_user is not None else "")):
             pairs = [("user", percent(user)), ("system", percent(system))]
+            if note:
+                pairs.append(("", note))
             lines += _pairs_to_lines(name, pairs, width, 20, head, label)
         return lines
 
