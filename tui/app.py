@@ -12,7 +12,7 @@ from collections.abc import Callable
 from textual import work
 from textual.app import App, ComposeResult
 from textual.containers import Vertical
-from textual.widgets import ContentSwitcher, Footer, Input
+from textual.widgets import ContentSwitcher, Input
 
 from monitor.report import Report
 from tui import __version__
@@ -26,6 +26,7 @@ from tui.sources import Source, report_interval
 from tui.view import (ALL_TAB, app_tabs, core_grid, core_layout, instance_stopped, memory_summary,
                       runtimes_for, tab_cores, vcpu_usage)
 from tui.widgets.engines import EngineView
+from tui.widgets.footer import KeyFooter
 from tui.widgets.grid import CoreGridView
 from tui.widgets.help import HelpScreen
 from tui.widgets.panels import AppsBar, Banner, MemorySummaryView, TitleBar, VcpuPanel
@@ -46,8 +47,10 @@ class NeuronTopApp(App[None]):
     VERTICAL_BREAKPOINTS = [(0, "-short"), (36, "-tall")]
 
     def __init__(self, source: Source, *, clock: Callable[[], float] = time.time,
-                 stale_after: float | None = None, history_length: int = 300) -> None:
+                 stale_after: float | None = None, history_length: int = 300,
+                 readonly: bool = False) -> None:
         super().__init__()
+        self.readonly = readonly  # no key may change anything outside neuron-top (signals)
         self.source = source
         self.clock = clock
         self.stale_after = stale_after
@@ -85,7 +88,7 @@ class NeuronTopApp(App[None]):
                 yield Input(placeholder="filter by pid, tag or status; enter applies, esc clears",
                             id="filter")
         yield AppsBar(id="apps")
-        yield Footer()
+        yield KeyFooter(id="footer")
 
     def on_mount(self) -> None:
         for widget_id, title in (("grid", "NeuronCore Utilization"), ("vcpu", "vCPU Utilization"),
@@ -93,7 +96,7 @@ class NeuronTopApp(App[None]):
                                  ("engines", "Engines, HBM and power"), ("procs", "Processes")):
             widget = self.query_one(f"#{widget_id}")
             widget.add_class("section")
-            widget.border_title = title
+            widget.set_title(title)
         self.query_one("#tree").focus()
         self._update_status()
         self.set_interval(1.0, self._check_stale)
@@ -170,6 +173,7 @@ class NeuronTopApp(App[None]):
 
     def refresh_views(self) -> None:
         report = self.report
+        self.query_one(KeyFooter).show(self.view, self.readonly)
         self._update_status()
         self._update_banner()
         if report is None:
@@ -267,6 +271,10 @@ class NeuronTopApp(App[None]):
         if name != "engines":
             self.query_one(focus).focus()
         self.refresh_views()
+
+    def action_cycle_view(self) -> None:
+        names = list(VIEWS)
+        self.action_view(names[(names.index(self.view) + 1) % len(names)])
 
     def action_core(self, step: int) -> None:
         """Step through the selected app's cores (every core on the ``all`` tab)."""

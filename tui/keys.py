@@ -35,6 +35,32 @@ _DISPLAY = {"question_mark": "?", "space": "space", "left_square_bracket": "[",
             "right_square_bracket": "]", "slash": "/"}
 
 
+# The footer, in priority order (what a narrow terminal keeps): quit, help and the views, then
+# the current view's own keys, then the rest. ``?`` always stays: help lists every key.
+# (keys shown, label, action run on click, views it applies to; None = every view)
+FOOTER: tuple[tuple[str, str, str, frozenset | None], ...] = (
+    ("q", "quit", "quit", None),
+    ("?", "help", "help", None),
+    ("o/e/p", "view", "cycle_view", None),
+    ("f", "FLOPs", "toggle_flops", frozenset({"overview"})),
+    ("x", "expand", "expand_all", frozenset({"overview"})),
+    ("[ ]", "core", "core(1)", frozenset({"engines"})),
+    ("enter", "details", "details", frozenset({"processes"})),
+    ("s/r", "sort", "sort", frozenset({"processes"})),
+    ("/", "filter", "filter", frozenset({"processes"})),
+    ("I/T/K", "signal", "", frozenset({"processes"})),
+    ("t", "tree", "process_tree", frozenset({"processes"})),
+    ("space", "pause", "pause", None),
+    ("a/d", "app", "tab(1)", None),
+    ("^p", "cmds", "command_palette", None),
+)
+
+
+def footer_entries(view: str, readonly: bool = False) -> list[tuple[str, str, str]]:
+    return [(keys, label, action) for keys, label, action, views in FOOTER
+            if (views is None or view in views) and not (readonly and label == "signal")]
+
+
 def display_key(key: str) -> str:
     return _DISPLAY.get(key, key)
 

@@ -49,7 +49,7 @@ class CoreGridView(LineWidget, can_focus=True):
 
     def show(self, grid: CoreGrid, show_flops: bool, selected: int) -> None:
         self.grid, self.show_flops, self.selected = grid, show_flops, selected
-        self.border_title = self.heading()
+        self.set_title(self.heading())
         self._keep_selected_visible()
         self.invalidate(layout=True)
 
@@ -156,4 +156,5 @@ class CoreGridView(LineWidget, can_focus=True):
         self.refresh()
 
     def on_resize(self, event: events.Resize) -> None:
+        self.clamp_scroll(self.size.height)
         self._keep_selected_visible()

@@ -6,7 +6,7 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.strip import Strip
 
-from tui.fmt import core_ranges, fit, human_bytes, per_second, percent
+from tui.fmt import core_ranges, fit, human_bytes, per_second, percent, wrap_words
 from tui.procs import COLUMNS, ProcessRow
 from tui.widgets.base import LineWidget, strip
 
@@ -94,11 +94,17 @@ class ProcessTable(LineWidget, can_focus=True):
         if not self.rows:
             note = f"no runtime matches “{self.query}”" if self.query else "no Neuron runtime is running"
             lines.append(strip([(note, self.style_of("procs--muted"))]))
-        footer = (f"{len(self.rows)} runtime(s) · sorted by {self.sort_key}"
-                  f"{' (reversed)' if self.reverse else ''}"
+        count = len(self.rows)
+        order = "highest first" if self.reverse else "lowest first"
+        if self.sort_key == "tag":
+            order = "Z to A" if self.reverse else "A to Z"
+        footer = (f"{count} runtime{'s' if count != 1 else ''} · sorted by {self.sort_key}, {order}"
                   f"{f' · filter: {self.query}' if self.query else ''}"
-                  " · s: next sort column · r: reverse · /: filter · enter: show app")
-        lines += [Strip.blank(0), strip([(footer, self.style_of("procs--muted"))])]
+                  " · s: next sort column · r: reverse · /: filter (tag:, pid:) · enter: details"
+                  " · t: tree of parents · I/T/K: SIGINT/SIGTERM/SIGKILL")
+        lines.append(Strip.blank(0))
+        lines += [strip([(part, self.style_of("procs--muted"))])
+                  for part in wrap_words(footer, width, 3)]
         return lines
 
     def _row_line(self, row: ProcessRow, columns: list[tuple[tuple, int]], is_cursor: bool) -> Strip:
