@@ -5,23 +5,29 @@ Attributes down, messages up: one background worker iterates the Source and post
 """
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from textual import work
-from textual.app import App, ComposeResult
-from textual.containers import Vertical
+from textual.app import App, ComposeResult, SystemCommand
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Input
 
 from monitor.report import Report
 from tui import __version__
+from tui.commands import app_commands
 from tui.faults import report_faults
 from tui.history import History
 from tui.keys import bindings
 from tui.memtree import build_tree
-from tui.messages import ReportArrived, SourceEnded
+from tui.messages import ParentsFound, ReportArrived, SourceEnded
+from tui.procdetail import find_runtime, process_detail
 from tui.procs import SORT_KEYS, highest_first, process_rows
+from tui.ptree import Ancestor, tree_lines
 from tui.sources import Source, report_interval
 from tui.view import (ALL_TAB, app_tabs, core_grid, core_layout, instance_stopped, memory_summary,
                       runtimes_for, tab_cores, vcpu_usage)
@@ -31,9 +37,13 @@ from tui.widgets.grid import CoreGridView
 from tui.widgets.help import HelpScreen
 from tui.widgets.panels import AppsBar, Banner, MemorySummaryView, TitleBar, VcpuPanel
 from tui.widgets.processes import ProcessTable
+from tui.widgets.procscreen import ConfirmSignal, ProcessDetailView, ProcessScreen
 from tui.widgets.tree import MemoryTreeView
+from tui.widgets.usage import UsageHistoryView
 
 VIEWS = {"overview": "overview", "engines": "engines-view", "processes": "processes-view"}
+SIGNALS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM, "SIGKILL": signal.SIGKILL}
+Lineage = Callable[[int], "tuple[Ancestor, ...] | None"]
 
 
 def clock_text(seconds: float) -> str:
@@ -45,12 +55,20 @@ class NeuronTopApp(App[None]):
     TITLE = "neuron-top"
     BINDINGS = bindings()
     VERTICAL_BREAKPOINTS = [(0, "-short"), (36, "-tall")]
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]
 
     def __init__(self, source: Source, *, clock: Callable[[], float] = time.time,
                  stale_after: float | None = None, history_length: int = 300,
-                 readonly: bool = False) -> None:
+                 readonly: bool = False, lineage: Lineage | None = None) -> None:
+        """``lineage``: how to find a pid's parent processes, given only when the source's
+        runtimes are processes on this host (then signals can reach them too); None for a
+        stream or recording from elsewhere, whose pids mean nothing here."""
         super().__init__()
         self.readonly = readonly  # no key may change anything outside neuron-top (signals)
+        self.lineage = lineage
+        self.tree_mode = False
+        self.lineages: dict[int, tuple[Ancestor, ...] | None] = {}
+        self.detail_pid: int | None = None
         self.source = source
         self.clock = clock
         self.stale_after = stale_after
@@ -77,7 +95,9 @@ class NeuronTopApp(App[None]):
         yield Banner(id="banner")
         with ContentSwitcher(initial="overview", id="views"):
             with Vertical(id="overview"):
-                yield CoreGridView(id="grid")
+                with Horizontal(id="overview-top"):
+                    yield CoreGridView(id="grid")
+                    yield UsageHistoryView(id="usage")
                 yield VcpuPanel(id="vcpu")
                 yield MemorySummaryView(id="memsum")
                 yield MemoryTreeView(id="tree")
@@ -91,7 +111,9 @@ class NeuronTopApp(App[None]):
         yield KeyFooter(id="footer")
 
     def on_mount(self) -> None:
-        for widget_id, title in (("grid", "NeuronCore Utilization"), ("vcpu", "vCPU Utilization"),
+        for widget_id, title in (("grid", "NeuronCore Utilization"),
+                                 ("usage", "Utilization history per app"),
+                                 ("vcpu", "vCPU Utilization"),
                                  ("memsum", "Memory Usage Summary"), ("tree", "Memory Usage Details"),
                                  ("engines", "Engines, HBM and power"), ("procs", "Processes")):
             widget = self.query_one(f"#{widget_id}")
@@ -115,6 +137,18 @@ class NeuronTopApp(App[None]):
         if not source.closed:
             self.post_message(SourceEnded(source.malformed, self.clock()))
 
+    @work(thread=True, exclusive=True, group="parents", name="process-parents")
+    def find_parents(self, pids: tuple[int, ...]) -> None:
+        """psutil walks off the UI thread; the app only receives the result."""
+        lookup = self.lineage
+        found = {pid: lookup(pid) if lookup else None for pid in pids}
+        self.post_message(ParentsFound(found))
+
+    def on_parents_found(self, message: ParentsFound) -> None:
+        self.lineages = message.lineages
+        if self.tree_mode and self.view == "processes":
+            self.refresh_views()
+
     def on_unmount(self) -> None:
         self.source.close()
 
@@ -133,6 +167,8 @@ class NeuronTopApp(App[None]):
             return
         self.stopped_at = None
         self.history.push(message.report)
+        if self.tree_mode:
+            self.find_parents(tuple(r.pid for r in message.report.runtimes))
         self._track_vanished(message.report)
         if self.paused:
             self.pending = message.report
@@ -180,9 +216,15 @@ class NeuronTopApp(App[None]):
             return
         self.query_one(AppsBar).show(app_tabs(report), self.tab)
         runtimes = runtimes_for(report, self.tab)
+        self._refresh_detail()
         if self.view == "overview":
             grid = core_grid(report, runtimes, own_cores_only=self.tab != ALL_TAB)
             self.query_one(CoreGridView).show(grid, self.show_flops, self.core)
+            if self.size.width >= 110:  # narrower, the history hides (CSS) and costs nothing
+                groups = [(r.tag, cores, self.history.group_series(cores)) for r in runtimes
+                          if (cores := tuple(sorted(r.neuroncore_counters.cores))
+                              if r.neuroncore_counters else ())]
+                self.query_one(UsageHistoryView).show(groups, grid.devices + 1)
             self.query_one(VcpuPanel).show(vcpu_usage(report, runtimes))
             self.query_one(MemorySummaryView).show(memory_summary(runtimes))
             memory = (self.tab, core_layout(report)[1], tuple(r.memory_used for r in runtimes))
@@ -193,7 +235,14 @@ class NeuronTopApp(App[None]):
             self.query_one(EngineView).show(report, self.history, self.core)
         else:
             rows = process_rows(report, self.sort_key, self.sort_reverse, self.filter_text)
-            self.query_one(ProcessTable).show(rows, self.sort_key, self.sort_reverse, self.filter_text)
+            tree = tree_lines(rows, self.lineages) if self.tree_mode else None
+            self.query_one(ProcessTable).show(rows, self.sort_key, self.sort_reverse,
+                                              self.filter_text, tree)
+
+    def _refresh_detail(self) -> None:
+        if self.detail_pid is not None and isinstance(self.screen, ProcessScreen):
+            detail = process_detail(self.report, self.detail_pid, self.history)
+            self.screen.query_one(ProcessDetailView).show(detail)
 
     def _update_status(self) -> None:
         report = self.report
@@ -265,6 +314,8 @@ class NeuronTopApp(App[None]):
         self.query_one(MemoryTreeView).toggle_all()
 
     def action_view(self, name: str) -> None:
+        if isinstance(self.screen, ProcessScreen):
+            self.screen.dismiss(None)
         self.view = name
         self.query_one(ContentSwitcher).current = VIEWS[name]
         focus = {"overview": "#tree", "engines": "#grid", "processes": "#procs"}[name]
@@ -334,6 +385,29 @@ class NeuronTopApp(App[None]):
             self.filter_text = ""
             self._close_filter()
 
+    def sort_by_command(self, key: str) -> None:
+        """The palette's "Sort processes by …": show the table, sorted by ``key``."""
+        if key != self.sort_key:
+            self.set_sort(key)
+        if self.view != "processes":
+            self.action_view("processes")
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from app_commands(self)
+        for command in super().get_system_commands(screen):
+            if command.title != "Screenshot":  # ours saves where the user is, and says where
+                yield command
+
+    def action_save_screenshot(self) -> None:
+        """An SVG of the screen, in the working directory; the path shows in a notification."""
+        name = time.strftime("neuron-top_%Y%m%d_%H%M%S.svg", time.localtime(self.clock()))
+        try:
+            path = self.save_screenshot(name, os.getcwd())
+        except OSError as exc:
+            self.notify(f"screenshot not saved: {exc.strerror or exc}", severity="error")
+            return
+        self.notify(f"screenshot saved: {path}", title="neuron-top")
+
     def action_next_theme(self) -> None:
         names = sorted(self.available_themes)
         self.theme = names[(names.index(self.theme) + 1) % len(names)] if self.theme in names else names[0]
@@ -348,7 +422,79 @@ class NeuronTopApp(App[None]):
     def on_process_table_sort_changed(self, message: ProcessTable.SortChanged) -> None:
         self.set_sort(message.key)
 
-    def on_process_table_picked(self, message: ProcessTable.Picked) -> None:
-        self.tab = message.tag
+    def on_process_table_details_requested(self, message: ProcessTable.DetailsRequested) -> None:
+        runtime = find_runtime(self.report, message.pid) if self.report else None
+        if runtime is None:
+            return
+        self.detail_pid = message.pid
+
+        def closed(_: None) -> None:
+            self.detail_pid = None
+
+        self.push_screen(ProcessScreen(runtime.pid, runtime.tag, self.readonly), closed)
+        self.call_after_refresh(self._refresh_detail)
+
+    def show_app(self, tag: str) -> None:
+        """The process screen's ``o``: that runtime's tab on the overview."""
+        self.tab = tag
         self._follow_tab()
         self.action_view("overview")
+
+    def action_details(self) -> None:
+        if self.view != "processes":
+            self.action_view("processes")
+        self.query_one(ProcessTable).action_details()
+
+    def action_process_tree(self) -> None:
+        """Runtimes under their parent processes (nvitop's tree view); again: the flat table."""
+        self.tree_mode = not self.tree_mode
+        if self.tree_mode:
+            if self.lineage is None:
+                self.notify("parent processes are looked up on this host; this source's "
+                            "runtimes run elsewhere, so they show without parents")
+            if self.report is not None:
+                self.find_parents(tuple(r.pid for r in self.report.runtimes))
+        if self.view != "processes":
+            self.action_view("processes")
+        else:
+            self.refresh_views()
+
+    # ------------------------------------------------------------------ signals (I / T / K)
+    def _signal_target(self) -> tuple[int, str] | None:
+        if isinstance(self.screen, ProcessScreen):
+            return self.screen.pid, self.screen.tag
+        if self.view != "processes" or self.report is None:
+            return None
+        table = self.query_one(ProcessTable)
+        pid = table.selected_pid
+        return None if pid is None else (pid, table.rows[table.cursor].tag)
+
+    def action_signal(self, name: str) -> None:
+        if self.readonly:
+            self.notify("read-only (--readonly): no signals are sent", severity="warning")
+            return
+        target = self._signal_target()
+        if target is None:
+            self.notify("select a runtime in the process table (p) to send a signal")
+            return
+        if self.lineage is None:
+            self.notify(f"{self.source.label}: its runtimes are not processes on this host; "
+                        "signals are off", severity="warning")
+            return
+        pid, tag = target
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.send_signal(pid, tag, name)
+
+        self.push_screen(ConfirmSignal(f"Send {name} to pid {pid} ({tag})?"), answered)
+
+    def send_signal(self, pid: int, tag: str, name: str) -> None:
+        try:
+            os.kill(pid, SIGNALS[name])
+        except ProcessLookupError:
+            self.notify(f"pid {pid} ({tag}) has already exited", severity="warning")
+        except PermissionError:
+            self.notify(f"not permitted to signal pid {pid} ({tag})", severity="error")
+        else:
+            self.notify(f"sent {name} to pid {pid} ({tag})")
