@@ -33,11 +33,14 @@ class UsageHistoryView(LineWidget):
     def get_content_height(self, container, viewport, width: int) -> int:
         return self.rows
 
+    def on_resize(self, event) -> None:  # the graphs share the height: rebuild at the new one
+        self.invalidate()
+
     def build_lines(self, width: int) -> list[Strip]:
         if not self.groups:
             return [strip([("no runtime reports NeuronCore utilization", self.style_of(
                 "usage--muted"))])]
-        height = max(self.size.height, 1)
+        height = max(self.size.height or self.rows, 1)
         groups = self.groups[: max(1, height // 2)]  # at least a label and one graph row each
         graph_rows, extra = divmod(height - len(groups), len(groups))
         lines: list[Strip] = []
