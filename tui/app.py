@@ -452,8 +452,10 @@ class NeuronTopApp(App[None]):
             if self.lineage is None:
                 self.notify("parent processes are looked up on this host; this source's "
                             "runtimes run elsewhere, so they show without parents")
-            if self.report is not None:
-                self.find_parents(tuple(r.pid for r in self.report.runtimes))
+            if self.report is not None and self.lineage is not None:
+                # A handful of psutil reads, once, so the tree shows at once; later reports
+                # look their parents up on the worker thread.
+                self.lineages = {r.pid: self.lineage(r.pid) for r in self.report.runtimes}
         if self.view != "processes":
             self.action_view("processes")
         else:
