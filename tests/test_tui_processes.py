@@ -9,9 +9,9 @@ from monitor.report import Report
 from tests.test_tui_support import demo_reports, make_app, run_async, settle
 from tui.procs import matches, process_rows
 from tui.ptree import Ancestor, lineage, tree_lines
+from tui.widgets.grid import CoreGridView
 from tui.widgets.processes import ProcessTable
 from tui.widgets.procscreen import ConfirmSignal, ProcessDetailView, ProcessScreen
-from tui.widgets.usage import UsageHistoryView
 
 NO_SUCH_PID = 4_194_000  # above any pid_max the tests run under
 
@@ -199,15 +199,17 @@ async def test_overview_draws_utilization_history_per_app():
     app = make_app()
     async with app.run_test(size=(160, 50)) as pilot:
         await settle(pilot, app, 6)
-        usage = app.query_one(UsageHistoryView)
-        assert usage.display and len(usage.groups) == 4
-        assert all(series.size == 6 for _, _, series in usage.groups)
-        shown = text(usage)
-        assert "llama3-70b-train · NC 0-31" in shown and any(0x2801 <= ord(c) <= 0x28FF
-                                                             for c in shown)
+        grid = app.query_one(CoreGridView)
+        assert len(grid.groups) == 4 and all(series.size == 6 for _, _, series in grid.groups)
+        history = grid.history_width(grid.size.width)
+        assert history > 0
+        shown = "\n".join(line.text[-history:] for line in grid.lines_for(grid.size.width))
+        assert "llama3-70b-train · NC 0-31" in shown and "60313 · NC 60-61" in shown
+        assert any(0x2801 <= ord(c) <= 0x28FF for c in shown)  # braille dots drawn
         await pilot.press("3")
-        assert [tag for tag, _, _ in usage.groups] == ["bert-large-infer"]
+        assert [tag for tag, _, _ in grid.groups] == ["bert-large-infer"]
     app = make_app()
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot, app, 6)
-        assert not app.query_one(UsageHistoryView).display
+        grid = app.query_one(CoreGridView)
+        assert grid.history_width(grid.size.width) == 0 and "│" not in text(grid)

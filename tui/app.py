@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterable
 
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
-from textual.containers import Horizontal, Vertical
+from textual.containers import Vertical
+from textual.css.query import NoMatches
 from textual.screen import Screen
 from textual.widgets import ContentSwitcher, Input
 
@@ -33,13 +34,12 @@ from tui.view import (ALL_TAB, app_tabs, core_grid, core_layout, instance_stoppe
                       runtimes_for, tab_cores, vcpu_usage)
 from tui.widgets.engines import EngineView
 from tui.widgets.footer import KeyFooter
-from tui.widgets.grid import CoreGridView
+from tui.widgets.grid import HISTORY_MIN_WIDTH, CoreGridView
 from tui.widgets.help import HelpScreen
 from tui.widgets.panels import AppsBar, Banner, MemorySummaryView, TitleBar, VcpuPanel
 from tui.widgets.processes import ProcessTable
 from tui.widgets.procscreen import ConfirmSignal, ProcessDetailView, ProcessScreen
 from tui.widgets.tree import MemoryTreeView
-from tui.widgets.usage import UsageHistoryView
 
 VIEWS = {"overview": "overview", "engines": "engines-view", "processes": "processes-view"}
 SIGNALS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM, "SIGKILL": signal.SIGKILL}
@@ -55,7 +55,6 @@ class NeuronTopApp(App[None]):
     TITLE = "neuron-top"
     BINDINGS = bindings()
     VERTICAL_BREAKPOINTS = [(0, "-short"), (36, "-tall")]
-    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]
 
     def __init__(self, source: Source, *, clock: Callable[[], float] = time.time,
                  stale_after: float | None = None, history_length: int = 300,
@@ -95,9 +94,7 @@ class NeuronTopApp(App[None]):
         yield Banner(id="banner")
         with ContentSwitcher(initial="overview", id="views"):
             with Vertical(id="overview"):
-                with Horizontal(id="overview-top"):
-                    yield CoreGridView(id="grid")
-                    yield UsageHistoryView(id="usage")
+                yield CoreGridView(id="grid")
                 yield VcpuPanel(id="vcpu")
                 yield MemorySummaryView(id="memsum")
                 yield MemoryTreeView(id="tree")
@@ -112,7 +109,6 @@ class NeuronTopApp(App[None]):
 
     def on_mount(self) -> None:
         for widget_id, title in (("grid", "NeuronCore Utilization"),
-                                 ("usage", "Utilization history per app"),
                                  ("vcpu", "vCPU Utilization"),
                                  ("memsum", "Memory Usage Summary"), ("tree", "Memory Usage Details"),
                                  ("engines", "Engines, HBM and power"), ("procs", "Processes")):
@@ -219,12 +215,12 @@ class NeuronTopApp(App[None]):
         self._refresh_detail()
         if self.view == "overview":
             grid = core_grid(report, runtimes, own_cores_only=self.tab != ALL_TAB)
-            self.query_one(CoreGridView).show(grid, self.show_flops, self.core)
-            if self.size.width >= 110:  # narrower, the history hides (CSS) and costs nothing
+            groups = None
+            if self.size.width >= HISTORY_MIN_WIDTH:  # narrower, no history column: no cost
                 groups = [(r.tag, cores, self.history.group_series(cores)) for r in runtimes
                           if (cores := tuple(sorted(r.neuroncore_counters.cores))
                               if r.neuroncore_counters else ())]
-                self.query_one(UsageHistoryView).show(groups, grid.devices + 1)
+            self.query_one(CoreGridView).show(grid, self.show_flops, self.core, groups)
             self.query_one(VcpuPanel).show(vcpu_usage(report, runtimes))
             self.query_one(MemorySummaryView).show(memory_summary(runtimes))
             memory = (self.tab, core_layout(report)[1], tuple(r.memory_used for r in runtimes))
@@ -283,7 +279,10 @@ class NeuronTopApp(App[None]):
                 f"from {self.source.label}")
 
     def _check_stale(self) -> None:
-        self._update_banner()
+        try:
+            self._update_banner()
+        except NoMatches:  # the interval fired while the app was closing its screens
+            pass
 
     # ------------------------------------------------------------------ actions (tui.keys)
     def action_help(self) -> None:

@@ -115,8 +115,9 @@ class History:
         valid = [c for c in cores if self._valid_core(c)]
         if not valid:
             return np.array([])
-        ring = self.core_util if engine is None else self.engines
-        rows = np.stack([ring.series(c) if engine is None else ring.series(c, engine) for c in valid])
+        ordered = self.core_util.series() if engine is None else self.engines.series()
+        # One reorder of the whole ring, then a fancy index: not one concatenate per core.
+        rows = ordered[valid] if engine is None else ordered[valid, engine]
         with np.errstate(invalid="ignore"):
             counts = np.isfinite(rows).sum(axis=0)
             sums = np.nansum(rows, axis=0)

@@ -27,7 +27,9 @@ class LineWidget(Widget):
         """The section's frame title; the focused section's starts with a mark, so focus reads
         even without colour (NO_COLOR) and with the one-line frames of short terminals."""
         self._title = title
-        self.border_title = (self.FOCUS_MARK + title) if self.has_focus else title
+        shown = (self.FOCUS_MARK + title) if self.has_focus else title
+        if shown != self.border_title:  # an unchanged title costs no refresh
+            self.border_title = shown
 
     def watch_has_focus(self, has_focus: bool) -> None:
         super().watch_has_focus(has_focus)

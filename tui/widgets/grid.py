@@ -10,15 +10,19 @@ from tui.braille import bar
 from tui.fmt import percent, tflops
 from tui.view import CoreGrid
 from tui.widgets.base import LineWidget, strip
+from tui.widgets.usage import Group, usage_lines
 
 LABEL_WIDTH = 5
+HISTORY_MIN_WIDTH = 110  # the per-app history column shows from this width (and a tall screen)
+GAP = " │ "
 
 
 class CoreGridView(LineWidget, can_focus=True):
     """Attributes down: ``grid``, ``show_flops``, ``selected``. Messages up: ``CoreSelected``."""
 
     COMPONENT_CLASSES = {"coregrid--low", "coregrid--mid", "coregrid--high", "coregrid--idle",
-                         "coregrid--label", "coregrid--selected"}
+                         "coregrid--label", "coregrid--selected", "usage--label", "usage--value",
+                         "usage--graph", "usage--muted"}
     DEFAULT_CSS = """
     CoreGridView { height: auto; }
     CoreGridView > .coregrid--low { color: $success; }
@@ -27,6 +31,10 @@ class CoreGridView(LineWidget, can_focus=True):
     CoreGridView > .coregrid--idle { color: $text-muted; }
     CoreGridView > .coregrid--label { color: $text-accent; text-style: bold; }
     CoreGridView > .coregrid--selected { text-style: reverse bold; }
+    CoreGridView > .usage--label { text-style: bold; }
+    CoreGridView > .usage--value { text-style: bold; }
+    CoreGridView > .usage--graph { color: $accent; }
+    CoreGridView > .usage--muted { color: $text-muted; }
     """
     BINDINGS = [
         Binding("left", "move(-1, 0)", "core left", show=False),
@@ -45,10 +53,13 @@ class CoreGridView(LineWidget, can_focus=True):
         self.grid: CoreGrid | None = None
         self.show_flops = False
         self.selected = 0
+        self.groups: list[Group] = []  # utilization history per app, drawn at the right
         self._styles: dict = {}
 
-    def show(self, grid: CoreGrid, show_flops: bool, selected: int) -> None:
+    def show(self, grid: CoreGrid, show_flops: bool, selected: int,
+             groups: list[Group] | None = None) -> None:
         self.grid, self.show_flops, self.selected = grid, show_flops, selected
+        self.groups = groups or []
         self.set_title(self.heading())
         self._keep_selected_visible()
         self.invalidate(layout=True)
@@ -67,9 +78,19 @@ class CoreGridView(LineWidget, can_focus=True):
                     f"{percent(grid.average)})")
         return f"{version}Utilization (Avg: {percent(grid.average)})"
 
+    def history_width(self, width: int) -> int:
+        """Cells of the history column: a third of a wide grid whose rows all fit, else none."""
+        if width < HISTORY_MIN_WIDTH or not self.groups or self.grid is None:
+            return 0
+        if self.size.height and self.size.height < self.grid.devices + 1:
+            return 0  # the rows scroll (a short terminal): the history would scroll with them
+        return width // 3
+
     def column_width(self, width: int) -> int:
         per_device = self.grid.cores_per_device if self.grid else 1
-        return max(6, (width - LABEL_WIDTH) // per_device)
+        history = self.history_width(width)
+        grid_width = width - history - len(GAP) if history else width
+        return max(6, (grid_width - LABEL_WIDTH) // per_device)
 
     def build_lines(self, width: int) -> list[Strip]:
         grid = self.grid
@@ -81,13 +102,21 @@ class CoreGridView(LineWidget, can_focus=True):
         label = self._styles["coregrid--label"]
         header = [(" " * LABEL_WIDTH, None)]
         header += [(f"NC{c}".ljust(col), label) for c in range(grid.cores_per_device)]
-        lines = [strip(header)]
+        rows = [header]
         for device in range(grid.devices):
             parts = [(f"ND{device}".ljust(LABEL_WIDTH), label)]
             for local in range(grid.cores_per_device):
                 parts += self._cell(device * grid.cores_per_device + local, col)
-            lines.append(strip(parts))
-        return lines
+            rows.append(parts)
+        history = self.history_width(width)
+        if history:
+            grid_width = width - history - len(GAP)
+            muted = self._styles["usage--muted"]
+            for parts, extra in zip(rows, usage_lines(self.groups, history, len(rows))):
+                used = sum(len(text) for text, _ in parts)
+                parts.append((" " * max(0, grid_width - used) + GAP, muted))
+                parts += [(text, self._styles[name]) for text, name in extra]
+        return [strip(parts) for parts in rows]
 
     def _cell(self, core: int, col: int) -> list[tuple]:
         grid = self.grid
@@ -156,5 +185,6 @@ class CoreGridView(LineWidget, can_focus=True):
         self.refresh()
 
     def on_resize(self, event: events.Resize) -> None:
+        self.invalidate()  # whether the history column fits depends on the height
         self.clamp_scroll(self.size.height)
         self._keep_selected_visible()
