@@ -128,6 +128,8 @@ async def test_signal_keys_ask_first_then_signal_the_real_process():
             assert table.selected_pid == child.pid
             await pilot.press("K")
             assert isinstance(app.screen, ConfirmSignal)
+            await pilot.press("T")  # a second signal key while asked: still the one question
+            assert len(app.screen_stack) == 2
             await pilot.press("n")
             assert child.poll() is None  # declined: still running
             await pilot.press("T")

@@ -471,6 +471,8 @@ class NeuronTopApp(App[None]):
         return None if pid is None else (pid, table.rows[table.cursor].tag)
 
     def action_signal(self, name: str) -> None:
+        if isinstance(self.screen, ConfirmSignal):  # one question at a time
+            return
         if self.readonly:
             self.notify("read-only (--readonly): no signals are sent", severity="warning")
             return
