@@ -102,7 +102,8 @@ class NeuronTopApp(App[None]):
                 yield EngineView(id="engines")
             with Vertical(id="processes-view"):
                 yield ProcessTable(id="procs")
-                yield Input(placeholder="filter by pid, tag or status; enter applies, esc clears",
+                yield Input(placeholder="filter: pid:N, tag:TEXT or any text, commas for several; "
+                                        "enter applies, esc clears",
                             id="filter")
         yield AppsBar(id="apps")
         yield KeyFooter(id="footer")

@@ -35,7 +35,9 @@ class KeyFooter(LineWidget):
 
     def fitting_entries(self, width: int) -> list[tuple[str, str, str]]:
         entries = footer_entries(self.view, self.readonly)
-        while len(entries) > 2 and sum(len(k) + len(label) + 3 for k, label, _ in entries) + 1 > width:
+        def length() -> int:
+            return sum(len(k) + len(label) + 3 for k, label, _ in entries) + 1
+        while len(entries) > 2 and length() > width:
             entries.pop()
         return entries
 

@@ -30,8 +30,8 @@ def _cell(row: ProcessRow, key: str) -> str:
 
 
 class ProcessTable(LineWidget, can_focus=True):
-    """Attributes down: ``rows``, ``sort_key``, ``reverse``, ``query``, ``parents_tree`` (the rows under
-    their parent processes, or None for the flat table). Messages up: sort, details."""
+    """Attributes down: ``rows``, ``sort_key``, ``reverse``, ``query``, ``parents_tree`` (the
+    rows under their parent processes, or None for the flat table). Messages up: sort, details."""
 
     COMPONENT_CLASSES = {"procs--header", "procs--sorted", "procs--cursor", "procs--error",
                          "procs--muted"}
