@@ -15,6 +15,7 @@ from tui.widgets.grid import CoreGridView
 from tui.widgets.help import HelpScreen
 from tui.widgets.panels import AppsBar, Banner, TitleBar
 from tui.widgets.processes import ProcessTable
+from tui.widgets.procscreen import ProcessScreen
 from tui.widgets.tree import MemoryTreeView
 
 
@@ -154,8 +155,12 @@ async def test_process_sort_reverse_filter_and_pick():
         assert [r.tag for r in table.rows] == ["bert-large-infer"]
         await pilot.press("escape")
         assert len(table.rows) == 4
-        await pilot.press("down", "enter")
-        assert app.tab == table.rows[1].tag and app.view == "overview"
+        await pilot.press("down")
+        target = table.rows[table.cursor]
+        await pilot.press("enter")
+        assert isinstance(app.screen, ProcessScreen) and app.screen.pid == target.pid
+        await pilot.press("o")
+        assert app.tab == target.tag and app.view == "overview"
 
 
 @run_async
@@ -175,12 +180,12 @@ async def test_help_lists_every_key_and_closes():
 
 
 @run_async
-async def test_t_changes_theme_and_q_quits():
+async def test_c_changes_theme_and_q_quits():
     app = make_app()
     async with app.run_test(size=(160, 50)) as pilot:
         await settle(pilot, app, 1)
         before = app.theme
-        await pilot.press("t")
+        await pilot.press("c")
         assert app.theme != before
         await pilot.press("q")
         await pilot.pause()

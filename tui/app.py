@@ -5,33 +5,45 @@ Attributes down, messages up: one background worker iterates the Source and post
 """
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from textual import work
-from textual.app import App, ComposeResult
+from textual.app import App, ComposeResult, SystemCommand
 from textual.containers import Vertical
-from textual.widgets import ContentSwitcher, Footer, Input
+from textual.css.query import NoMatches
+from textual.screen import Screen
+from textual.widgets import ContentSwitcher, Input
 
 from monitor.report import Report
 from tui import __version__
+from tui.commands import app_commands
 from tui.faults import report_faults
 from tui.history import History
 from tui.keys import bindings
 from tui.memtree import build_tree
-from tui.messages import ReportArrived, SourceEnded
-from tui.procs import SORT_KEYS, process_rows
+from tui.messages import ParentsFound, ReportArrived, SourceEnded
+from tui.procdetail import find_runtime, process_detail
+from tui.procs import SORT_KEYS, highest_first, process_rows
+from tui.ptree import Ancestor, tree_lines
 from monitor.sources import Source, report_interval
-from tui.view import ALL_TAB, app_tabs, core_grid, core_layout, memory_summary, runtimes_for, vcpu_usage
+from tui.view import (ALL_TAB, app_tabs, core_grid, core_layout, instance_stopped, memory_summary,
+                      runtimes_for, tab_cores, vcpu_usage)
 from tui.widgets.engines import EngineView
-from tui.widgets.grid import CoreGridView
+from tui.widgets.footer import KeyFooter
+from tui.widgets.grid import HISTORY_MIN_WIDTH, CoreGridView
 from tui.widgets.help import HelpScreen
 from tui.widgets.panels import AppsBar, Banner, MemorySummaryView, TitleBar, VcpuPanel
 from tui.widgets.processes import ProcessTable
+from tui.widgets.procscreen import ConfirmSignal, ProcessDetailView, ProcessScreen
 from tui.widgets.tree import MemoryTreeView
 
 VIEWS = {"overview": "overview", "engines": "engines-view", "processes": "processes-view"}
+SIGNALS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM, "SIGKILL": signal.SIGKILL}
+Lineage = Callable[[int], "tuple[Ancestor, ...] | None"]
 
 
 def clock_text(seconds: float) -> str:
@@ -45,8 +57,17 @@ class NeuronTopApp(App[None]):
     VERTICAL_BREAKPOINTS = [(0, "-short"), (36, "-tall")]
 
     def __init__(self, source: Source, *, clock: Callable[[], float] = time.time,
-                 stale_after: float | None = None, history_length: int = 300) -> None:
+                 stale_after: float | None = None, history_length: int = 300,
+                 readonly: bool = False, lineage: Lineage | None = None) -> None:
+        """``lineage``: how to find a pid's parent processes, given only when the source's
+        runtimes are processes on this host (then signals can reach them too); None for a
+        stream or recording from elsewhere, whose pids mean nothing here."""
         super().__init__()
+        self.readonly = readonly  # no key may change anything outside neuron-top (signals)
+        self.lineage = lineage
+        self.tree_mode = False
+        self.lineages: dict[int, tuple[Ancestor, ...] | None] = {}
+        self.detail_pid: int | None = None
         self.source = source
         self.clock = clock
         self.stale_after = stale_after
@@ -64,6 +85,7 @@ class NeuronTopApp(App[None]):
         self.core = 0
         self.sort_key, self.sort_reverse, self.filter_text = "pid", False, ""
         self.vanished: dict[int, str] = {}
+        self.stopped_at: float | None = None  # the instance stopped; the last live state stays up
         self._tree_input: tuple | None = None
 
     # ------------------------------------------------------------------ layout
@@ -80,18 +102,20 @@ class NeuronTopApp(App[None]):
                 yield EngineView(id="engines")
             with Vertical(id="processes-view"):
                 yield ProcessTable(id="procs")
-                yield Input(placeholder="filter by pid, tag or status; enter applies, esc clears",
+                yield Input(placeholder="filter: pid:N, tag:TEXT or any text, commas for several; "
+                                        "enter applies, esc clears",
                             id="filter")
         yield AppsBar(id="apps")
-        yield Footer()
+        yield KeyFooter(id="footer")
 
     def on_mount(self) -> None:
-        for widget_id, title in (("grid", "NeuronCore Utilization"), ("vcpu", "vCPU Utilization"),
+        for widget_id, title in (("grid", "NeuronCore Utilization"),
+                                 ("vcpu", "vCPU Utilization"),
                                  ("memsum", "Memory Usage Summary"), ("tree", "Memory Usage Details"),
                                  ("engines", "Engines, HBM and power"), ("procs", "Processes")):
             widget = self.query_one(f"#{widget_id}")
             widget.add_class("section")
-            widget.border_title = title
+            widget.set_title(title)
         self.query_one("#tree").focus()
         self._update_status()
         self.set_interval(1.0, self._check_stale)
@@ -110,6 +134,18 @@ class NeuronTopApp(App[None]):
         if not source.closed:
             self.post_message(SourceEnded(source.malformed, self.clock()))
 
+    @work(thread=True, exclusive=True, group="parents", name="process-parents")
+    def find_parents(self, pids: tuple[int, ...]) -> None:
+        """psutil walks off the UI thread; the app only receives the result."""
+        lookup = self.lineage
+        found = {pid: lookup(pid) if lookup else None for pid in pids}
+        self.post_message(ParentsFound(found))
+
+    def on_parents_found(self, message: ParentsFound) -> None:
+        self.lineages = message.lineages
+        if self.tree_mode and self.view == "processes":
+            self.refresh_views()
+
     def on_unmount(self) -> None:
         self.source.close()
 
@@ -117,7 +153,19 @@ class NeuronTopApp(App[None]):
         self.reports_seen += 1
         self.malformed = message.malformed
         self.last_received = message.received_at
+        if self.report is not None and instance_stopped(message.report):
+            # An empty report after a live one: the instance went away. Keep its last state on
+            # screen rather than drawing a blank one-device host.
+            if self.stopped_at is None:
+                self.stopped_at = message.received_at
+                self.vanished = {}
+                self._update_status()
+                self._update_banner()
+            return
+        self.stopped_at = None
         self.history.push(message.report)
+        if self.tree_mode:
+            self.find_parents(tuple(r.pid for r in message.report.runtimes))
         self._track_vanished(message.report)
         if self.paused:
             self.pending = message.report
@@ -142,18 +190,38 @@ class NeuronTopApp(App[None]):
         tabs = app_tabs(report)
         if self.tab not in tabs:
             self.tab = ALL_TAB
+        self._follow_tab()
+        self.refresh_views()
+
+    def _follow_tab(self) -> None:
+        """Keep the selected core inside the selected app's cores."""
+        cores = tab_cores(self.report, self.tab) if self.report else ()
+        if cores and self.core not in cores:
+            self.core = cores[0]
+
+    def set_tab(self, tab: str) -> None:
+        self.tab = tab
+        self._follow_tab()
         self.refresh_views()
 
     def refresh_views(self) -> None:
         report = self.report
+        self.query_one(KeyFooter).show(self.view, self.readonly)
         self._update_status()
         self._update_banner()
         if report is None:
             return
         self.query_one(AppsBar).show(app_tabs(report), self.tab)
         runtimes = runtimes_for(report, self.tab)
+        self._refresh_detail()
         if self.view == "overview":
-            self.query_one(CoreGridView).show(core_grid(report, runtimes), self.show_flops, self.core)
+            grid = core_grid(report, runtimes, own_cores_only=self.tab != ALL_TAB)
+            groups = None
+            if self.size.width >= HISTORY_MIN_WIDTH:  # narrower, no history column: no cost
+                groups = [(r.tag, cores, self.history.group_series(cores)) for r in runtimes
+                          if (cores := tuple(sorted(r.neuroncore_counters.cores))
+                              if r.neuroncore_counters else ())]
+            self.query_one(CoreGridView).show(grid, self.show_flops, self.core, groups)
             self.query_one(VcpuPanel).show(vcpu_usage(report, runtimes))
             self.query_one(MemorySummaryView).show(memory_summary(runtimes))
             memory = (self.tab, core_layout(report)[1], tuple(r.memory_used for r in runtimes))
@@ -164,7 +232,14 @@ class NeuronTopApp(App[None]):
             self.query_one(EngineView).show(report, self.history, self.core)
         else:
             rows = process_rows(report, self.sort_key, self.sort_reverse, self.filter_text)
-            self.query_one(ProcessTable).show(rows, self.sort_key, self.sort_reverse, self.filter_text)
+            tree = tree_lines(rows, self.lineages) if self.tree_mode else None
+            self.query_one(ProcessTable).show(rows, self.sort_key, self.sort_reverse,
+                                              self.filter_text, tree)
+
+    def _refresh_detail(self) -> None:
+        if self.detail_pid is not None and isinstance(self.screen, ProcessScreen):
+            detail = process_detail(self.report, self.detail_pid, self.history)
+            self.screen.query_one(ProcessDetailView).show(detail)
 
     def _update_status(self) -> None:
         report = self.report
@@ -173,6 +248,8 @@ class NeuronTopApp(App[None]):
         if bad:
             kinds = ",".join(f"{k}:{v}" for k, v in sorted(self.malformed.items()))
             parts.append(f"malformed lines skipped: {bad} ({kinds})")
+        if self.stopped_at is not None:
+            parts.append("instance stopped")
         parts.append(self.source.label)
         instance = report.instance if report else None
         self.query_one(TitleBar).show(instance.id if instance else "…", instance.type if instance
@@ -183,6 +260,9 @@ class NeuronTopApp(App[None]):
         self.query_one(Banner).show(faults, self._stale_text())
 
     def _stale_text(self) -> str:
+        if self.stopped_at is not None:
+            return (f"instance stopped at {clock_text(self.stopped_at)}; showing its last state "
+                    f"(from {self.source.label})")
         if self.ended is not None:
             if self.ended.error:
                 return f"source failed at {clock_text(self.ended.ended_at)}: {self.ended.error}"
@@ -200,7 +280,10 @@ class NeuronTopApp(App[None]):
                 f"from {self.source.label}")
 
     def _check_stale(self) -> None:
-        self._update_banner()
+        try:
+            self._update_banner()
+        except NoMatches:  # the interval fired while the app was closing its screens
+            pass
 
     # ------------------------------------------------------------------ actions (tui.keys)
     def action_help(self) -> None:
@@ -220,19 +303,19 @@ class NeuronTopApp(App[None]):
     def action_tab(self, step: int) -> None:
         tabs = app_tabs(self.report) if self.report else (ALL_TAB,)
         index = tabs.index(self.tab) if self.tab in tabs else 0
-        self.tab = tabs[(index + step) % len(tabs)]
-        self.refresh_views()
+        self.set_tab(tabs[(index + step) % len(tabs)])
 
     def action_tab_number(self, number: int) -> None:
         tabs = app_tabs(self.report) if self.report else (ALL_TAB,)
         if number <= len(tabs):
-            self.tab = tabs[number - 1]
-            self.refresh_views()
+            self.set_tab(tabs[number - 1])
 
     def action_expand_all(self) -> None:
         self.query_one(MemoryTreeView).toggle_all()
 
     def action_view(self, name: str) -> None:
+        if isinstance(self.screen, ProcessScreen):
+            self.screen.dismiss(None)
         self.view = name
         self.query_one(ContentSwitcher).current = VIEWS[name]
         focus = {"overview": "#tree", "engines": "#grid", "processes": "#procs"}[name]
@@ -240,19 +323,41 @@ class NeuronTopApp(App[None]):
             self.query_one(focus).focus()
         self.refresh_views()
 
+    def action_cycle_view(self) -> None:
+        names = list(VIEWS)
+        self.action_view(names[(names.index(self.view) + 1) % len(names)])
+
     def action_core(self, step: int) -> None:
-        self.select_core(self.core + step)
+        """Step through the selected app's cores (every core on the ``all`` tab)."""
+        if self.report is None:
+            return
+        cores = tab_cores(self.report, self.tab)
+        if not cores:
+            return
+        index = cores.index(self.core) if self.core in cores else 0
+        self.select_core(cores[min(max(index + step, 0), len(cores) - 1)])
 
     def select_core(self, core: int) -> None:
         if self.report is None:
             return
         devices, per_device = core_layout(self.report)
-        self.core = min(max(core, 0), devices * per_device - 1)
+        core = min(max(core, 0), devices * per_device - 1)
+        cores = tab_cores(self.report, self.tab)
+        if cores and core not in cores:  # another app's core: the tab keeps its own
+            return
+        self.core = core
+        self.refresh_views()
+
+    def set_sort(self, key: str) -> None:
+        """Choose a sort column; choosing the current one again reverses it."""
+        if key == self.sort_key:
+            self.sort_reverse = not self.sort_reverse
+        else:
+            self.sort_key, self.sort_reverse = key, highest_first(key)
         self.refresh_views()
 
     def action_sort(self) -> None:
-        self.sort_key = SORT_KEYS[(SORT_KEYS.index(self.sort_key) + 1) % len(SORT_KEYS)]
-        self.refresh_views()
+        self.set_sort(SORT_KEYS[(SORT_KEYS.index(self.sort_key) + 1) % len(SORT_KEYS)])
 
     def action_reverse(self) -> None:
         self.sort_reverse = not self.sort_reverse
@@ -280,6 +385,29 @@ class NeuronTopApp(App[None]):
             self.filter_text = ""
             self._close_filter()
 
+    def sort_by_command(self, key: str) -> None:
+        """The palette's "Sort processes by …": show the table, sorted by ``key``."""
+        if key != self.sort_key:
+            self.set_sort(key)
+        if self.view != "processes":
+            self.action_view("processes")
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from app_commands(self)
+        for command in super().get_system_commands(screen):
+            if command.title != "Screenshot":  # ours saves where the user is, and says where
+                yield command
+
+    def action_save_screenshot(self) -> None:
+        """An SVG of the screen, in the working directory; the path shows in a notification."""
+        name = time.strftime("neuron-top_%Y%m%d_%H%M%S.svg", time.localtime(self.clock()))
+        try:
+            path = self.save_screenshot(name, os.getcwd())
+        except OSError as exc:
+            self.notify(f"screenshot not saved: {exc.strerror or exc}", severity="error")
+            return
+        self.notify(f"screenshot saved: {path}", title="neuron-top")
+
     def action_next_theme(self) -> None:
         names = sorted(self.available_themes)
         self.theme = names[(names.index(self.theme) + 1) % len(names)] if self.theme in names else names[0]
@@ -289,15 +417,88 @@ class NeuronTopApp(App[None]):
         self.select_core(message.core)
 
     def on_apps_bar_tab_clicked(self, message: AppsBar.TabClicked) -> None:
-        self.tab = message.tab
-        self.refresh_views()
+        self.set_tab(message.tab)
 
     def on_process_table_sort_changed(self, message: ProcessTable.SortChanged) -> None:
-        if message.key == self.sort_key:
-            self.sort_reverse = not self.sort_reverse
-        self.sort_key = message.key
-        self.refresh_views()
+        self.set_sort(message.key)
 
-    def on_process_table_picked(self, message: ProcessTable.Picked) -> None:
-        self.tab = message.tag
+    def on_process_table_details_requested(self, message: ProcessTable.DetailsRequested) -> None:
+        runtime = find_runtime(self.report, message.pid) if self.report else None
+        if runtime is None:
+            return
+        self.detail_pid = message.pid
+
+        def closed(_: None) -> None:
+            self.detail_pid = None
+
+        self.push_screen(ProcessScreen(runtime.pid, runtime.tag, self.readonly), closed)
+        self.call_after_refresh(self._refresh_detail)
+
+    def show_app(self, tag: str) -> None:
+        """The process screen's ``o``: that runtime's tab on the overview."""
+        self.tab = tag
+        self._follow_tab()
         self.action_view("overview")
+
+    def action_details(self) -> None:
+        if self.view != "processes":
+            self.action_view("processes")
+        self.query_one(ProcessTable).action_details()
+
+    def action_process_tree(self) -> None:
+        """Runtimes under their parent processes (nvitop's tree view); again: the flat table."""
+        self.tree_mode = not self.tree_mode
+        if self.tree_mode:
+            if self.lineage is None:
+                self.notify("parent processes are looked up on this host; this source's "
+                            "runtimes run elsewhere, so they show without parents")
+            if self.report is not None and self.lineage is not None:
+                # A handful of psutil reads, once, so the tree shows at once; later reports
+                # look their parents up on the worker thread.
+                self.lineages = {r.pid: self.lineage(r.pid) for r in self.report.runtimes}
+        if self.view != "processes":
+            self.action_view("processes")
+        else:
+            self.refresh_views()
+
+    # ------------------------------------------------------------------ signals (I / T / K)
+    def _signal_target(self) -> tuple[int, str] | None:
+        if isinstance(self.screen, ProcessScreen):
+            return self.screen.pid, self.screen.tag
+        if self.view != "processes" or self.report is None:
+            return None
+        table = self.query_one(ProcessTable)
+        pid = table.selected_pid
+        return None if pid is None else (pid, table.rows[table.cursor].tag)
+
+    def action_signal(self, name: str) -> None:
+        if isinstance(self.screen, ConfirmSignal):  # one question at a time
+            return
+        if self.readonly:
+            self.notify("read-only (--readonly): no signals are sent", severity="warning")
+            return
+        target = self._signal_target()
+        if target is None:
+            self.notify("select a runtime in the process table (p) to send a signal")
+            return
+        if self.lineage is None:
+            self.notify(f"{self.source.label}: its runtimes are not processes on this host; "
+                        "signals are off", severity="warning")
+            return
+        pid, tag = target
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.send_signal(pid, tag, name)
+
+        self.push_screen(ConfirmSignal(f"Send {name} to pid {pid} ({tag})?"), answered)
+
+    def send_signal(self, pid: int, tag: str, name: str) -> None:
+        try:
+            os.kill(pid, SIGNALS[name])
+        except ProcessLookupError:
+            self.notify(f"pid {pid} ({tag}) has already exited", severity="warning")
+        except PermissionError:
+            self.notify(f"not permitted to signal pid {pid} ({tag})", severity="error")
+        else:
+            self.notify(f"sent {name} to pid {pid} ({tag})")

@@ -37,6 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--stale-after", type=float, default=None, metavar="SECONDS",
                         help="banner when no report arrives for this long "
                              "(default: 3 report periods, at least 5 s)")
+    parser.add_argument("--readonly", action="store_true",
+                        help="never send a signal to a runtime (the I/T/K keys are off)")
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     return parser
 
@@ -107,8 +109,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
     from tui.app import NeuronTopApp
+    from tui.ptree import lineage
 
-    app = NeuronTopApp(source, stale_after=args.stale_after)
+    # Only the simulated instance's runtimes are processes on this host; a stream's or a
+    # recording's pids belong to another machine, so no parents and no signals for them.
+    local = args.input is None and args.stream is None and args.replay is None
+    app = NeuronTopApp(source, stale_after=args.stale_after, readonly=args.readonly,
+                       lineage=lineage if local else None)
     try:
         app.run()
     except KeyboardInterrupt:

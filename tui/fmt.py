@@ -74,3 +74,25 @@ def fit(text: str, width: int) -> str:
     if len(text) > width:
         return text[: width - 1] + "…" if width > 1 else text[:1]
     return text.ljust(width)
+
+
+def wrap_words(text: str, width: int, max_lines: int = 2) -> list[str]:
+    """Wrap ``text`` at word boundaries into at most ``max_lines`` lines of ``width`` cells; the
+    last line ends in an ellipsis when text is left over. Words longer than a line are cut."""
+    if width <= 0:
+        return []
+    words, lines, line = text.split(), [], ""
+    for word in words:
+        candidate = f"{line} {word}" if line else word
+        if len(candidate) <= width:
+            line = candidate
+            continue
+        if line:
+            lines.append(line)
+        line = word if len(word) <= width else fit(word, width)
+    if line:
+        lines.append(line)
+    if len(lines) > max_lines:
+        last = lines[max_lines - 1]
+        lines = lines[:max_lines - 1] + [last[: width - 1] + "…" if len(last) >= width else last + "…"]
+    return lines or [""]

@@ -107,3 +107,18 @@ class History:
 
     def _valid_core(self, core: int) -> bool:
         return self._layout is not None and 0 <= core < self._layout[0] * self._layout[1]
+
+    def group_series(self, cores: tuple[int, ...] | list[int], engine: int | None = None
+                     ) -> np.ndarray:
+        """Mean over ``cores`` at each sample: a runtime's utilization history (``engine`` None)
+        or one engine's. NaN where none of the cores had a reading."""
+        valid = [c for c in cores if self._valid_core(c)]
+        if not valid:
+            return np.array([])
+        ordered = self.core_util.series() if engine is None else self.engines.series()
+        # One reorder of the whole ring, then a fancy index: not one concatenate per core.
+        rows = ordered[valid] if engine is None else ordered[valid, engine]
+        with np.errstate(invalid="ignore"):
+            counts = np.isfinite(rows).sum(axis=0)
+            sums = np.nansum(rows, axis=0)
+        return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)

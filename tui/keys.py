@@ -19,13 +19,21 @@ GLOBAL_KEYS: tuple[tuple[str, str, str, str], ...] = (
     ("right_square_bracket", "core(1)", "", "engines: next core"),
     ("s", "sort", "", "processes: sort by the next column"),
     ("r", "reverse", "", "processes: reverse the sort order"),
-    ("slash", "filter", "", "processes: filter by pid, tag or status (enter applies, esc clears)"),
-    ("t", "next_theme", "", "next colour theme (also ctrl+p: command palette)"),
+    ("slash", "filter", "", "processes: filter: pid:N, tag:TEXT or any text; commas for several "
+     "(enter applies, esc clears)"),
+    ("t", "process_tree", "", "processes: tree of the runtimes under their parent processes"),
+    ("I", "signal('SIGINT')", "", "processes: send SIGINT to the selected runtime (asks first)"),
+    ("T", "signal('SIGTERM')", "", "processes: send SIGTERM to the selected runtime (asks first)"),
+    ("K", "signal('SIGKILL')", "", "processes: send SIGKILL to the selected runtime (asks first)"),
+    ("c", "next_theme", "", "next colour theme"),
+    ("S", "save_screenshot", "", "save a screenshot (SVG) in the working directory"),
 ) + tuple((str(n), f"tab_number({n})", "", f"select Neuron Apps tab {n}") for n in range(1, 10))
 
 WIDGET_KEYS: tuple[tuple[str, str], ...] = (
     ("arrows", "move the tree selection / the selected core / the process row (focused section)"),
-    ("enter", "expand / collapse the tree node; in processes: show that app"),
+    ("enter", "expand / collapse the tree node; in processes: that runtime's detail screen "
+              "(esc returns, o shows its app)"),
+    ("ctrl+p", "command palette: views, apps, sort columns, pause, FLOPs, screenshot, theme"),
     ("tab / shift+tab", "move focus: memory tree, core grid, process table"),
     ("pgup / pgdn / home / end", "scroll the memory tree"),
     ("mouse", "click a core, a tab, a tree node or a column header; wheel scrolls"),
@@ -33,6 +41,32 @@ WIDGET_KEYS: tuple[tuple[str, str], ...] = (
 
 _DISPLAY = {"question_mark": "?", "space": "space", "left_square_bracket": "[",
             "right_square_bracket": "]", "slash": "/"}
+
+
+# The footer, in priority order (what a narrow terminal keeps): quit, help and the views, then
+# the current view's own keys, then the rest. ``?`` always stays: help lists every key.
+# (keys shown, label, action run on click, views it applies to; None = every view)
+FOOTER: tuple[tuple[str, str, str, frozenset | None], ...] = (
+    ("q", "quit", "quit", None),
+    ("?", "help", "help", None),
+    ("o/e/p", "view", "cycle_view", None),
+    ("f", "FLOPs", "toggle_flops", frozenset({"overview"})),
+    ("x", "expand", "expand_all", frozenset({"overview"})),
+    ("[ ]", "core", "core(1)", frozenset({"engines"})),
+    ("enter", "details", "details", frozenset({"processes"})),
+    ("s/r", "sort", "sort", frozenset({"processes"})),
+    ("/", "filter", "filter", frozenset({"processes"})),
+    ("I/T/K", "signal", "", frozenset({"processes"})),
+    ("t", "tree", "process_tree", frozenset({"processes"})),
+    ("space", "pause", "pause", None),
+    ("a/d", "app", "tab(1)", None),
+    ("^p", "cmds", "command_palette", None),
+)
+
+
+def footer_entries(view: str, readonly: bool = False) -> list[tuple[str, str, str]]:
+    return [(keys, label, action) for keys, label, action, views in FOOTER
+            if (views is None or view in views) and not (readonly and label == "signal")]
 
 
 def display_key(key: str) -> str:

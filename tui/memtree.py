@@ -36,6 +36,19 @@ def _category_nodes(prefix: tuple, breakdown: dict[str, int]) -> tuple[TreeNode,
                           None) for key, _ in DEVICE_CATEGORIES if key in breakdown)
 
 
+def _unattributed(prefix: tuple, breakdown: dict[str, int], in_models: dict[str, int],
+                  has_models: bool) -> tuple[TreeNode, ...]:
+    """The core's memory that no loaded model accounts for (runtime memory, scratchpad...), as
+    one labelled node: the models' own categories already sit under each model, and listing the
+    core's categories again beside them would read as twice the memory."""
+    rest = {k: v - in_models.get(k, 0) for k, v in breakdown.items() if v > in_models.get(k, 0)}
+    if not rest:
+        return ()
+    key = (*prefix, "unattributed")
+    label = "not in a model" if has_models else "core memory"
+    return (TreeNode(key, label, None, sum(rest.values()), None, _category_nodes(key, rest)),)
+
+
 def _global_core(subgraph_core: int, device: int, per_device: int) -> int:
     """Subgraphs name a core either globally or within their device; accept both readings."""
     if device * per_device <= subgraph_core < (device + 1) * per_device:
@@ -45,15 +58,21 @@ def _global_core(subgraph_core: int, device: int, per_device: int) -> int:
     return subgraph_core
 
 
-def _models_by_core(models: Iterable[LoadedModel], per_device: int) -> dict[int, list[TreeNode]]:
+def _models_by_core(models: Iterable[LoadedModel], per_device: int,
+                    in_models: dict[int, dict[str, int]]) -> dict[int, list[TreeNode]]:
+    """Model nodes per global core; adds each core's model memory by category to ``in_models``."""
     found: dict[int, list[TreeNode]] = {}
     for model in models:
         for sub in model.subgraphs.values():
             core = _global_core(sub.neuroncore_index, sub.neuron_device_index, per_device)
             key = ("model", core, model.model_id, model.uuid)
+            breakdown = dict(sub.device_breakdown)
             node = TreeNode(key, model.name, model.model_id, sub.device_bytes, sub.host_bytes,
-                            _category_nodes(key, dict(sub.device_breakdown)))
+                            _category_nodes(key, breakdown))
             found.setdefault(core, []).append(node)
+            sums = in_models.setdefault(core, {})
+            for name, value in breakdown.items():
+                sums[name] = sums.get(name, 0) + value
     return found
 
 
@@ -62,6 +81,7 @@ def build_tree(runtimes: Iterable[RuntimeReport], per_device: int) -> tuple[Tree
     per_device = max(per_device, 1)
     core_memory: dict[int, dict[str, int]] = {}
     models: dict[int, list[TreeNode]] = {}
+    in_models: dict[int, dict[str, int]] = {}
     for runtime in runtimes:
         used = runtime.memory_used
         if used is None:
@@ -70,7 +90,7 @@ def build_tree(runtimes: Iterable[RuntimeReport], per_device: int) -> tuple[Tree
             merged = core_memory.setdefault(core, {})
             for key, value in breakdown.items():
                 merged[key] = merged.get(key, 0) + value
-        for core, nodes in _models_by_core(used.loaded_models, per_device).items():
+        for core, nodes in _models_by_core(used.loaded_models, per_device, in_models).items():
             models.setdefault(core, []).extend(nodes)
     devices: dict[int, list[TreeNode]] = {}
     for core in sorted(set(core_memory) | set(models)):
@@ -79,7 +99,8 @@ def build_tree(runtimes: Iterable[RuntimeReport], per_device: int) -> tuple[Tree
         key = ("nc", core)
         host = sum(m.host_bytes or 0 for m in core_models) if core_models else None
         node = TreeNode(key, f"NC {core}", None, sum(breakdown.values()), host,
-                        core_models + _category_nodes(key, breakdown))
+                        core_models + _unattributed(key, breakdown, in_models.get(core, {}),
+                                                    bool(core_models)))
         devices.setdefault(core // per_device, []).append(node)
     return tuple(_device_node(device, tuple(cores)) for device, cores in sorted(devices.items()))
 

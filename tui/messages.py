@@ -26,3 +26,11 @@ class SourceEnded(Message):
         self.malformed = malformed
         self.ended_at = ended_at
         self.error = error
+
+
+class ParentsFound(Message):
+    """The parent processes of the runtimes' pids (None: not a process on this host)."""
+
+    def __init__(self, lineages: dict) -> None:
+        super().__init__()
+        self.lineages = lineages

@@ -23,12 +23,19 @@ class ProcessRow:
 
 # (key, header, width, right-aligned, priority): narrow terminals drop the lowest priority first;
 # width 0 = takes the rest (at least 6).
+# Every width leaves a cell for the sort arrow after the title, so the header never shifts.
 COLUMNS = (("pid", "PID", 7, True, 9), ("tag", "TAG", 20, False, 9), ("cores", "CORES", 9, False, 7),
-           ("utilization", "NC UTIL", 7, True, 8), ("device_bytes", "DEV MEM", 8, True, 6),
-           ("host_bytes", "HOST MEM", 8, True, 2), ("vcpu", "vCPU", 6, True, 3),
-           ("executions_per_second", "EXEC/s", 8, True, 5), ("errors", "ERRORS", 6, True, 7),
+           ("utilization", "NC UTIL", 8, True, 8), ("device_bytes", "DEV MEM", 8, True, 6),
+           ("host_bytes", "HOST MEM", 9, True, 2), ("vcpu", "vCPU", 6, True, 3),
+           ("executions_per_second", "EXEC/s", 8, True, 5), ("errors", "ERRORS", 7, True, 7),
            ("latency_p50", "P50 LAT", 8, True, 4), ("status", "STATUS", 0, False, 1))
 SORT_KEYS = tuple(key for key, *_ in COLUMNS if key != "status")
+
+
+def highest_first(key: str) -> bool:
+    """The direction a column sorts in when first chosen: numbers highest first (as top and
+    nvitop do), the tag alphabetically."""
+    return key != "tag"
 
 
 def process_row(runtime: RuntimeReport) -> ProcessRow:
@@ -48,14 +55,28 @@ def process_row(runtime: RuntimeReport) -> ProcessRow:
                       used.host_bytes if used else None, vcpu, rate, errors, p50, runtime.error)
 
 
+def matches(row: ProcessRow, query: str) -> bool:
+    """``query``: terms separated by commas or spaces, any of which may match. ``pid:N`` is that
+    pid exactly, ``tag:TEXT`` a tag containing TEXT; a bare term matches the pid, tag or status."""
+    for term in query.replace(",", " ").lower().split():
+        kind, _, needle = term.partition(":") if ":" in term else ("", "", term)
+        if kind == "pid":
+            if needle.isdigit() and row.pid == int(needle):
+                return True
+        elif kind == "tag":
+            if needle in row.tag.lower():
+                return True
+        elif (term in str(row.pid) or term in row.tag.lower() or term in row.status.lower()):
+            return True
+    return False
+
+
 def process_rows(report: Report, sort_key: str = "pid", reverse: bool = False,
                  query: str = "") -> list[ProcessRow]:
-    """Rows matching ``query`` (substring of pid, tag or status), sorted; missing values last."""
+    """Rows matching ``query`` (see ``matches``), sorted; missing values last."""
     rows = [process_row(r) for r in report.runtimes]
     if query:
-        needle = query.lower()
-        rows = [r for r in rows if needle in str(r.pid) or needle in r.tag.lower()
-                or needle in r.status.lower()]
+        rows = [r for r in rows if matches(r, query)]
     present = [r for r in rows if getattr(r, sort_key) is not None]
     missing = [r for r in rows if getattr(r, sort_key) is None]
     present.sort(key=lambda r: (getattr(r, sort_key), r.pid), reverse=reverse)

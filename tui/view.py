@@ -32,6 +32,27 @@ def runtimes_for(report: Report, tab: str) -> tuple[RuntimeReport, ...]:
     return tuple(r for r in report.runtimes if r.tag == tab)
 
 
+def tab_cores(report: Report, tab: str) -> tuple[int, ...]:
+    """The cores a tab covers, sorted: every core for ``all``, else the app's reported cores."""
+    if tab == ALL_TAB:
+        devices, per_device = core_layout(report)
+        return tuple(range(devices * per_device))
+    cores: set[int] = set()
+    for runtime in runtimes_for(report, tab):
+        if runtime.neuroncore_counters:
+            cores.update(runtime.neuroncore_counters.cores)
+        if runtime.engine_counters:
+            cores.update(runtime.engine_counters.cores)
+    return tuple(sorted(cores))
+
+
+def instance_stopped(report: Report) -> bool:
+    """A report of no instance at all: no runtime, no device, no instance id (what a collector
+    reads once the instance it watched has stopped)."""
+    return (not report.runtimes and report.hardware.device_count == 0
+            and not report.instance.id)
+
+
 def core_layout(report: Report) -> tuple[int, int]:
     """(devices, logical cores per device); inferred from the cores seen when hardware info is empty."""
     hw = report.hardware
@@ -52,17 +73,30 @@ class CoreGrid:
     utilization: np.ndarray  # ratio per core
     flops: np.ndarray  # FLOP/s per core
     in_use: np.ndarray  # bool per core: some selected runtime reported it
+    own_cores_only: bool = False  # an app tab: the average is over that app's cores, not the host's
 
     @property
     def average(self) -> float:
-        return float(self.utilization.mean()) if self.utilization.size else 0.0
+        values = self.utilization[self.in_use] if self.own_cores_only else self.utilization
+        return float(values.mean()) if values.size else 0.0
+
+    @property
+    def cores_counted(self) -> int:
+        return int(self.in_use.sum()) if self.own_cores_only else int(self.utilization.size)
+
+    @property
+    def flops_top(self) -> float:
+        """The TFLOPs bars' full scale: the busiest core shown (streams carry no peak figure)."""
+        return float(self.flops.max()) if self.flops.size else 0.0
 
     @property
     def total_flops(self) -> float:
         return float(self.flops.sum())
 
 
-def core_grid(report: Report, runtimes: Iterable[RuntimeReport]) -> CoreGrid:
+def core_grid(report: Report, runtimes: Iterable[RuntimeReport], own_cores_only: bool = False
+              ) -> CoreGrid:
+    """``own_cores_only``: averages count only the selected runtimes' cores (an app tab)."""
     devices, per_device = core_layout(report)
     count = devices * per_device
     util, flops, in_use = np.zeros(count), np.zeros(count), np.zeros(count, dtype=bool)
@@ -77,19 +111,30 @@ def core_grid(report: Report, runtimes: Iterable[RuntimeReport]) -> CoreGrid:
                 flops[core] += values.flops
                 in_use[core] = True
     np.clip(util, 0.0, 1.0, out=util)
-    return CoreGrid(report.hardware.core_version or "", devices, per_device, util, flops, in_use)
+    return CoreGrid(report.hardware.core_version or "", devices, per_device, util, flops, in_use,
+                    own_cores_only)
 
 
 @dataclass(frozen=True, slots=True)
 class VcpuUsage:
     system_user: float | None
     system_system: float | None
-    runtime_user: float | None
+    runtime_user: float | None  # share of the host's vCPUs (0..1) when host_vcpus is known
     runtime_system: float | None
+    host_vcpus: int = 0  # 0: the stream has no per-vCPU data; runtime figures are of one vCPU
+
+
+def host_vcpu_count(report: Report) -> int:
+    system = report.system.vcpu
+    return len(system.per_cpu) if system is not None and system.per_cpu else 0
 
 
 def vcpu_usage(report: Report, runtimes: Iterable[RuntimeReport]) -> VcpuUsage:
-    """System usage folded like AWS's exporter: user+nice, system+io_wait+irq+soft_irq."""
+    """System usage folded like AWS's exporter: user+nice, system+io_wait+irq+soft_irq.
+
+    A runtime reports its CPU time per second of wall time (1.6 = 1.6 vCPUs busy); the panel
+    calls it a share of the host, so it is divided by the host's vCPU count when the stream has it.
+    """
     system = report.system.vcpu
     s_user = s_sys = None
     if system is not None and system.average:
@@ -97,9 +142,13 @@ def vcpu_usage(report: Report, runtimes: Iterable[RuntimeReport]) -> VcpuUsage:
         s_user = min(1.0, avg.get("user", 0.0) + avg.get("nice", 0.0))
         s_sys = min(1.0, sum(avg.get(k, 0.0) for k in ("system", "io_wait", "irq", "soft_irq")))
     with_vcpu = [r.vcpu for r in runtimes if r.vcpu is not None]
-    r_user = sum(v.user for v in with_vcpu) if with_vcpu else None
-    r_sys = sum(v.system for v in with_vcpu) if with_vcpu else None
-    return VcpuUsage(s_user, s_sys, r_user, r_sys)
+    count = host_vcpu_count(report)
+    scale = 1.0 / count if count else 1.0
+    r_user = min(1.0, scale * sum(v.user for v in with_vcpu)) if with_vcpu and count else (
+        sum(v.user for v in with_vcpu) if with_vcpu else None)
+    r_sys = min(1.0, scale * sum(v.system for v in with_vcpu)) if with_vcpu and count else (
+        sum(v.system for v in with_vcpu) if with_vcpu else None)
+    return VcpuUsage(s_user, s_sys, r_user, r_sys, count)
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,27 @@ class LineWidget(Widget):
         self._line_count = -1
         self._base_style = Style()
         self.top_row = 0  # first line shown when the lines outgrow the widget
+        self._title = ""
+
+    FOCUS_MARK = "▶ "
+
+    def set_title(self, title: str) -> None:
+        """The section's frame title; the focused section's starts with a mark, so focus reads
+        even without colour (NO_COLOR) and with the one-line frames of short terminals."""
+        self._title = title
+        shown = (self.FOCUS_MARK + title) if self.has_focus else title
+        if shown != self.border_title:  # an unchanged title costs no refresh
+            self.border_title = shown
+
+    def watch_has_focus(self, has_focus: bool) -> None:
+        super().watch_has_focus(has_focus)
+        if self._title:
+            self.set_title(self._title)
+
+    def clamp_scroll(self, visible: int) -> None:
+        """After a resize: no scroll offset past the end, none at all when everything fits."""
+        total = len(self.lines_for(self.size.width)) if self.size.width else 0
+        self.top_row = min(self.top_row, max(0, total - visible))
 
     def build_lines(self, width: int) -> list[Strip]:
         raise NotImplementedError

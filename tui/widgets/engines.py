@@ -8,14 +8,15 @@ from textual.strip import Strip
 from monitor.report import CoreEngineCounters, DeviceCounter, Report
 from monitor.vocab import ENGINE_LABELS
 from tui.braille import bar, braille_rows
-from tui.fmt import human_rate, percent, tflops
+from tui.fmt import human_rate, percent, tflops, wrap_words
 from tui.history import ENGINES, History
 from tui.view import core_layout
 from tui.widgets.base import LineWidget, strip
 
 LABEL, BAR, VALUE = 11, 16, 11
-GRAPH_SERIES = 11  # 5 engines + core + HBM read/write + power, temperature, throttle
-FIXED_LINES = 4  # the core heading and three section headings
+# Rows left over after one per graph go to these first: the figures most looked at.
+ROW_PRIORITY = ("NeuronCore", "Tensor", "HBM read", "HBM write", "Vector", "DMA", "Power", "Scalar",
+                "GpSimd", "Temp", "Throttle")
 
 
 class EngineView(LineWidget):
@@ -39,6 +40,7 @@ class EngineView(LineWidget):
         self.report: Report | None = None
         self.history: History | None = None
         self.core = 0
+        self._heights: dict[str, int] = {}
 
     def show(self, report: Report, history: History, core: int) -> None:
         self.report, self.history, self.core = report, history, core
@@ -53,15 +55,32 @@ class EngineView(LineWidget):
             return [strip([("waiting for the first report…", self.style_of("engines--muted"))])]
         per_device = core_layout(report)[1]
         device = self.core // per_device
-        graph_h = max(1, (self.size.height - FIXED_LINES) // GRAPH_SERIES)
+        heading = self._heading(report, width)
+        engines = self._core_engines(report)
+        counter = self._device_counter(report, device)
+        labels = ([ENGINE_LABELS[e] for e in ENGINES] if engines else []) + ["NeuronCore",
+                                                                            "HBM read", "HBM write"]
+        labels += ["Power", "Temp", "Throttle"] if counter else []
+        notes = (0 if engines else 1) + (0 if counter else 1)
+        self._heights = self._row_heights(labels, self.size.height - len(heading) - 3 - notes)
         graph_w = max(4, width - LABEL - BAR - VALUE - 2)
-        lines = [self._heading(report, width)]
-        lines += self._engine_lines(report, history, graph_w, graph_h)
-        lines += self._hbm_lines(report, history, device, graph_w, graph_h, width)
-        lines += self._power_lines(report, history, device, graph_w, graph_h, width)
+        lines = heading
+        lines += self._engine_lines(report, history, graph_w)
+        lines += self._hbm_lines(report, history, device, graph_w, width)
+        lines += self._power_lines(report, history, device, graph_w, width)
         return lines
 
-    def _heading(self, report: Report, width: int) -> Strip:
+    @staticmethod
+    def _row_heights(labels: list[str], rows: int) -> dict[str, int]:
+        """Share ``rows`` among the graphs: each gets the same, the rest go by ROW_PRIORITY, so
+        the view fills the terminal instead of leaving blank rows under one-row graphs."""
+        base, extra = divmod(max(rows, len(labels)), len(labels))
+        heights = dict.fromkeys(labels, base)
+        for label in [name for name in ROW_PRIORITY if name in heights][:extra]:
+            heights[label] += 1
+        return heights
+
+    def _heading(self, report: Report, width: int) -> list[Strip]:
         owner, util, flops = "no runtime", None, None
         for runtime in report.runtimes:
             counters = runtime.neuroncore_counters
@@ -69,17 +88,17 @@ class EngineView(LineWidget):
                 owner = f"{runtime.tag} (pid {runtime.pid})"
                 util, flops = counters.cores[self.core].utilization, counters.cores[self.core].flops
         per_device = core_layout(report)[1]
-        text = (f" NC{self.core} on ND{self.core // per_device} · {owner} · utilization "
-                f"{percent(util)} · {tflops(flops)}   ([ ] or click the grid to change core)")
-        return strip([(text[:width], self.style_of("engines--head"))])
+        text = (f"NC{self.core} on ND{self.core // per_device} · {owner} · utilization "
+                f"{percent(util)} · {tflops(flops)} · another core: [ ] or a click on the grid")
+        return [strip([(" " + part, self.style_of("engines--head"))])
+                for part in wrap_words(text, width - 1, 2)]
 
     def _section(self, title: str, width: int) -> Strip:
         return strip([(f" {title} ".ljust(width), self.style_of("engines--section"))])
 
     def _series(self, label: str, ratio: float | None, value: str, series: np.ndarray,
-                top: float, graph_w: int, graph_h: int, graph_style: str = "engines--graph"
-                ) -> list[Strip]:
-        rows = braille_rows(series, graph_w, graph_h, top=top)
+                top: float, graph_w: int, graph_style: str = "engines--graph") -> list[Strip]:
+        rows = braille_rows(series, graph_w, self._heights.get(label, 1), top=top)
         meter = bar(ratio, BAR - 1) if ratio is not None else " " * (BAR - 1)
         lines = []
         for i, row in enumerate(rows):
@@ -95,7 +114,7 @@ class EngineView(LineWidget):
                 return group.cores[self.core]
         return None
 
-    def _engine_lines(self, report, history, graph_w, graph_h) -> list[Strip]:
+    def _engine_lines(self, report, history, graph_w) -> list[Strip]:
         counters = self._core_engines(report)
         width = LABEL + BAR + VALUE + graph_w + 1
         lines = [self._section("Engines (utilization over the period; history right, newest last)",
@@ -106,17 +125,17 @@ class EngineView(LineWidget):
         for index, engine in enumerate(ENGINES if counters else ()):
             ratio = counters.engine_utilization.get(engine)
             lines += self._series(ENGINE_LABELS[engine], ratio, percent(ratio),
-                                  history.engine_series(self.core, index), 1.0, graph_w, graph_h)
+                                  history.engine_series(self.core, index), 1.0, graph_w)
         core_series = history.core_series(self.core)
         now = float(core_series[-1]) if core_series.size else None
-        lines += self._series("NeuronCore", now, percent(now), core_series, 1.0, graph_w, graph_h)
+        lines += self._series("NeuronCore", now, percent(now), core_series, 1.0, graph_w)
         return lines
 
     def _device_counter(self, report: Report, device: int) -> DeviceCounter | None:
         group = report.system.device_counters
         return next((d for d in group.devices if d.index == device), None) if group else None
 
-    def _hbm_lines(self, report, history, device, graph_w, graph_h, width) -> list[Strip]:
+    def _hbm_lines(self, report, history, device, graph_w, width) -> list[Strip]:
         read = history.device_series(device, "hbm_read")
         write = history.device_series(device, "hbm_write")
         top = float(np.nanmax(np.concatenate((read, write)))) if np.isfinite(
@@ -130,10 +149,10 @@ class EngineView(LineWidget):
             now = float(series[-1]) if series.size and np.isfinite(series[-1]) else None
             ratio = now / top if now is not None and top > 0 else None
             lines += self._series(label, ratio, human_rate(now), series, max(top, 1.0), graph_w,
-                                  graph_h, style)
+                                  style)
         return lines
 
-    def _power_lines(self, report, history, device, graph_w, graph_h, width) -> list[Strip]:
+    def _power_lines(self, report, history, device, graph_w, width) -> list[Strip]:
         counter = self._device_counter(report, device)
         note = "modelled" if counter is None or counter.modelled else "measured"
         lines = [self._section(f"ND{device} power / thermal / throttle ({note})", width)]
@@ -147,5 +166,5 @@ class EngineView(LineWidget):
         for label, name, top, value in specs:
             series = history.device_series(device, name)
             now = float(series[-1]) if series.size and np.isfinite(series[-1]) else 0.0
-            lines += self._series(label, now / top, value, series, top, graph_w, graph_h)
+            lines += self._series(label, now / top, value, series, top, graph_w)
         return lines

@@ -10,15 +10,19 @@ from tui.braille import bar
 from tui.fmt import percent, tflops
 from tui.view import CoreGrid
 from tui.widgets.base import LineWidget, strip
+from tui.widgets.usage import Group, usage_lines
 
 LABEL_WIDTH = 5
+HISTORY_MIN_WIDTH = 110  # the per-app history column shows from this width (and a tall screen)
+GAP = " │ "
 
 
 class CoreGridView(LineWidget, can_focus=True):
     """Attributes down: ``grid``, ``show_flops``, ``selected``. Messages up: ``CoreSelected``."""
 
     COMPONENT_CLASSES = {"coregrid--low", "coregrid--mid", "coregrid--high", "coregrid--idle",
-                         "coregrid--label", "coregrid--selected"}
+                         "coregrid--label", "coregrid--selected", "usage--label", "usage--value",
+                         "usage--graph", "usage--muted"}
     DEFAULT_CSS = """
     CoreGridView { height: auto; }
     CoreGridView > .coregrid--low { color: $success; }
@@ -27,6 +31,10 @@ class CoreGridView(LineWidget, can_focus=True):
     CoreGridView > .coregrid--idle { color: $text-muted; }
     CoreGridView > .coregrid--label { color: $text-accent; text-style: bold; }
     CoreGridView > .coregrid--selected { text-style: reverse bold; }
+    CoreGridView > .usage--label { text-style: bold; }
+    CoreGridView > .usage--value { text-style: bold; }
+    CoreGridView > .usage--graph { color: $accent; }
+    CoreGridView > .usage--muted { color: $text-muted; }
     """
     BINDINGS = [
         Binding("left", "move(-1, 0)", "core left", show=False),
@@ -45,11 +53,14 @@ class CoreGridView(LineWidget, can_focus=True):
         self.grid: CoreGrid | None = None
         self.show_flops = False
         self.selected = 0
+        self.groups: list[Group] = []  # utilization history per app, drawn at the right
         self._styles: dict = {}
 
-    def show(self, grid: CoreGrid, show_flops: bool, selected: int) -> None:
+    def show(self, grid: CoreGrid, show_flops: bool, selected: int,
+             groups: list[Group] | None = None) -> None:
         self.grid, self.show_flops, self.selected = grid, show_flops, selected
-        self.border_title = self.heading()
+        self.groups = groups or []
+        self.set_title(self.heading())
         self._keep_selected_visible()
         self.invalidate(layout=True)
 
@@ -59,12 +70,27 @@ class CoreGridView(LineWidget, can_focus=True):
             return "NeuronCore Utilization (waiting for the first report)"
         version = f"NeuronCore {grid.core_version} " if grid.core_version else "NeuronCore "
         if self.show_flops:
-            return f"{version}TFLOPs (Total: {grid.total_flops / 1e12:.2f})"
+            return (f"{version}TFLOPs (Total: {grid.total_flops / 1e12:.2f}; "
+                    f"full bar: busiest core, {tflops(grid.flops_top)})")
+        if grid.own_cores_only:
+            cores = grid.cores_counted
+            return (f"{version}Utilization (Avg over its {cores} core{'s' if cores != 1 else ''}: "
+                    f"{percent(grid.average)})")
         return f"{version}Utilization (Avg: {percent(grid.average)})"
+
+    def history_width(self, width: int) -> int:
+        """Cells of the history column: a third of a wide grid whose rows all fit, else none."""
+        if width < HISTORY_MIN_WIDTH or not self.groups or self.grid is None:
+            return 0
+        if self.size.height and self.size.height < self.grid.devices + 1:
+            return 0  # the rows scroll (a short terminal): the history would scroll with them
+        return width // 3
 
     def column_width(self, width: int) -> int:
         per_device = self.grid.cores_per_device if self.grid else 1
-        return max(6, (width - LABEL_WIDTH) // per_device)
+        history = self.history_width(width)
+        grid_width = width - history - len(GAP) if history else width
+        return max(6, (grid_width - LABEL_WIDTH) // per_device)
 
     def build_lines(self, width: int) -> list[Strip]:
         grid = self.grid
@@ -76,26 +102,38 @@ class CoreGridView(LineWidget, can_focus=True):
         label = self._styles["coregrid--label"]
         header = [(" " * LABEL_WIDTH, None)]
         header += [(f"NC{c}".ljust(col), label) for c in range(grid.cores_per_device)]
-        lines = [strip(header)]
+        rows = [header]
         for device in range(grid.devices):
             parts = [(f"ND{device}".ljust(LABEL_WIDTH), label)]
             for local in range(grid.cores_per_device):
                 parts += self._cell(device * grid.cores_per_device + local, col)
-            lines.append(strip(parts))
-        return lines
+            rows.append(parts)
+        history = self.history_width(width)
+        if history:
+            grid_width = width - history - len(GAP)
+            muted = self._styles["usage--muted"]
+            for parts, extra in zip(rows, usage_lines(self.groups, history, len(rows))):
+                used = sum(len(text) for text, _ in parts)
+                parts.append((" " * max(0, grid_width - used) + GAP, muted))
+                parts += [(text, self._styles[name]) for text, name in extra]
+        return [strip(parts) for parts in rows]
 
     def _cell(self, core: int, col: int) -> list[tuple]:
         grid = self.grid
         util = float(grid.utilization[core])
-        value = tflops(float(grid.flops[core])) if self.show_flops else percent(util)
+        if self.show_flops:  # the bar shows the figure printed beside it, not utilization
+            flops, top = float(grid.flops[core]), grid.flops_top
+            ratio, value = (flops / top if top > 0 else 0.0), tflops(flops)
+        else:
+            ratio, value = util, percent(util)
         number = f"[{value:>7}]"
         bar_width = col - len(number) - 2
-        level = ("coregrid--idle" if not grid.in_use[core] else "coregrid--high" if util >= 0.8
-                 else "coregrid--mid" if util >= 0.5 else "coregrid--low")
+        level = ("coregrid--idle" if not grid.in_use[core] else "coregrid--high" if ratio >= 0.8
+                 else "coregrid--mid" if ratio >= 0.5 else "coregrid--low")
         number_style = self._styles["coregrid--selected"] if core == self.selected else None
         if bar_width < 2:
             return [(number, number_style), (" " * (col - len(number)), None)]
-        return [(bar(util, bar_width), self._styles[level]), (" ", None), (number, number_style),
+        return [(bar(ratio, bar_width), self._styles[level]), (" ", None), (number, number_style),
                 (" ", None)]
 
     def _keep_selected_visible(self) -> None:
@@ -147,4 +185,6 @@ class CoreGridView(LineWidget, can_focus=True):
         self.refresh()
 
     def on_resize(self, event: events.Resize) -> None:
+        self.invalidate()  # whether the history column fits depends on the height
+        self.clamp_scroll(self.size.height)
         self._keep_selected_visible()

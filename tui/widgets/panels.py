@@ -6,7 +6,7 @@ from textual.message import Message
 from textual.strip import Strip
 
 from tui.faults import Fault
-from tui.fmt import fit, human_bytes, percent
+from tui.fmt import fit, human_bytes, percent, wrap_words
 from tui.view import DEVICE_CATEGORIES, HOST_CATEGORIES, MemorySummary, VcpuUsage
 from tui.widgets.base import LineWidget, strip
 
@@ -16,7 +16,7 @@ class TitleBar(LineWidget):
 
     COMPONENT_CLASSES = {"titlebar--status"}
     DEFAULT_CSS = """
-    TitleBar { height: 1; background: $primary; color: $text; text-style: bold; }
+    TitleBar { height: auto; background: $primary; color: $text; text-style: bold; }
     TitleBar > .titlebar--status { text-style: not bold; }
     """
 
@@ -31,20 +31,25 @@ class TitleBar(LineWidget):
         if (instance_id, instance_type, status) == (self.instance_id, self.instance_type, self.status):
             return  # unchanged: no repaint
         self.instance_id, self.instance_type, self.status = instance_id, instance_type, status
-        self.invalidate()
+        self.invalidate(layout=True)
 
     def build_lines(self, width: int) -> list[Strip]:
+        """One line when it fits; else "running on" goes, then the status takes a second line,
+        wrapped at word boundaries (never cut mid-word)."""
         kind = f" ({self.instance_type})" if self.instance_type else ""
-        title = fit(f" neuron-top {self.version} running on {self.instance_id}{kind}", width)
-        title = title.rstrip()
-        room = width - len(title) - 3
-        status = self.status
-        if room < 8:
-            status = ""
-        elif len(status) > room:
-            status = status[: room - 1] + "…"
-        gap = " " * max(1, width - len(title) - len(status) - 1)
-        return [strip([(title, None), (gap, None), (status + " ", self.style_of("titlebar--status"))])]
+        status_style = self.style_of("titlebar--status")
+        long = f" neuron-top {self.version} running on {self.instance_id}{kind}"
+        short = f" neuron-top {self.version} · {self.instance_id}{kind}"
+        shortest = f" neuron-top · {self.instance_id}{kind}"
+        for title in (long, short, shortest):
+            if len(title) + len(self.status) + 3 <= width:
+                gap = " " * (width - len(title) - len(self.status) - 1)
+                return [strip([(title, None), (gap, None), (self.status + " ", status_style)])]
+        title = short if len(short) <= width else fit(short, width)
+        lines = [strip([(title, None)])]
+        for part in wrap_words(self.status, width - 2, 1) if self.status else ():
+            lines.append(strip([(" " + part.rjust(width - 2) + " ", status_style)]))
+        return lines
 
 
 class Banner(LineWidget):
@@ -72,18 +77,22 @@ class Banner(LineWidget):
         self.invalidate(layout=True)
 
     def build_lines(self, width: int) -> list[Strip]:
-        lines = []
+        """At most three lines, each message wrapped at word boundaries."""
+        messages = []
         if self.stale:
-            lines.append(strip([(fit(f" ! {self.stale}", width), self.style_of("banner--stale"))]))
+            messages.append((f"! {self.stale}", "banner--stale"))
         errors = [f.text for f in self.faults if f.severity == "error"]
         warnings = [f.text for f in self.faults if f.severity != "error"]
         if errors:
-            lines.append(strip([(fit(" FAULT: " + " · ".join(errors), width),
-                                 self.style_of("banner--error"))]))
+            messages.append(("FAULT: " + " · ".join(errors), "banner--error"))
         if warnings:
-            lines.append(strip([(fit(" WARNING: " + " · ".join(warnings), width),
-                                 self.style_of("banner--warning"))]))
-        return lines
+            messages.append(("WARNING: " + " · ".join(warnings), "banner--warning"))
+        lines: list[Strip] = []
+        for index, (message, style) in enumerate(messages):
+            room = 3 - len(lines) - (len(messages) - index - 1)  # leave a line for each after
+            for part in wrap_words(message, width - 2, max(1, room)):
+                lines.append(strip([(fit(" " + part, width), self.style_of(style))]))
+        return lines[:3]
 
 
 def _pairs_to_lines(head: str, pairs: list[tuple[str, str]], width: int, indent: int,
@@ -91,11 +100,12 @@ def _pairs_to_lines(head: str, pairs: list[tuple[str, str]], width: int, indent:
     """Lay ``label value`` pairs after a heading, wrapping whole pairs to the next line."""
     lines, parts, used = [], [(head.ljust(indent), head_style)], indent
     for label, value in pairs:
-        cell = len(label) + 1 + len(value) + 3
+        cell = (len(label) + 1 if label else 0) + len(value) + 3
         if used + cell > width and used > indent:
             lines.append(strip(parts))
             parts, used = [(" " * indent, None)], indent
-        parts += [(label + " ", label_style), (value.ljust(len(value) + 3), None)]
+        parts += [(label + " " if label else "", label_style),
+                  (value.ljust(len(value) + 3), label_style if not label else None)]
         used += cell
     lines.append(strip(parts))
     return lines
@@ -123,9 +133,14 @@ class VcpuPanel(LineWidget):
         u = self.usage or VcpuUsage(None, None, None, None)
         head, label = self.style_of("panel--head"), self.style_of("panel--label")
         lines = []
-        for name, user, system in (("System vCPU Usage", u.system_user, u.system_system),
-                                   ("Runtime vCPU Usage", u.runtime_user, u.runtime_system)):
+        of_what = (f"of {u.host_vcpus} vCPUs" if u.host_vcpus else "of one vCPU")
+        for name, user, system, note in (
+                ("System vCPU Usage", u.system_user, u.system_system, ""),
+                ("Runtime vCPU Usage", u.runtime_user, u.runtime_system,
+                 of_what if u.runtime_user is not None else "")):
             pairs = [("user", percent(user)), ("system", percent(system))]
+            if note:
+                pairs.append(("", note))
             lines += _pairs_to_lines(name, pairs, width, 20, head, label)
         return lines
 
@@ -187,13 +202,29 @@ class AppsBar(LineWidget):
             self.tabs, self.selected = tabs, selected
             self.invalidate()
 
+    def _names(self, width: int) -> tuple[str, list[str]]:
+        """The heading and tab names that fit: long tags are shortened (with an ellipsis) evenly
+        rather than the bar being cut mid-name at the terminal's edge."""
+        def length(head: str, names: list[str]) -> int:
+            return len(head) + sum(len(name) + 7 for name in names)
+        names = list(self.tabs)
+        for head in (" Neuron Apps: ", " Apps: "):
+            if length(head, names) <= width:
+                return head, names
+        longest = max(len(n) for n in names)
+        while longest > 4 and length(head, names) > width:
+            longest -= 1
+            names = [fit(n, longest) if len(n) > longest else n for n in names]
+        return head, names
+
     def build_lines(self, width: int) -> list[Strip]:
-        parts = [(" Neuron Apps: ", self.style_of("apps--label"))]
+        head, names = self._names(width)
+        parts = [(head, self.style_of("apps--label"))]
         x, self._spans = len(parts[0][0]), []
-        for number, tab in enumerate(self.tabs, start=1):
+        for number, (tab, name) in enumerate(zip(self.tabs, names), start=1):
             key = str(number) if number <= 9 else "-"
             chosen = tab == self.selected
-            text = f">[{key}]:{tab}<" if chosen else f" [{key}]:{tab} "
+            text = f">[{key}]:{name}<" if chosen else f" [{key}]:{name} "
             parts += [(text, self.style_of("apps--selected") if chosen else None), (" ", None)]
             self._spans.append((x, x + len(text), tab))
             x += len(text) + 1

@@ -6,8 +6,9 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.strip import Strip
 
-from tui.fmt import core_ranges, fit, human_bytes, per_second, percent
+from tui.fmt import core_ranges, fit, human_bytes, per_second, percent, wrap_words
 from tui.procs import COLUMNS, ProcessRow
+from tui.ptree import TreeLine
 from tui.widgets.base import LineWidget, strip
 
 
@@ -29,7 +30,8 @@ def _cell(row: ProcessRow, key: str) -> str:
 
 
 class ProcessTable(LineWidget, can_focus=True):
-    """Attributes down: ``rows``, ``sort_key``, ``reverse``, ``query``. Messages up: sort, pick."""
+    """Attributes down: ``rows``, ``sort_key``, ``reverse``, ``query``, ``parents_tree`` (the
+    rows under their parent processes, or None for the flat table). Messages up: sort, details."""
 
     COMPONENT_CLASSES = {"procs--header", "procs--sorted", "procs--cursor", "procs--error",
                          "procs--muted"}
@@ -45,7 +47,9 @@ class ProcessTable(LineWidget, can_focus=True):
     BINDINGS = [
         Binding("up", "cursor(-1)", show=False),
         Binding("down", "cursor(1)", show=False),
-        Binding("enter", "pick", "show this app"),
+        Binding("enter", "details", "details"),
+        Binding("home", "cursor(-100000)", show=False),
+        Binding("end", "cursor(100000)", show=False),
     ]
 
     class SortChanged(Message):
@@ -53,26 +57,44 @@ class ProcessTable(LineWidget, can_focus=True):
             super().__init__()
             self.key = key
 
-    class Picked(Message):
-        def __init__(self, tag: str) -> None:
+    class DetailsRequested(Message):
+        def __init__(self, pid: int) -> None:
             super().__init__()
-            self.tag = tag
+            self.pid = pid
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.rows: list[ProcessRow] = []
         self.sort_key, self.reverse, self.query = "pid", False, ""
         self.cursor = 0
+        self.parents_tree: list[TreeLine] | None = None
         self._header_spans: list[tuple[int, int, str]] = []
+        self._line_rows: list[int | None] = []  # per body line: index into rows, None = a parent
 
-    def show(self, rows: list[ProcessRow], sort_key: str, reverse: bool, query: str) -> None:
+    def show(self, rows: list[ProcessRow], sort_key: str, reverse: bool, query: str,
+             tree: list[TreeLine] | None = None) -> None:
+        selected = self.selected_pid
+        if tree is not None:  # the tree orders the runtimes: under their parents
+            rows = [line.row for line in tree if line.row is not None]
         self.rows, self.sort_key, self.reverse, self.query = rows, sort_key, reverse, query
+        self.parents_tree = tree
+        pids = [row.pid for row in rows]
+        if selected in pids:  # the cursor stays on its process when the order changes
+            self.cursor = pids.index(selected)
         self.cursor = min(self.cursor, max(0, len(rows) - 1))
-        self.invalidate()
+        self.invalidate(layout=True)
+
+    @property
+    def selected_pid(self) -> int | None:
+        return self.rows[self.cursor].pid if self.rows and self.cursor < len(self.rows) else None
 
     def _columns(self, width: int) -> list[tuple[tuple, int]]:
-        """The columns that fit ``width``, dropping the lowest priority first, with their widths."""
+        """The columns that fit ``width``, dropping the lowest priority first, with their widths;
+        in the tree the tag column grows by the deepest branch drawing."""
         kept = list(COLUMNS)
+        if self.parents_tree:
+            grow = max((len(line.prefix) for line in self.parents_tree if line.row), default=0)
+            kept = [(c[0], c[1], c[2] + grow, *c[3:]) if c[0] == "tag" else c for c in kept]
         while sum(c[2] + 1 for c in kept) + 6 > width and len(kept) > 2:
             kept.remove(min(kept, key=lambda c: c[4]))
         fixed = sum(c[2] + 1 for c in kept if c[2])
@@ -89,22 +111,51 @@ class ProcessTable(LineWidget, can_focus=True):
             self._header_spans.append((x, x + w, key))
             x += w + 1
         lines = [strip(header)]
-        for index, row in enumerate(self.rows):
-            lines.append(self._row_line(row, columns, index == self.cursor))
+        self._line_rows = []
+        if self.parents_tree is None:
+            for index, row in enumerate(self.rows):
+                lines.append(self._row_line(row, columns, index == self.cursor))
+                self._line_rows.append(index)
+        else:
+            lines += self._tree_lines(columns, width)
         if not self.rows:
             note = f"no runtime matches “{self.query}”" if self.query else "no Neuron runtime is running"
             lines.append(strip([(note, self.style_of("procs--muted"))]))
-        footer = (f"{len(self.rows)} runtime(s) · sorted by {self.sort_key}"
-                  f"{' (reversed)' if self.reverse else ''}"
+        count = len(self.rows)
+        order = "highest first" if self.reverse else "lowest first"
+        if self.sort_key == "tag":
+            order = "Z to A" if self.reverse else "A to Z"
+        footer = (f"{count} runtime{'s' if count != 1 else ''} · sorted by {self.sort_key}, {order}"
                   f"{f' · filter: {self.query}' if self.query else ''}"
-                  " · s: next sort column · r: reverse · /: filter · enter: show app")
-        lines += [Strip.blank(0), strip([(footer, self.style_of("procs--muted"))])]
+                  " · s: next sort column · r: reverse · /: filter (tag:, pid:) · enter: details"
+                  " · t: tree of parents · I/T/K: SIGINT/SIGTERM/SIGKILL")
+        lines.append(Strip.blank(0))
+        lines += [strip([(part, self.style_of("procs--muted"))])
+                  for part in wrap_words(footer, width, 3)]
         return lines
 
-    def _row_line(self, row: ProcessRow, columns: list[tuple[tuple, int]], is_cursor: bool) -> Strip:
+    def _tree_lines(self, columns: list[tuple[tuple, int]], width: int) -> list[Strip]:
+        lines, index = [], 0
+        pid_width = columns[0][1]
+        for line in self.parents_tree or ():
+            if line.row is None:
+                ancestor = line.ancestor
+                text = f"{ancestor.pid:>{pid_width}} {line.prefix}{ancestor.name} ({ancestor.user})"
+                lines.append(strip([(fit(text, width), self.style_of("procs--muted"))]))
+                self._line_rows.append(None)
+            else:
+                lines.append(self._row_line(line.row, columns, index == self.cursor, line.prefix))
+                self._line_rows.append(index)
+                index += 1
+        return lines
+
+    def _row_line(self, row: ProcessRow, columns: list[tuple[tuple, int]], is_cursor: bool,
+                  prefix: str = "") -> Strip:
         cells = []
         for (key, _, _, right, _), w in columns:
             text = _cell(row, key)
+            if key == "tag":
+                text = prefix + text
             cells.append(text.rjust(w) if right else fit(text, w))
         line = " ".join(cells)
         if is_cursor:
@@ -117,9 +168,9 @@ class ProcessTable(LineWidget, can_focus=True):
             self.cursor = min(max(self.cursor + delta, 0), len(self.rows) - 1)
             self.invalidate()
 
-    def action_pick(self) -> None:
+    def action_details(self) -> None:
         if self.rows:
-            self.post_message(self.Picked(self.rows[self.cursor].tag))
+            self.post_message(self.DetailsRequested(self.rows[self.cursor].pid))
 
     def on_click(self, event: events.Click) -> None:
         offset = event.get_content_offset(self)
@@ -129,6 +180,8 @@ class ProcessTable(LineWidget, can_focus=True):
             for start, end, key in self._header_spans:
                 if start <= offset.x < end and key != "status":
                     self.post_message(self.SortChanged(key))
-        elif 1 <= offset.y <= len(self.rows):
-            self.cursor = offset.y - 1
-            self.invalidate()
+        elif 1 <= offset.y <= len(self._line_rows):
+            index = self._line_rows[offset.y - 1]
+            if index is not None:
+                self.cursor = index
+                self.invalidate()

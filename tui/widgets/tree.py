@@ -132,4 +132,5 @@ class MemoryTreeView(LineWidget, can_focus=True):
         self.refresh()
 
     def on_resize(self, event: events.Resize) -> None:
+        self.top_row = min(self.top_row, max(0, len(self._rows) - max(1, self.size.height - 1)))
         self._follow_cursor()

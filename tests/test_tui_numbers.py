@@ -1,0 +1,171 @@
+"""Figures neuron-top prints must mean what they say: one test per number that used to mislead."""
+from __future__ import annotations
+
+from monitor.report import Report
+from tests.test_tui_support import demo_reports, make_app, run_async, settle
+from tui.fmt import percent
+from tui.memtree import all_branch_keys, build_tree, visible_rows
+from tui.procs import COLUMNS
+from tui.view import host_vcpu_count, vcpu_usage
+from tui.widgets.engines import EngineView
+from tui.widgets.grid import LABEL_WIDTH, CoreGridView
+from tui.widgets.panels import Banner, TitleBar, VcpuPanel
+from tui.widgets.processes import ProcessTable
+
+
+def text(widget) -> str:
+    return "\n".join(line.text for line in widget.lines_for(widget.size.width))
+
+
+def cell_bar(grid: CoreGridView, core: int) -> str:
+    """The bar drawn for ``core``: the glyphs before its ``[value]``."""
+    per_device = grid.grid.cores_per_device
+    line = grid.lines_for(grid.size.width)[1 + core // per_device].text
+    col = grid.column_width(grid.size.width)
+    start = LABEL_WIDTH + (core % per_device) * col
+    return line[start:start + col].split("[")[0].rstrip()
+
+
+@run_async
+async def test_tflops_bars_follow_the_tflops_printed():
+    app = make_app()
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot, app, 6)
+        await pilot.press("f")
+        grid = app.query_one(CoreGridView)
+        flops = grid.grid.flops
+        busy = flops > 0
+        busiest = int(flops.argmax())
+        quiet = int(busy.nonzero()[0][flops[busy].argmin()])
+        full = cell_bar(grid, busiest)
+        assert full and set(full) == {"█"}  # the busiest core is the full scale
+        ratio = len(cell_bar(grid, quiet)) / len(full)
+        assert abs(ratio - flops[quiet] / flops[busiest]) <= 1.5 / len(full)
+        assert "full bar: busiest core" in grid.border_title
+
+
+@run_async
+async def test_app_tab_average_counts_only_that_apps_cores():
+    app = make_app()
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot, app, 6)
+        await pilot.press("3")
+        bert = next(r for r in app.report.runtimes if r.tag == "bert-large-infer")
+        cores = bert.neuroncore_counters.cores
+        mean = sum(c.utilization for c in cores.values()) / len(cores)
+        title = app.query_one(CoreGridView).border_title
+        assert f"Avg over its {len(cores)} cores: {percent(mean)}" in title
+
+
+def test_memory_tree_children_add_up_to_their_core():
+    for report in demo_reports(2):
+        for device in build_tree(report.runtimes, 4):
+            assert device.device_bytes == sum(core.device_bytes for core in device.children)
+            for core in device.children:
+                assert core.device_bytes == sum(child.device_bytes for child in core.children)
+                labels = [child.label for child in core.children]
+                assert "Tensors" not in labels and "Constants" not in labels
+
+
+def test_memory_tree_expanded_lists_each_category_once_per_owner():
+    report = demo_reports(1)[0]
+    roots = build_tree(report.runtimes, 4)[:1]
+    rows = visible_rows(roots, all_branch_keys(roots))
+    category_depths = {row.depth for row in rows if row.node.label == "Tensors"}
+    assert category_depths == {3}  # always under a model (or the "not in a model" node)
+
+
+@run_async
+async def test_engines_view_follows_the_selected_app_tab():
+    app = make_app()
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot, app, 6)
+        await pilot.press("3", "e")
+        engines = text(app.query_one(EngineView))
+        assert "NC32 on ND8 · bert-large-infer" in engines
+        await pilot.press(*["left_square_bracket"] * 3)
+        assert app.core == 32  # never leaves the app's cores
+        await pilot.press("right_square_bracket")
+        assert app.core == 33 and "bert-large-infer" in text(app.query_one(EngineView))
+        await pilot.press("4")
+        assert "mistral-7b-serve" in text(app.query_one(EngineView))
+
+
+def stopped_report(like: Report) -> Report:
+    """What a collector reads once its instance has gone: no runtime, no device, no id."""
+    return Report.from_dict({"neuron_runtime_data": [], "system_data": like.to_dict()["system_data"],
+                             "instance_info": {}, "neuron_hardware_info": {}})
+
+
+@run_async
+async def test_a_stopped_instance_says_so_and_keeps_its_last_state():
+    reports = demo_reports(2)
+    app = make_app([reports[0], stopped_report(reports[0])])
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot, app, 2)
+        assert "instance stopped at" in app.query_one(Banner).stale
+        title = text(app.query_one(TitleBar))
+        assert "i-0d3e0000000000001" in title and "instance stopped" in title
+        grid = text(app.query_one(CoreGridView))
+        assert "ND15" in grid and app.report is reports[0]
+
+
+def test_runtime_vcpu_is_a_share_of_the_host():
+    report = demo_reports(1)[0]
+    raw = sum(r.vcpu.user for r in report.runtimes)
+    assert raw > 1.0  # the demo's runtimes keep more than one vCPU busy
+    usage = vcpu_usage(report, report.runtimes)
+    assert host_vcpu_count(report) == 192
+    assert usage.runtime_user == raw / 192 and usage.runtime_user <= 1.0
+    assert usage.host_vcpus == 192
+
+
+@run_async
+async def test_vcpu_panel_names_what_the_share_is_of():
+    app = make_app()
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot, app, 6)
+        panel = text(app.query_one(VcpuPanel))
+        assert "of 192 vCPUs" in panel
+        runtime_line = next(line for line in panel.splitlines() if "Runtime" in line)
+        user = float(runtime_line.split("user")[1].split("%")[0])
+        assert 0 <= user <= 100
+
+
+@run_async
+async def test_sort_arrow_keeps_the_header_on_its_columns():
+    app = make_app()
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot, app, 6)
+        await pilot.press("p")
+        table = app.query_one(ProcessTable)
+        for _ in COLUMNS[:-1]:
+            lines = text(table).splitlines()
+            header, row = lines[0], lines[1]
+            x = 0
+            for (key, title, _, right, _), width in table._columns(table.size.width):
+                head_cell = header[x:x + width]
+                assert head_cell.strip().strip("▲▼") == title, (key, head_cell)
+                x += width + 1
+            assert len(header.rstrip()) <= len(row) + 1
+            await pilot.press("s")
+
+
+@run_async
+async def test_first_choice_of_a_column_sorts_highest_first():
+    app = make_app()
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot, app, 6)
+        await pilot.press("p")
+        table = app.query_one(ProcessTable)
+        start = next(s for s, _, key in table._header_spans if key == "utilization")
+        await pilot.click(ProcessTable, offset=(2 + start + 2, 1))
+        utils = [r.utilization for r in table.rows]
+        assert app.sort_key == "utilization" and utils == sorted(utils, reverse=True)
+        assert "▼" in text(table).splitlines()[0]
+        await pilot.click(ProcessTable, offset=(2 + start + 2, 1))
+        assert [r.utilization for r in table.rows] == sorted(utils)
+        await pilot.press("s")  # the next column, device memory: highest first too
+        assert app.sort_key == "device_bytes"
+        mem = [r.device_bytes for r in table.rows]
+        assert mem == sorted(mem, reverse=True)

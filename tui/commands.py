@@ -1,0 +1,42 @@
+"""neuron-top's own commands for the command palette (ctrl+p), from the app's current state."""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from functools import partial
+from typing import TYPE_CHECKING
+
+from textual.app import SystemCommand
+
+from tui.procs import COLUMNS
+from tui.view import app_tabs
+
+if TYPE_CHECKING:
+    from tui.app import NeuronTopApp
+
+VIEW_HELP = {"overview": "the NeuronCore grid, vCPU and memory (AWS's layout)",
+             "engines": "per-engine bars and history, HBM and power of the selected core",
+             "processes": "the table of runtime processes"}
+
+
+def app_commands(app: NeuronTopApp) -> Iterator[SystemCommand]:
+    for view, help_text in VIEW_HELP.items():
+        yield SystemCommand(f"View: {view}", help_text, partial(app.action_view, view))
+    tabs = app_tabs(app.report) if app.report else ("all",)
+    for number, tab in enumerate(tabs, start=1):
+        yield SystemCommand(f"App: {tab}", f"show Neuron Apps tab {number}", partial(app.set_tab, tab))
+    for key, title, *_ in COLUMNS:
+        if key != "status":
+            yield SystemCommand(f"Sort processes by {title}", f"sort the process table by {key}",
+                                partial(app.sort_by_command, key))
+    yield SystemCommand("Reverse the sort order", "processes: reverse the sort order",
+                        app.action_reverse)
+    yield SystemCommand("Resume" if app.paused else "Pause",
+                        "pause / resume the display (reports keep arriving)", app.action_pause)
+    yield SystemCommand("Show utilization" if app.show_flops else "Show TFLOPs",
+                        "NeuronCore grid: utilization % <-> TFLOPs", app.action_toggle_flops)
+    yield SystemCommand("Expand / collapse the memory tree", "the whole Memory Usage Details tree",
+                        app.action_expand_all)
+    yield SystemCommand("Process tree", "processes: runtimes under their parent processes",
+                        app.action_process_tree)
+    yield SystemCommand("Save screenshot", "save an SVG of the screen in the working directory",
+                        app.action_save_screenshot)

@@ -1,0 +1,71 @@
+"""One runtime process in detail (the Enter screen of the process table), as plain data."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from monitor.report import Report, RuntimeReport
+from tui.history import ENGINES, History
+from tui.procs import ProcessRow, process_row
+from tui.view import DEVICE_CATEGORIES, HOST_CATEGORIES, host_vcpu_count
+
+ENGINE_LABELS = {"tensor": "Tensor", "vector": "Vector", "scalar": "Scalar", "gpsimd": "GpSimd",
+                 "dma": "DMA"}
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessDetail:
+    row: ProcessRow
+    cores: tuple[tuple[int, float, float], ...]  # (core, utilization ratio, FLOP/s)
+    history: tuple[tuple[str, np.ndarray], ...]  # (label, mean over its cores, oldest first)
+    device_memory: tuple[tuple[str, int], ...]  # category label, bytes (summed over its cores)
+    host_memory: tuple[tuple[str, int], ...]
+    models: tuple[tuple[str, int, int], ...]  # (name, model id, device bytes)
+    statuses: tuple[tuple[str, int], ...]  # execution outcomes in the period
+    errors: tuple[tuple[str, int], ...]  # execution errors by kind in the period
+    latency: tuple[tuple[str, float], ...]  # (percentile, seconds)
+    period: float
+    host_vcpus: int
+
+
+def find_runtime(report: Report, pid: int) -> RuntimeReport | None:
+    return next((r for r in report.runtimes if r.pid == pid), None)
+
+
+def process_detail(report: Report, pid: int, history: History) -> ProcessDetail | None:
+    runtime = find_runtime(report, pid)
+    if runtime is None:
+        return None
+    row = process_row(runtime)
+    counters = runtime.neuroncore_counters
+    cores = tuple((core, counters.cores[core].utilization, counters.cores[core].flops)
+                  for core in row.cores) if counters else ()
+    graphs = [("NeuronCore", history.group_series(row.cores))]
+    if runtime.engine_counters is not None:
+        graphs += [(ENGINE_LABELS[name], history.group_series(row.cores, index))
+                   for index, name in enumerate(ENGINES)]
+    used = runtime.memory_used
+    device: dict[str, int] = {}
+    models: list[tuple[str, int, int]] = []
+    if used is not None:
+        for breakdown in used.core_breakdown.values():
+            for key, value in breakdown.items():
+                device[key] = device.get(key, 0) + value
+        for model in used.loaded_models:
+            models.append((model.name, model.model_id,
+                           sum(s.device_bytes for s in model.subgraphs.values())))
+    stats = runtime.execution_stats
+    latency = stats.total_latency if stats else None
+    return ProcessDetail(
+        row, cores, tuple(graphs),
+        tuple((label, device.get(key, 0)) for key, label in DEVICE_CATEGORIES),
+        tuple((label, used.host_breakdown.get(key, 0)) for key, label in HOST_CATEGORIES) if used
+        else (),
+        tuple(models),
+        tuple(sorted(stats.statuses.items())) if stats else (),
+        tuple(sorted(stats.errors.items())) if stats else (),
+        tuple((name, getattr(latency, name)) for name in ("p0", "p50", "p99", "p100")) if latency
+        else (),
+        stats.period if stats else 0.0,
+        host_vcpu_count(report))
