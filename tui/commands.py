@@ -3,22 +3,37 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import Any, Callable, Protocol
 
 from textual.app import SystemCommand
 
+from monitor.report import Report
 from tui.procs import COLUMNS
 from tui.view import app_tabs
 
-if TYPE_CHECKING:
-    from tui.app import NeuronTopApp
+
+class Commandable(Protocol):
+    """What the palette's commands read and call on the app (the app itself, without importing it)."""
+
+    report: Report | None
+    paused: bool
+    show_flops: bool
+    action_view: Callable[[str], Any]
+    set_tab: Callable[[str], Any]
+    sort_by_command: Callable[[str], Any]
+    action_reverse: Callable[[], Any]
+    action_pause: Callable[[], Any]
+    action_toggle_flops: Callable[[], Any]
+    action_expand_all: Callable[[], Any]
+    action_process_tree: Callable[[], Any]
+    action_save_screenshot: Callable[[], Any]
 
 VIEW_HELP = {"overview": "the NeuronCore grid, vCPU and memory (AWS's layout)",
              "engines": "per-engine bars and history, HBM and power of the selected core",
              "processes": "the table of runtime processes"}
 
 
-def app_commands(app: NeuronTopApp) -> Iterator[SystemCommand]:
+def app_commands(app: Commandable) -> Iterator[SystemCommand]:
     for view, help_text in VIEW_HELP.items():
         yield SystemCommand(f"View: {view}", help_text, partial(app.action_view, view))
     tabs = app_tabs(app.report) if app.report else ("all",)
