@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -90,7 +91,9 @@ def _view_parser(sub) -> None:
     v.add_argument("--output-format", default="summary-text", choices=FORMATS, metavar="FORMAT",
                    help="one of " + ", ".join(FORMATS))
     v.add_argument("--output-file", metavar="F", help="default: stdout for summaries, "
-                   "<profile>.json[.gz] for chrome, <profile>.pftrace for perfetto")
+                   "<profile>.json for chrome (a folder <profile>_trace of one rank_<r>.json per "
+                   "rank for several ranks, unless F ends in .json or .json.gz), <profile>.pftrace "
+                   "for perfetto")
     v.add_argument("--limit", type=_positive, default=15, help="top operators to list")
 
 
@@ -160,8 +163,17 @@ def cmd_view(args) -> int:
         return 0
     stem = str(Path(args.session_file).with_suffix(""))
     if fmt == "chrome":
-        from .export.chrome_ranks import write_chrome_ranks
-        out = args.output_file or stem + ".json"
+        from .analysis.ranks import is_multi_rank
+        from .export.chrome_ranks import write_chrome_dir, write_chrome_ranks
+        out = args.output_file
+        if is_multi_rank(profile) and not (out or "").endswith((".json", ".json.gz")):
+            # one file per rank, the folder HTA and TensorBoard open
+            out = out or stem + "_trace"
+            paths, n = write_chrome_dir(profile, out)
+            print(f"neuron-profile: wrote {len(paths)} rank traces to {out}{os.sep} ({n} events)",
+                  file=sys.stderr)
+            return 0
+        out = out or stem + ".json"
         n = write_chrome_ranks(profile, out)
     else:
         from .export.perfetto import write_perfetto
