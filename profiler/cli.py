@@ -55,7 +55,8 @@ def _capture_parser(sub) -> None:
         c.add_argument(f"--{flag}", type=_positive, metavar="N", help=f"{flag.upper()} degree")
     c.add_argument("--ranks", metavar="WHICH", help="built-in runs: ranks to capture, each its own "
                    "NeuronCore in the profile: stages (one per pipeline stage; default), first, last, "
-                   "or stage numbers like 0,3")
+                   "or stage numbers like 0,3; scripts (torchrun): the ranks to keep: all (default), "
+                   "first, last or rank numbers like 0,2")
     c.add_argument("--num-exec", type=_positive, default=1, metavar="N", help="executions to run")
     c.add_argument("--profile-nth-exec", type=_positive, default=1, metavar="N",
                    help="keep every Nth execution at instruction level (2 skips warm-up)")
@@ -106,13 +107,21 @@ def cmd_capture(args, script: list[str]) -> int:
     inst = _instance(args)
     if script and args.workload:
         raise ProfilerUsageError("give either --workload or a script after --, not both")
+    script_ranks = None
     if script and args.ranks:
-        raise ProfilerUsageError("--ranks applies to --workload captures; a script's ranks are its processes")
+        from .analysis.ranks import parse_rank_selection
+        try:
+            script_ranks = parse_rank_selection(args.ranks)
+        except ProfileError as e:
+            raise ProfilerUsageError(str(e)) from None
     if args.steps and not script:
         raise ProfilerUsageError("--steps applies to scripts; built-in runs take --num-exec/--profile-nth-exec")
     if script:
         from .capture.script_launch import capture_script
-        return capture_script(script, inst, _capture_options(args))
+        code = capture_script(script, inst, _capture_options(args))
+        if script_ranks is not None:
+            _keep_ranks(Path(args.session_file), script_ranks)
+        return code
     if not args.workload:
         raise ProfilerUsageError("nothing to capture: give --workload SPEC or `-- python script.py ...`")
     from device_model.workloads import Placement
@@ -126,6 +135,24 @@ def cmd_capture(args, script: list[str]) -> int:
     path = save(profile, args.session_file)
     _report_written(path, profile)
     return 0
+
+
+def _keep_ranks(path: Path, which) -> None:
+    """Script captures: keep only the `--ranks` chosen in the written profile. A rank that is not
+    in the capture is named in one line and the whole profile kept (nothing is lost)."""
+    from .analysis.ranks import select_ranks
+    from .model.fileformat import load, save
+    if not path.exists():
+        return
+    profile = load(path)
+    try:
+        kept = select_ranks(profile, which)
+    except ProfileError as e:
+        print(f"neuron-profile: {e}; kept every rank in {path}", file=sys.stderr)
+        return
+    if kept is not profile:
+        save(kept, path)
+        _report_written(path, kept)
 
 
 def _capture_options(args) -> CaptureOptions:

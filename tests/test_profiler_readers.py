@@ -5,7 +5,8 @@ built-in capture and on a PyTorch capture; each figure compared with the profile
 from __future__ import annotations
 
 import json
-import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,13 +15,15 @@ import pytest
 
 from device_model import instance
 from device_model.workloads import Placement
-from profiler.analysis.ranks import rank_views
+from profiler.analysis.ranks import parse_rank_selection, rank_views, select_ranks
 from profiler.analysis.summary import summarize
 from profiler.analysis.timeline import device_breakdown
 from profiler.capture.builtin import capture_workload
 from profiler.export.chrome import write_chrome
 from profiler.export.chrome_ranks import write_chrome_dir
 from profiler.export.tracks import OP_TID_BASE, op_rows, to_ns
+from profiler.model import fileformat
+from profiler.model.profile import ProfileError
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 MLP = "mlp:tokens=512,hidden=512,layers=2,microbatches=2"
@@ -211,3 +214,56 @@ def test_script_capture_device_steps_start_under_their_host_steps(script_profile
     _check_tb(run, p)
     analysis = _hta(tmp_path)
     _check_hta(analysis, [p])
+
+
+def test_select_ranks_keeps_the_chosen_ranks_rebased(two_ranks):
+    views = rank_views(two_ranks)
+    kept = select_ranks(two_ranks, [1])
+    assert [e["rank"] for e in kept.meta["ranks"]] == [1]
+    (view,) = rank_views(kept)
+    for name, table in views[1].tables.items():
+        for col, values in table.items():
+            np.testing.assert_array_equal(view.tables[name][col], values, err_msg=f"{name}.{col}")
+    assert select_ranks(two_ranks, "all") is two_ranks
+    assert [e["rank"] for e in select_ranks(two_ranks, "last").meta["ranks"]] == [1]
+    with pytest.raises(ProfileError, match="rank 5 is not in the capture"):
+        select_ranks(two_ranks, [5])
+    for bad in ("x", "-1", "1,,2"):
+        with pytest.raises(ProfileError, match="--ranks"):
+            parse_rank_selection(bad)
+
+
+ROOT = Path(__file__).resolve().parent.parent
+CLI = [sys.executable, "-m", "profiler.cli"]
+
+
+@pytest.mark.slow
+def test_torchrun_capture_ranks_and_readers(tmp_path):
+    """A real 2-worker DDP job: its per-rank traces read by HTA and TensorBoard, then `--ranks 1`
+    keeping one rank of it."""
+    pytest.importorskip("torch.distributed.run")
+    out = tmp_path / "ddp.nsprof"
+    job = ["--", "torchrun", "--standalone", "--nproc-per-node", "2",
+           str(ROOT / "examples" / "train_ddp.py"), "--steps", "3"]
+    res = subprocess.run([*CLI, "capture", "-s", str(out), "--instance", "trn1.32xlarge", *job],
+                         capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert res.returncode == 0, res.stderr
+    both = fileformat.load(out)
+    res = subprocess.run([*CLI, "view", "-s", str(out), "--output-format", "chrome"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert res.returncode == 0, res.stderr
+    folder = tmp_path / "ddp_trace"
+    assert sorted(p.name for p in folder.iterdir()) == ["rank_0.json", "rank_1.json"]
+    views = rank_views(both)
+    _check_hta(_hta(folder), views)
+    for view in views:
+        assert device_breakdown(view).communication > 0          # DDP's all-reduces
+        _check_tb(_tb(folder / f"rank_{view.meta['rank']}.json"), view)
+    one = tmp_path / "one.nsprof"
+    res = subprocess.run([*CLI, "capture", "-s", str(one), "--instance", "trn1.32xlarge", "--ranks", "1",
+                          *job], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert [e["rank"] for e in fileformat.load(one).meta["ranks"]] == [1]
+    res = subprocess.run([*CLI, "capture", "-s", str(one), "--ranks", "x", *job],
+                         capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "--ranks" in res.stderr
