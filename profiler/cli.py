@@ -162,10 +162,12 @@ def _capture_options(args) -> CaptureOptions:
 
 
 def _report_written(path: Path, profile) -> None:
+    from .analysis.render import count_of
     ranks = len(profile.meta.get("ranks") or ())
     each = f"{ranks} ranks, " if ranks > 1 else ""
-    print(f"neuron-profile: wrote {path} ({each}{profile.rows('steps')} steps, {profile.rows('ops')} "
-          f"operators, {profile.rows('instructions')} instructions)", file=sys.stderr)
+    print(f"neuron-profile: wrote {path} ({each}{count_of(profile.rows('steps'), 'step')}, "
+          f"{count_of(profile.rows('ops'), 'operator')}, "
+          f"{count_of(profile.rows('instructions'), 'instruction')})", file=sys.stderr)
 
 
 def _write(data: bytes, output: str | None) -> None:
@@ -178,6 +180,7 @@ def _write(data: bytes, output: str | None) -> None:
 
 
 def cmd_view(args) -> int:
+    from .analysis.render import count_of
     from .model.fileformat import load
     profile = load(args.session_file)
     fmt = args.output_format
@@ -197,8 +200,8 @@ def cmd_view(args) -> int:
             # one file per rank, the folder HTA and TensorBoard open
             out = out or stem + "_trace"
             paths, n = write_chrome_dir(profile, out)
-            print(f"neuron-profile: wrote {len(paths)} rank traces to {out}{os.sep} ({n} events)",
-                  file=sys.stderr)
+            print(f"neuron-profile: wrote {len(paths)} rank traces to {out}{os.sep} "
+                  f"({count_of(n, 'event')})", file=sys.stderr)
             return 0
         out = out or stem + ".json"
         n = write_chrome_ranks(profile, out)
@@ -206,7 +209,7 @@ def cmd_view(args) -> int:
         from .export.perfetto import write_perfetto
         out = args.output_file or stem + ".pftrace"
         n = write_perfetto(profile, out)
-    print(f"neuron-profile: wrote {out} ({n} events)", file=sys.stderr)
+    print(f"neuron-profile: wrote {out} ({count_of(n, 'event')})", file=sys.stderr)
     return 0
 
 
@@ -221,8 +224,9 @@ def cmd_diff(args) -> int:
 def cmd_advise(args) -> int:
     from .analysis.advise import advise, findings_json, findings_text
     from .model.fileformat import load
-    findings = advise(load(args.session_file))
-    _write(findings_json(findings) if args.json else findings_text(findings).encode(), None)
+    profile = load(args.session_file)
+    findings, steps = advise(profile), profile.rows("steps")
+    _write(findings_json(findings, steps) if args.json else findings_text(findings, steps).encode(), None)
     return 0
 
 
