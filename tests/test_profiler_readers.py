@@ -17,7 +17,7 @@ from device_model import instance
 from device_model.workloads import Placement
 from profiler.analysis.ranks import parse_rank_selection, rank_views, select_ranks
 from profiler.analysis.summary import summarize
-from profiler.analysis.timeline import device_breakdown
+from profiler.analysis.timeline import COMMUNICATION, COMPUTATION, MEMORY, device_breakdown, op_types
 from profiler.capture.builtin import capture_workload
 from profiler.export.chrome import write_chrome
 from profiler.export.chrome_ranks import write_chrome_dir
@@ -56,9 +56,12 @@ def _counted_steps(view) -> list[int]:
     return sorted(set(view.table("steps")["step"].tolist()))[:-1]
 
 
-def _busy_intervals(view, steps) -> int:
+def _busy_intervals(view, steps, kind: int | None = None) -> int:
+    """Separate intervals of the union of the ops of `steps` (of one kernel type)."""
     ops = view.table("ops")
-    sel = np.isin(ops["step"], steps)
+    sel = np.isin(ops["step"], steps) & (True if kind is None else op_types(view) == kind)
+    if not sel.any():
+        return 0
     start, end = ops["start"][sel], ops["end"][sel]
     o = np.argsort(start)
     reach = np.maximum.accumulate(end[o])
@@ -84,9 +87,15 @@ def _check_hta(analysis, views, tol_us: float = 2.0) -> None:
             assert np.isnan(ratio) or ratio == 0         # no collectives: nothing overlapped
         else:
             assert ratio / 100 * ref.communication == pytest.approx(ref.comm_overlapped, abs=tol_us * US)
-    comm = by_type[by_type["kernel_type"].str.contains("COMMUNICATION")]["sum"].sum()
-    expected = sum(device_breakdown(v, _counted_steps(v)).communication for v in views)
-    assert comm * US == pytest.approx(expected, abs=tol_us * US * len(views))
+    # each kernel type's time (alone or overlapping others), added up over the ranks; each of its
+    # separate intervals moves by under 1 us on the microsecond grid
+    refs = [device_breakdown(v, _counted_steps(v)) for v in views]
+    for name, code, expected in (("COMMUNICATION", COMMUNICATION, sum(r.communication for r in refs)),
+                                 ("COMPUTATION", COMPUTATION, sum(r.computation for r in refs)),
+                                 ("MEMORY", MEMORY, sum(r.memory for r in refs))):
+        got = by_type[by_type["kernel_type"].str.contains(name)]["sum"].sum()
+        tol = max(2, sum(_busy_intervals(v, _counted_steps(v), code) for v in views))
+        assert got * US == pytest.approx(expected, abs=tol * US), name
 
 
 def _check_idle_breakdown(analysis, view) -> None:
