@@ -54,7 +54,6 @@ def _assert_clean(profile: Profile) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "p.nsprof"
         path.write_bytes(fileformat.encode(profile))
-        good = Path(tmp) / "good.nsprof"
         for args in COMMANDS + [["diff"]]:
             argv = [args[0]] + (["-s", str(path)] if args[0] != "diff" else [str(path), str(path)]) + \
                 [a.format(out=Path(tmp) / "out") for a in args[1:]]
@@ -62,7 +61,6 @@ def _assert_clean(profile: Profile) -> None:
             assert code in (0, 2), (argv, err)
             if code == 2:
                 assert err.count("\n") == 1 and err.startswith("neuron-profile: error: "), err
-        del good
 
 
 JSON_VALUES = st.recursive(
