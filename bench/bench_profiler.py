@@ -49,9 +49,8 @@ def orjson_stream(profile, path: str) -> None:
     with open(path, "wb") as fh:
         fh.write(b'{"traceEvents":[\n')
         for code, tid, s, d, o in zip(opcode, lay.tid.tolist(), lay.start_ns.tolist(), lay.dur_ns.tolist(), op):
-            fh.write(orjson.dumps({"ph": "X", "cat": "kernel", "name": names[code], "pid": 0, "tid": tid,
-                                   "ts": s / 1000, "dur": d / 1000,
-                                   "args": {"correlation": o, "stream": tid, "device": 0, "op": o}}))
+            fh.write(orjson.dumps({"ph": "X", "cat": "neuron_instruction", "name": names[code], "pid": 0,
+                                   "tid": tid, "ts": s / 1000, "dur": d / 1000, "args": {"op": o}}))
             fh.write(b",\n")
         fh.write(b'{}]}\n')
 
@@ -99,7 +98,7 @@ def bench_export(runs: int) -> None:
         t_base_pf = timed(lambda: perfetto_builder(prof, base_pf, limit), max(3, runs // 2))
         size_js, size_pf = os.path.getsize(js), os.path.getsize(pf)
         doc = orjson.loads(Path(js).read_bytes())          # the output parses
-        assert sum(1 for e in doc["traceEvents"] if e.get("cat") == "kernel") == n
+        assert sum(1 for e in doc["traceEvents"] if e.get("cat") == "neuron_instruction") == n
         del doc
         gz = gzip_levels(prof, os.path.join(tmp, "a.json.gz"), runs)
     rate = lambda ts, count: [count / t / 1e6 for t in ts]       # noqa: E731

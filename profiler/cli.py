@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -54,7 +55,8 @@ def _capture_parser(sub) -> None:
         c.add_argument(f"--{flag}", type=_positive, metavar="N", help=f"{flag.upper()} degree")
     c.add_argument("--ranks", metavar="WHICH", help="built-in runs: ranks to capture, each its own "
                    "NeuronCore in the profile: stages (one per pipeline stage; default), first, last, "
-                   "or stage numbers like 0,3")
+                   "or stage numbers like 0,3; scripts (torchrun): the ranks to keep: all (default), "
+                   "first, last or rank numbers like 0,2")
     c.add_argument("--num-exec", type=_positive, default=1, metavar="N", help="executions to run")
     c.add_argument("--profile-nth-exec", type=_positive, default=1, metavar="N",
                    help="keep every Nth execution at instruction level (2 skips warm-up)")
@@ -90,7 +92,9 @@ def _view_parser(sub) -> None:
     v.add_argument("--output-format", default="summary-text", choices=FORMATS, metavar="FORMAT",
                    help="one of " + ", ".join(FORMATS))
     v.add_argument("--output-file", metavar="F", help="default: stdout for summaries, "
-                   "<profile>.json[.gz] for chrome, <profile>.pftrace for perfetto")
+                   "<profile>.json for chrome (a folder <profile>_trace of one rank_<r>.json per "
+                   "rank for several ranks, unless F ends in .json or .json.gz), <profile>.pftrace "
+                   "for perfetto")
     v.add_argument("--limit", type=_positive, default=15, help="top operators to list")
 
 
@@ -103,13 +107,21 @@ def cmd_capture(args, script: list[str]) -> int:
     inst = _instance(args)
     if script and args.workload:
         raise ProfilerUsageError("give either --workload or a script after --, not both")
+    script_ranks = None
     if script and args.ranks:
-        raise ProfilerUsageError("--ranks applies to --workload captures; a script's ranks are its processes")
+        from .analysis.ranks import parse_rank_selection
+        try:
+            script_ranks = parse_rank_selection(args.ranks)
+        except ProfileError as e:
+            raise ProfilerUsageError(str(e)) from None
     if args.steps and not script:
         raise ProfilerUsageError("--steps applies to scripts; built-in runs take --num-exec/--profile-nth-exec")
     if script:
         from .capture.script_launch import capture_script
-        return capture_script(script, inst, _capture_options(args))
+        code = capture_script(script, inst, _capture_options(args))
+        if script_ranks is not None:
+            _keep_ranks(Path(args.session_file), script_ranks)
+        return code
     if not args.workload:
         raise ProfilerUsageError("nothing to capture: give --workload SPEC or `-- python script.py ...`")
     from device_model.workloads import Placement
@@ -125,6 +137,24 @@ def cmd_capture(args, script: list[str]) -> int:
     return 0
 
 
+def _keep_ranks(path: Path, which) -> None:
+    """Script captures: keep only the `--ranks` chosen in the written profile. A rank that is not
+    in the capture is named in one line and the whole profile kept (nothing is lost)."""
+    from .analysis.ranks import select_ranks
+    from .model.fileformat import load, save
+    if not path.exists():
+        return
+    profile = load(path)
+    try:
+        kept = select_ranks(profile, which)
+    except ProfileError as e:
+        print(f"neuron-profile: {e}; kept every rank in {path}", file=sys.stderr)
+        return
+    if kept is not profile:
+        save(kept, path)
+        _report_written(path, kept)
+
+
 def _capture_options(args) -> CaptureOptions:
     return CaptureOptions(session_file=str(args.session_file), auto_cast=args.auto_cast,
                           detail_steps=args.detail_steps, progress=args.progress, dp=args.dp,
@@ -132,10 +162,12 @@ def _capture_options(args) -> CaptureOptions:
 
 
 def _report_written(path: Path, profile) -> None:
+    from .analysis.render import count_of
     ranks = len(profile.meta.get("ranks") or ())
     each = f"{ranks} ranks, " if ranks > 1 else ""
-    print(f"neuron-profile: wrote {path} ({each}{profile.rows('steps')} steps, {profile.rows('ops')} "
-          f"operators, {profile.rows('instructions')} instructions)", file=sys.stderr)
+    print(f"neuron-profile: wrote {path} ({each}{count_of(profile.rows('steps'), 'step')}, "
+          f"{count_of(profile.rows('ops'), 'operator')}, "
+          f"{count_of(profile.rows('instructions'), 'instruction')})", file=sys.stderr)
 
 
 def _write(data: bytes, output: str | None) -> None:
@@ -148,6 +180,7 @@ def _write(data: bytes, output: str | None) -> None:
 
 
 def cmd_view(args) -> int:
+    from .analysis.render import count_of
     from .model.fileformat import load
     profile = load(args.session_file)
     fmt = args.output_format
@@ -160,14 +193,23 @@ def cmd_view(args) -> int:
         return 0
     stem = str(Path(args.session_file).with_suffix(""))
     if fmt == "chrome":
-        from .export.chrome_ranks import write_chrome_ranks
-        out = args.output_file or stem + ".json"
+        from .analysis.ranks import is_multi_rank
+        from .export.chrome_ranks import write_chrome_dir, write_chrome_ranks
+        out = args.output_file
+        if is_multi_rank(profile) and not (out or "").endswith((".json", ".json.gz")):
+            # one file per rank, the folder HTA and TensorBoard open
+            out = out or stem + "_trace"
+            paths, n = write_chrome_dir(profile, out)
+            print(f"neuron-profile: wrote {len(paths)} rank traces to {out}{os.sep} "
+                  f"({count_of(n, 'event')})", file=sys.stderr)
+            return 0
+        out = out or stem + ".json"
         n = write_chrome_ranks(profile, out)
     else:
         from .export.perfetto import write_perfetto
         out = args.output_file or stem + ".pftrace"
         n = write_perfetto(profile, out)
-    print(f"neuron-profile: wrote {out} ({n} events)", file=sys.stderr)
+    print(f"neuron-profile: wrote {out} ({count_of(n, 'event')})", file=sys.stderr)
     return 0
 
 
@@ -182,8 +224,9 @@ def cmd_diff(args) -> int:
 def cmd_advise(args) -> int:
     from .analysis.advise import advise, findings_json, findings_text
     from .model.fileformat import load
-    findings = advise(load(args.session_file))
-    _write(findings_json(findings) if args.json else findings_text(findings).encode(), None)
+    profile = load(args.session_file)
+    findings, steps = advise(profile), profile.rows("steps")
+    _write(findings_json(findings, steps) if args.json else findings_text(findings, steps).encode(), None)
     return 0
 
 

@@ -129,7 +129,10 @@ class profile:
             raise RuntimeError("no profile yet: no active step has finished")
         save(self.profile, path)
 
-    def key_averages(self, limit: int = 20):
-        """Top operators of the last window (self time, count, FLOPs, bytes, bound)."""
+    def key_averages(self, limit: int | None = None):
+        """Operators of the last window (self time, count, FLOPs, bytes, bound; one row per
+        operator and phase), highest self time first; `.table(sort_by=..., row_limit=...)` prints
+        them like torch.profiler's."""
+        from .analysis.key_averages import KeyAverages
         from .analysis.summary import top_operators
-        return top_operators(self.profile, limit) if self.profile else []
+        return KeyAverages(top_operators(self.profile, limit) if self.profile else [])

@@ -236,10 +236,10 @@ def test_chrome_events_of_each_rank_carry_its_pids_and_its_own_ids(inst, mlp, wh
     correlations = {}
     for v in views:
         dev, host = pids[v.meta["rank"]]
-        assert kinds[(dev, "X", "kernel")] == v.rows("instructions")
-        assert kinds[(dev, "X", "gpu_user_annotation")] == v.rows("ops")
+        assert kinds[(dev, "X", "neuron_instruction")] == v.rows("instructions")
+        assert kinds[(dev, "X", "kernel")] == v.rows("ops")
         host_spans = sum(n for (pid, ph, _), n in kinds.items() if pid == host and ph == "X")
-        assert host_spans == v.rows("host")
+        assert host_spans == v.rows("host")        # built-in runs launch with nrt_execute itself
         assert kinds[(dev, "C", None)] > 0
         launched = {e["args"]["correlation"] for e in events
                     if e["pid"] == host and "correlation" in e.get("args", {})}
@@ -249,7 +249,7 @@ def test_chrome_events_of_each_rank_carry_its_pids_and_its_own_ids(inst, mlp, wh
         correlations[dev] = launched
     assert sum(map(len, correlations.values())) == len(set().union(*correlations.values()))
     # flows: an id belongs to one category and one rank; op2inst ids are used once, ac2g ids are
-    # their call's correlation id (one flow per op the call launched)
+    # their launch's correlation id (one flow per launch, to the first kernel it launched)
     ends = collections.defaultdict(list)
     for e in events:
         if e["ph"] in "sf":
@@ -349,9 +349,10 @@ def test_bad_ranks_are_one_line_errors(argv, needle, tmp_path, capsys):
     assert rc == 2 and needle in err and err.count("\n") == 1
 
 
-def test_ranks_with_a_script_is_an_error(capsys):
-    assert main(["capture", "--ranks", "first", "--", "python", "-c", "pass"]) == 2
-    assert "--ranks applies to --workload" in capsys.readouterr().err
+def test_ranks_of_a_script_are_rank_numbers_not_stages(capsys):
+    # a script's ranks are its processes: `stages` is a built-in run's word (checked before it runs)
+    assert main(["capture", "--ranks", "stages", "--", "python", "-c", "pass"]) == 2
+    assert "--ranks: expected all, first, last or rank numbers" in capsys.readouterr().err
 
 
 def test_cli_capture_and_views_of_a_pipeline(tmp_path, capsys):

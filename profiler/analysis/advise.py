@@ -17,7 +17,7 @@ from device_model.errors import SpecError
 
 from ..model.profile import PHASES, Profile
 from .ranks import rank_views
-from .render import human_count, human_time
+from .render import count_of, human_count, human_time
 from .summary import scope_mask, summarize, union_length
 
 SMALL_DMA_BYTES = 64 * 1024       # below ~512 B per partition x 128 partitions, DMA efficiency drops
@@ -58,7 +58,7 @@ def rule_dma_small(p: Profile, s: dict) -> Finding | None:
     if share < DMA_BOUND_SHARE or not s["dma_transfer_count"] or avg >= SMALL_DMA_BYTES:
         return None
     return Finding("dma-small-transfers", "DMA-bound with small transfers", share * (1 - avg / SMALL_DMA_BYTES),
-                   (f"DMA queues busy {share:.0%} of the time", f"{s['dma_transfer_count']} transfers, "
+                   (f"DMA queues busy {share:.0%} of the time", f"{count_of(s['dma_transfer_count'], 'transfer')}, "
                     f"average {human_count(avg, 'B')} (efficient from ~{human_count(SMALL_DMA_BYTES, 'B')})"),
                    "fuse small tensors into larger transfers (bigger tiles, fewer copies/concats), keep "
                    "intermediates in SBUF, and batch small elementwise ops")
@@ -88,7 +88,7 @@ def rule_exposed_collectives(p: Profile, s: dict) -> Finding | None:
     return Finding("exposed-collectives", "Collectives not overlapped with compute", exposed / total,
                    (f"collectives run {human_time(cc_time)} per profiled step, {human_time(exposed)} "
                     f"({exposed / total:.0%} of the step) with no compute engine busy",
-                    f"{s['cc_op_count']} collective ops"),
+                    count_of(s['cc_op_count'], 'collective op')),
                    "overlap gradient all-reduce with the backward pass (bucket gradients and launch each "
                    "bucket as soon as it is ready), or shard optimizer state (reduce-scatter + all-gather)")
 
@@ -129,7 +129,7 @@ def rule_data_loading(p: Profile, s: dict) -> Finding | None:
     if share < DATA_WAIT_SHARE:
         return None
     return Finding("host-data-loading", "Host data-loading gaps", share,
-                   (f"{int(sel.sum())} DataLoader waits take {human_time(wait)} of {human_time(host_time)} "
+                   (f"{count_of(int(sel.sum()), 'DataLoader wait')} take {human_time(wait)} of {human_time(host_time)} "
                     f"host step time ({share:.0%})",),
                    "load data in the background: DataLoader(num_workers>0, pin_memory=True, "
                    "prefetch_factor>=2, persistent_workers=True), or pre-tokenize the dataset")
@@ -181,7 +181,7 @@ def rule_fp8(p: Profile, s: dict) -> Finding | None:
         return None
     saved = share * (1 - 1 / dev.fp8_speedup)
     return Finding("fp8-unused", "FP8 unused on large matmuls", saved,
-                   (f"{int(big.sum())} matmuls of >= {human_count(LARGE_MATMUL_FLOPS)}FLOP run in "
+                   (f"{count_of(int(big.sum()), 'matmul')} of >= {human_count(LARGE_MATMUL_FLOPS)}FLOP run in "
                     f"{', '.join(sorted(set(dtypes[big].tolist())))} for {share:.0%} of the step",
                     f"{dev.name} runs FP8 matmuls {dev.fp8_speedup:g}x faster than BF16"),
                    "run these matmuls in FP8 (per-tensor scaled weights and activations), keeping "
@@ -197,17 +197,26 @@ def advise(profile: Profile) -> list[Finding]:
     views = rank_views(profile)
     if len(views) > 1:
         worst: dict[str, Finding] = {}
-        for view in views:
+        for view in (v for v in views if v.rows("steps")):
             for f in advise(view):
                 if f.rule not in worst or f.impact > worst[f.rule].impact:
                     worst[f.rule] = replace(f, evidence=(f"on {view.meta['rank_label']}",) + f.evidence)
         return sorted(worst.values(), key=lambda f: (-f.impact, f.rule))
+    if not profile.rows("steps"):
+        return []           # nothing ran on the device: no rule has anything to weigh
     summary = summarize(profile)
     found = [f for rule in RULES if (f := rule(profile, summary)) is not None]
     return sorted(found, key=lambda f: (-f.impact, f.rule))
 
 
-def findings_text(findings: list[Finding]) -> str:
+NO_STEPS = ("no steps in this profile: nothing ran on the device, so there is nothing to advise "
+            "(a script must call optimizer.step() or prof.step() inside the captured window)")
+
+
+def findings_text(findings: list[Finding], steps: int | None = None) -> str:
+    """`steps`: the profile's step count (0 says so instead of 'no findings')."""
+    if steps == 0:
+        return NO_STEPS + "\n"
     if not findings:
         return "no findings: nothing in this profile crosses a rule's threshold\n"
     lines = []
@@ -218,8 +227,13 @@ def findings_text(findings: list[Finding]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def findings_json(findings: list[Finding]) -> bytes:
-    return orjson.dumps({"findings": [asdict(f) for f in findings]}, option=orjson.OPT_INDENT_2) + b"\n"
+def findings_json(findings: list[Finding], steps: int | None = None) -> bytes:
+    doc: dict = {"findings": [asdict(f) for f in findings]}
+    if steps is not None:
+        doc["steps"] = steps
+        if steps == 0:
+            doc["note"] = NO_STEPS
+    return orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n"
 
 
 __all__ = ["Finding", "advise", "findings_text", "findings_json", "PHASES"]

@@ -55,13 +55,20 @@ class DiffResult:
 def _label(p: Profile) -> str:
     m = p.meta
     ranks = len(m.get("ranks") or ())
-    each = f" ({ranks} ranks added up)" if ranks > 1 else ""
+    each = f" ({ranks} ranks added up)" if ranks > 1 else ""      # never 1: one rank is not added up
     return f"{m.get('workload') or m.get('command') or m.get('source')} on {m['instance']}{each}"
 
 
 def _ops(p: Profile, by: str, steps: int) -> dict[str, dict]:
-    return {s.name: {"time": s.self_time / steps, "count": s.count / steps, "bytes": s.hbm_bytes / steps,
-                     "flops": s.flops / steps, "bound": s.bound} for s in top_operators_ranks(p, None, by)}
+    """Per operator: its figures per step; a name that runs in several phases (an aten op in the
+    forward and in the backward) gets a row per phase, `name (phase)`."""
+    stats = top_operators_ranks(p, None, by)
+    phases: dict[str, int] = {}
+    for s in stats:
+        phases[s.name] = phases.get(s.name, 0) + 1
+    return {(f"{s.name} ({s.phase})" if phases[s.name] > 1 else s.name):
+            {"time": s.self_time / steps, "count": s.count / steps, "bytes": s.hbm_bytes / steps,
+             "flops": s.flops / steps, "bound": s.bound} for s in stats}
 
 
 def diff_profiles(a: Profile, b: Profile, by: str = "name") -> DiffResult:

@@ -50,21 +50,22 @@ def summarize_ranks(profile: Profile) -> dict:
 
 
 def top_operators_ranks(profile: Profile, limit: int | None = 20, by: str = "name") -> list[OpStat]:
-    """Operators added up over the ranks by name (or kind); the bound engine is the one of the
-    rank where the operator took the most self time."""
-    merged: dict[str, OpStat] = {}
+    """Operators added up over the ranks by name (or kind) and phase; the bound engine is the one
+    of the rank where the operator took the most self time."""
+    merged: dict[tuple[str, str], OpStat] = {}
     for view in rank_views(profile):
         for s in top_operators(view, None, by):
-            m = merged.get(s.name)
+            key = (s.name, s.phase)
+            m = merged.get(key)
             if m is None:
-                merged[s.name] = s
+                merged[key] = s
                 continue
-            merged[s.name] = OpStat(s.name, m.kind, m.count + s.count, m.self_time + s.self_time,
-                                    m.total_time + s.total_time, m.flops + s.flops,
-                                    m.hbm_bytes + s.hbm_bytes,
-                                    m.bound if m.self_time >= s.self_time else s.bound, 0.0)
+            merged[key] = OpStat(s.name, m.kind, m.count + s.count, m.self_time + s.self_time,
+                                 m.total_time + s.total_time, m.flops + s.flops,
+                                 m.hbm_bytes + s.hbm_bytes,
+                                 m.bound if m.self_time >= s.self_time else s.bound, 0.0, s.phase)
     whole = max(sum(s.self_time for s in merged.values()), 1e-15)
     stats = [OpStat(s.name, s.kind, s.count, s.self_time, s.total_time, s.flops, s.hbm_bytes, s.bound,
-                    s.self_time / whole) for s in merged.values()]
-    stats.sort(key=lambda s: (-s.self_time, s.name))
+                    s.self_time / whole, s.phase) for s in merged.values()]
+    stats.sort(key=lambda s: (-s.self_time, s.name, s.phase))
     return stats[:limit] if limit else stats

@@ -76,3 +76,58 @@ def rank_keys(view: Profile) -> dict:
         return {}
     return {"rank": meta["rank"], "pipeline_stage": meta.get("pipeline_stage", 0),
             "pipeline_stages": meta.get("pipeline_stages", 1)}
+
+
+def parse_rank_selection(text: str) -> str | list[int]:
+    """`--ranks` of a script capture: `all`, `first`, `last` or rank numbers like `0,2`."""
+    word = text.strip().lower()
+    if word in ("all", "first", "last"):
+        return word
+    try:
+        ranks = sorted({int(part) for part in word.split(",")})
+    except ValueError:
+        raise ProfileError(f"--ranks: expected all, first, last or rank numbers like 0,2, got {text!r}") from None
+    if not ranks or ranks[0] < 0:
+        raise ProfileError(f"--ranks: rank numbers count from 0, got {text!r}")
+    return ranks
+
+
+def select_ranks(profile: Profile, which: str | list[int]) -> Profile:
+    """The profile of the chosen captured ranks only (`parse_rank_selection`'s result), their
+    rows kept in order and every row reference rebased; a profile of one rank is its rank 0."""
+    entries = rank_entries(profile) or [{"rank": int(profile.meta.get("rank", 0)), "rows": {}}]
+    present = [int(e["rank"]) for e in entries]
+    if which == "all":
+        return profile
+    wanted = [present[0]] if which == "first" else [present[-1]] if which == "last" else which
+    missing = sorted(set(wanted) - set(present))
+    if missing:
+        have = ", ".join(map(str, present))
+        raise ProfileError(f"--ranks: rank {missing[0]} is not in the capture (ranks: {have})")
+    if not rank_entries(profile):
+        return profile
+    chosen = [e for e in entries if int(e["rank"]) in wanted]
+    parts: dict[str, list[dict[str, np.ndarray]]] = {name: [] for name in profile.tables}
+    new_entries, first = [], {name: 0 for name in profile.tables}
+    for entry in chosen:
+        view_rows = {}
+        for name, table in profile.tables.items():
+            a, b = entry["rows"][name]
+            part = {c: col[a:b] for c, col in table.items()}
+            parts[name].append(part)
+            view_rows[name] = [first[name], first[name] + (b - a)]
+        old = entry["rows"]
+        for name, col, table_ref in (("instructions", "op", "ops"), ("collectives", "op", "ops"),
+                                     ("host", "op", "ops"), ("ops", "host", "host")):
+            part = parts[name][-1]
+            shift = first[table_ref] - old[table_ref][0]
+            part[col] = np.where(part[col] >= 0, part[col] + shift, part[col]).astype(part[col].dtype)
+        for name in profile.tables:
+            first[name] = view_rows[name][1]
+        new_entries.append({**entry, "rows": view_rows})
+    tables = {name: {c: np.concatenate([p[c] for p in ps]) for c in profile.tables[name]}
+              for name, ps in parts.items()}
+    meta = {**profile.meta, "ranks": new_entries}
+    out = Profile(meta, profile.strings, tables)
+    out.validate("selected ranks")
+    return out

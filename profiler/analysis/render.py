@@ -9,6 +9,11 @@ from .ranks import rank_keys, rank_views
 from .summary import OpStat, summarize, top_operators
 
 
+def count_of(n: int, word: str, plural: str | None = None) -> str:
+    """`1 step`, `2 steps`, `0 steps` (`plural` for irregular words)."""
+    return f"{n} {word if n == 1 else plural or word + 's'}"
+
+
 def _fmt_value(v) -> str:
     if isinstance(v, float):
         return f"{v:.6g}"
@@ -30,13 +35,16 @@ def human_count(x: float, unit: str = "") -> str:
 
 
 def ops_table(stats: list[OpStat]) -> str:
-    head = f"{'operator':<40} {'bound':<8} {'count':>6} {'self time':>12} {'self %':>7} " \
-           f"{'FLOPs':>10} {'HBM bytes':>11}"
+    """The top-operators table: one row per operator and phase (a forward op and its backward are
+    separate rows), with units on every figure."""
+    head = f"{'operator':<40} {'phase':<9} {'bound':<8} {'count':>6} {'self time':>12} {'self %':>7} " \
+           f"{'FLOPs':>12} {'HBM bytes':>11}"
     lines = [head, "-" * len(head)]
     for s in stats:
         name = s.name if len(s.name) <= 40 else s.name[:37] + "..."
-        lines.append(f"{name:<40} {s.bound:<8} {s.count:>6} {human_time(s.self_time):>12} "
-                     f"{100 * s.self_share:>6.1f}% {human_count(s.flops):>10} {human_count(s.hbm_bytes, 'B'):>11}")
+        lines.append(f"{name:<40} {s.phase:<9} {s.bound:<8} {s.count:>6} {human_time(s.self_time):>12} "
+                     f"{100 * s.self_share:>6.1f}% {human_count(s.flops, 'FLOP'):>12} "
+                     f"{human_count(s.hbm_bytes, 'B'):>11}")
     return "\n".join(lines)
 
 
@@ -52,7 +60,7 @@ def summary_text(profile: Profile, limit: int = 15) -> str:
 
 
 def _stat_dict(s: OpStat) -> dict:
-    return {"name": s.name, "kind": s.kind, "count": s.count, "self_time": s.self_time,
+    return {"name": s.name, "kind": s.kind, "phase": s.phase, "count": s.count, "self_time": s.self_time,
             "total_time": s.total_time, "flops": s.flops, "hbm_bytes": s.hbm_bytes,
             "bound": s.bound, "self_time_percent": 100 * s.self_share}
 

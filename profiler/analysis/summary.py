@@ -13,7 +13,7 @@ import numpy as np
 
 from device_model.engine.isa import E_DMA, E_GPSIMD, E_SCALAR, E_SYNC, E_TENSOR, E_VECTOR, ENGINES, LANES
 
-from ..model.profile import BUSY_ENGINES, Profile
+from ..model.profile import BUSY_ENGINES, PHASES, Profile
 
 # each engine's row name in AWS's profiler (that of its first lane); DMA is shown with its HBM traffic
 ENGINE_LABEL = {**{ENGINES[engine]: row for _, engine, row in reversed(LANES)}, ENGINES[E_DMA]: "DMA/HBM"}
@@ -157,6 +157,7 @@ class OpStat:
     hbm_bytes: float
     bound: str
     self_share: float
+    phase: str = ""          # forward, backward, optimizer, other; "" when phases are mixed
 
 
 def op_bound(busy: np.ndarray) -> np.ndarray:
@@ -166,10 +167,13 @@ def op_bound(busy: np.ndarray) -> np.ndarray:
 
 
 def top_operators(profile: Profile, limit: int | None = 20, by: str = "name") -> list[OpStat]:
+    """Operators by self time over the summarised steps, one row per name (or kind) and phase, so
+    a forward operator and its backward (the same aten op under autograd) are told apart."""
     ops = profile.table("ops")
     _, mask = scope_mask(profile)
     key_col = ops["name_s"] if by == "name" else ops["kind_s"]
-    keys = key_col[mask]
+    phases = ops["phase"][mask].astype(np.int64)
+    keys = key_col[mask].astype(np.int64) * len(PHASES) + np.minimum(phases, len(PHASES) - 1)
     if keys.size == 0:
         return []
     uniq, inv = np.unique(keys, return_inverse=True)
@@ -185,10 +189,11 @@ def top_operators(profile: Profile, limit: int | None = 20, by: str = "name") ->
     bound = op_bound(busy)
     counts = np.bincount(inv, minlength=uniq.size)
     whole = max(float(self_t.sum()), 1e-15)
-    stats = [OpStat(profile.strings[int(u)], profile.strings[int(kinds[i])],
+    stats = [OpStat(profile.strings[int(u) // len(PHASES)], profile.strings[int(kinds[i])],
                     int(counts[i]), float(self_t[i]), float(t),
-                    float(f) * lnc, float(b) * lnc, str(bound[i]), float(self_t[i] / whole))
+                    float(f) * lnc, float(b) * lnc, str(bound[i]), float(self_t[i] / whole),
+                    PHASES[int(u) % len(PHASES)])
              for i, (u, t, f, b) in enumerate(zip(uniq, sums(ops["end"] - ops["start"]),
                                                   sums(ops["flops"]), sums(ops["hbm_r"] + ops["hbm_w"])))]
-    stats.sort(key=lambda s: (-s.self_time, s.name))
+    stats.sort(key=lambda s: (-s.self_time, s.name, s.phase))
     return stats[:limit] if limit else stats

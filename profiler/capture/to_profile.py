@@ -149,7 +149,13 @@ def add_recording(builder: ProfileBuilder, recording: Recording, inst: Instance,
                          (h_end - t0) / 1e9, step=step)
         run = builder_programs.run(key, prog, inst)
         info = [OpInfo(m, sh, dt, host_rows.get(int(idx[pos]), -1)) for pos, m, sh, dt in infos]
-        t_dev += inst.costs.exec_overhead_s
+        # Host and device on one axis: the step's device run starts after the previous one and
+        # late enough that no operator starts before the host call that launched it has returned
+        # (flows point forward; the device step lies under the host step that issued it).
+        launched = np.array([end_s[int(idx[pos])] for pos, *_ in infos], dtype=np.float64)
+        op_start = np.asarray(run.timeline.op_start, dtype=np.float64)[: launched.size]
+        earliest = float(np.max(launched[: op_start.size] - op_start)) if op_start.size else 0.0
+        t_dev = max(t_dev + inst.costs.exec_overhead_s, earliest)
         builder.add_step(step, prog, run, detailed=step in detailed, host_start=(h_start - t0) / 1e9,
                          host_end=(h_end - t0) / 1e9, info=info, shift=t_dev)
         t_dev += run.timeline.wall

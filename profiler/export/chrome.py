@@ -1,17 +1,26 @@
 """Kineto-shaped Chrome trace JSON (`.json` or `.json.gz`), encoded with numpy.
 
-- one process per NeuronCore (pid = core index), one thread per engine lane or DMA queue, named
-  like AWS's timeline rows; instructions are `kernel` X events whose `args.stream` is the thread
-  and `args.correlation` the host call that launched their operator (HTA joins on it);
-- operator spans (`gpu_user_annotation`) on "Operators" rows of the same process;
-- the host process: `ProfilerStep#N` annotations, operator calls, launches, data loading;
-- flows: `ac2g` from each host call to its operator's first instruction and `op2inst` from each
-  operator span to its first instruction (`bp: "e"` on the finish, as Kineto writes them);
-  an `ac2g` flow's id is its host call's correlation id;
+- one process per NeuronCore (pid = core index); the operators are its `kernel` X events (what
+  HTA and TensorBoard count as device work) on "Operators (stream k)" threads, `args.stream` = the
+  thread, `args.correlation` = the launch that issued them (HTA and TensorBoard join on it);
+- instructions on one thread per engine lane or DMA queue, named like AWS's timeline rows, as
+  `neuron_instruction` X events: a category HTA and TensorBoard do not count as kernels (no
+  `stream`, no `correlation`), so sub-microsecond instructions never reach their breakdowns;
+- the host process: `ProfilerStep#N` annotations, operator calls, data loading, and a `runtime`
+  event per launch (`nrt_execute` of a built-in run; `nrt_launch` at the end of a script's
+  operator call) carrying the correlation and `External id` of what it launched, as Kineto's
+  `cudaLaunchKernel` does;
+- flows: `ac2g` from each launch to its first operator kernel and `op2inst` from each operator
+  kernel to its first instruction (`bp: "e"` on the finish, as Kineto writes them); an `ac2g`
+  flow's id is its launch's correlation id;
 - counter tracks: HBM Bandwidth, DMA Throughput, TensorMatrix Utilization.
 
-Collective instructions are named `ncclKernel_<OPCODE>` and DMA instructions `Memcpy <OPCODE>` so
-HTA's kernel-type rules count them as communication and memory; other names are AWS's opcodes.
+Operator kernels, launches and `ProfilerStep#N` are on whole microseconds (floored): HTA rounds
+every timestamp to microseconds by default (ceiling starts, flooring ends), which would give
+sub-microsecond kernels negative durations; on the microsecond grid its rounding changes nothing,
+and flooring keeps every flow pointing forward. Collective operators are named
+`ncclKernel_<KIND> <name>` and operators that only move memory `Memcpy <name>`, so HTA's
+kernel-type rules count them as communication and memory; the others are computation.
 
 Several profiles (the ranks of a capture) can share one trace: each is written with its own
 `TraceIds` (process ids and names, id ranges) and the streams of `chrome_events` are joined.
@@ -22,10 +31,13 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import Iterator
 
+import json
+
 import numpy as np
 import orjson
 
-from .jsonenc import Int, IntOf, Micros, Text, encode_records, iter_records
+from .jsonenc import Int, Micros, Text, encode_records, iter_records
+from ..analysis.timeline import COMMUNICATION, MEMORY, collective_kinds, op_types
 from ..model.profile import PHASES, Profile
 from .tracks import (OP_TID_BASE, Layout, counters, device_pid, host_pid, instruction_layout,
                      op_rows, to_ns)
@@ -34,6 +46,9 @@ from .traceio import write_atomic
 # Correlation ids start high like Kineto's (HTA downcasts small id columns to int8 and then
 # cannot store row indices in them).
 CORRELATION_BASE = 1 << 20
+INSTRUCTION_CAT = "neuron_instruction"     # not a category HTA or TensorBoard counts as kernels
+RUNTIME_CATS = frozenset({"runtime", "cuda_runtime"})
+LAUNCH_NAME = "nrt_launch"
 EVENTS_END = b"\n]}\n"
 COLLECTIVE_OPCODES = {"ALL_REDUCE", "ALL_GATHER", "REDUCE_SCATTER", "ALL_TO_ALL", "SEND_RECV"}
 
@@ -80,32 +95,61 @@ def kernel_name(opcode: str) -> str:
     return opcode
 
 
-def _instruction_events(profile: Profile, lay: Layout, corr: np.ndarray,
-                        pid: int) -> Iterator[bytes]:
+def _instruction_events(profile: Profile, lay: Layout, pid: int) -> Iterator[bytes]:
     """Chunks of instruction events, encoded as they are consumed (memory stays bounded)."""
     ins = profile.table("instructions")
     names = tuple(kernel_name(o) for o in profile.meta["opcodes"])
     op = ins["op"][lay.order]
-    tid = Int(lay.tid)          # written twice (tid and stream), converted once
     return iter_records([
-        b'{"ph":"X","cat":"kernel","name":', Text(ins["opcode"][lay.order], names),
-        b',"pid":%d,"tid":' % pid, tid, b',"ts":', Micros(lay.start_ns),
-        b',"dur":', Micros(lay.dur_ns), b',"args":{"correlation":', IntOf(op, corr),
-        b',"stream":', tid, b',"op":', Int(op), b'}},\n'],
+        b'{"ph":"X","cat":"%s","name":' % INSTRUCTION_CAT.encode(), Text(ins["opcode"][lay.order], names),
+        b',"pid":%d,"tid":' % pid, Int(lay.tid), b',"ts":', Micros(lay.start_ns),
+        b',"dur":', Micros(lay.dur_ns), b',"args":{"op":', Int(op), b'}},\n'],
         lay.order.size)
 
 
-def _op_events(profile: Profile, pid: int) -> tuple[bytes, np.ndarray, np.ndarray]:
+def floor_us(ns: np.ndarray) -> np.ndarray:
+    """Integer ns floored to whole microseconds (monotone: spans that did not overlap still do not)."""
+    return np.floor_divide(ns, 1000) * 1000
+
+
+def op_kernel_names(profile: Profile) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Per op an index into a name table whose names give HTA's kernel types
+    (`analysis.timeline.op_types`): `ncclKernel_<KIND> name` for a collective, `Memcpy name` for
+    an op that only moves memory, the op's name for computation."""
+    ops = profile.table("ops")
+    strings = profile.strings
+    types = op_types(profile).tolist()
+    coll = collective_kinds(profile)
+    names: dict[str, int] = {}
+    index = np.zeros(len(types), dtype=np.int64)
+    for i, (n, t) in enumerate(zip(ops["name_s"].tolist(), types)):
+        text = strings[n]
+        if t == COMMUNICATION:
+            text = f"ncclKernel_{coll.get(i, 'collective').upper()} {text}"
+        elif t == MEMORY:
+            text = f"Memcpy {text}"
+        index[i] = names.setdefault(text, len(names))
+    return index, tuple(names)
+
+
+def _op_events(profile: Profile, pid: int, corr: np.ndarray,
+               ext: np.ndarray) -> tuple[bytes, np.ndarray, np.ndarray]:
+    """The operators as kernels on non-overlapping streams; returns the events, each op's row
+    (stream OP_TID_BASE + row) and its floored start in ns."""
     ops = profile.table("ops")
     start, end = to_ns(ops["start"]), to_ns(ops["end"])
     end = np.maximum(end, start)
     rows = op_rows(start, end)
+    start, end = floor_us(start), floor_us(end)
+    name_index, names = op_kernel_names(profile)
+    stream = Int(OP_TID_BASE + rows)        # written twice (tid and stream), converted once
     data = encode_records([
-        b'{"ph":"X","cat":"gpu_user_annotation","name":', Text(ops["name_s"], profile.strings),
-        b',"pid":%d,"tid":' % pid, Int(OP_TID_BASE + rows), b',"ts":', Micros(start),
-        b',"dur":', Micros(end - start), b',"args":{"step":', Int(np.maximum(ops["step"], 0)),
+        b'{"ph":"X","cat":"kernel","name":', Text(name_index, names),
+        b',"pid":%d,"tid":' % pid, stream, b',"ts":', Micros(start),
+        b',"dur":', Micros(end - start), b',"args":{"stream":', stream, b',"correlation":', Int(corr),
+        b',"External id":', Int(ext), b',"device":%d,"step":' % pid, Int(np.maximum(ops["step"], 0)),
         b',"phase":', Text(ops["phase"], PHASES), b',"module":', Text(ops["module_s"], profile.strings),
-        b',"External id":', Int(ops["host"] + 1), b'}},\n'], start.size)
+        b'}},\n'], start.size)
     return data, rows, start
 
 
@@ -132,19 +176,41 @@ def _flows(cat: bytes, ids: np.ndarray, src_pid: int, src_tid: np.ndarray, src_t
     return start + finish
 
 
+def launch_times(profile: Profile) -> np.ndarray:
+    """Per host row, the floored ns of the launch it makes (if it launches): a runtime event's
+    start, the end of any other call (the call launches its work as it returns)."""
+    host = profile.table("host")
+    cats = np.array([profile.strings[c] in RUNTIME_CATS for c in host["cat_s"].tolist()], dtype=bool)
+    return floor_us(np.where(cats, to_ns(host["start"]), to_ns(host["end"]))), cats
+
+
 def _host_events(profile: Profile, launched: set[int], ids: TraceIds) -> list[bytes]:
     host = profile.table("host")
     out = []
     start, end = to_ns(host["start"]), to_ns(host["end"])
+    launch, is_runtime = launch_times(profile)
+    strings = profile.strings
     for i, (n, c, tid, s, e, st) in enumerate(zip(host["name_s"].tolist(), host["cat_s"].tolist(),
                                                   host["tid"].tolist(), start.tolist(), end.tolist(),
                                                   host["step"].tolist())):
-        args = {"correlation": ids.first_correlation + i} if i in launched else {}
-        if st >= 0:
-            args["step"] = st
-        out.append(orjson.dumps({"ph": "X", "cat": profile.strings[c], "name": profile.strings[n],
-                                 "pid": ids.host_pid, "tid": tid, "ts": s / 1000,
-                                 "dur": max(e - s, 0) / 1000, "args": args}))
+        name, cat = strings[n], strings[c]
+        step = {"step": st} if st >= 0 else {}
+        corr = ids.first_correlation + i
+        if cat in RUNTIME_CATS or name.startswith("ProfilerStep#"):
+            s, e = s // 1000 * 1000, max(e, s) // 1000 * 1000   # on HTA's microsecond grid
+        args = dict(step)
+        if i in launched:
+            if is_runtime[i]:
+                args.update({"correlation": corr, "External id": 0})
+            else:
+                args["External id"] = corr   # the launch itself, as Kineto's cudaLaunchKernel under its operator
+                t = int(launch[i])
+                out.append(orjson.dumps({"ph": "X", "cat": "runtime", "name": LAUNCH_NAME,
+                                         "pid": ids.host_pid, "tid": tid, "ts": t / 1000, "dur": 0,
+                                         "args": {"correlation": corr, "External id": corr, **step}}))
+        out.append(orjson.dumps({"ph": "X", "cat": cat, "name": name, "pid": ids.host_pid,
+                                 "tid": tid, "ts": s / 1000, "dur": max(e - s, 0) / 1000,
+                                 "args": args}))
     return out
 
 
@@ -174,7 +240,7 @@ def _metadata_events(profile: Profile, lay: Layout, n_op_rows: int, ids: TraceId
                    "args": {"sort_index": th.sort}})
     for r in range(n_op_rows):
         ev.append({"ph": "M", "name": "thread_name", "pid": dev, "tid": OP_TID_BASE + r,
-                   "args": {"name": f"Operators (row {r})"}})
+                   "args": {"name": f"Operators (stream {OP_TID_BASE + r})"}})
         ev.append({"ph": "M", "name": "thread_sort_index", "pid": dev, "tid": OP_TID_BASE + r,
                    "args": {"sort_index": r}})
     for tid in sorted(set(profile.table("host")["tid"].tolist())):
@@ -183,7 +249,28 @@ def _metadata_events(profile: Profile, lay: Layout, n_op_rows: int, ids: TraceId
     return [orjson.dumps(e) for e in ev]
 
 
-def chrome_header(profiles: list[Profile], ids: list[TraceIds]) -> bytes:
+def distributed_info(profile: Profile, world_size: int) -> bytes:
+    """`"distributedInfo": {...}` spelled as Kineto writes it (Python's json spacing): HTA finds a
+    file's rank with the regex `"rank":\\s+(\\d+)`, which needs the space."""
+    entries = profile.meta.get("ranks") or [{}]
+    rank = profile.meta.get("rank", entries[0].get("rank", 0) if len(entries) == 1 else 0)
+    info = {"backend": "neuron-sim", "rank": int(rank),
+            "world_size": int(world_size)}
+    return b'"distributedInfo": ' + json.dumps(info).encode()
+
+
+def world_size(profile: Profile) -> int:
+    """The job's ranks: its placement (built-in runs), else the ranks captured."""
+    placement = profile.meta.get("placement")
+    size = 1
+    if isinstance(placement, dict):
+        for k in ("tp", "pp", "dp"):
+            v = placement.get(k, 1)
+            size *= v if isinstance(v, int) and v > 0 else 1
+    return max(size, len(profile.meta.get("ranks") or ()), int(profile.meta.get("world_size", 1) or 1))
+
+
+def chrome_header(profiles: list[Profile], ids: list[TraceIds], world: int | None = None) -> bytes:
     """The trace's keys up to and including the opening of `traceEvents` (the first profile's
     metadata; one device entry per profile)."""
     meta = profiles[0].meta
@@ -191,14 +278,31 @@ def chrome_header(profiles: list[Profile], ids: list[TraceIds]) -> bytes:
                 "instance": p.meta["instance"], "lnc": p.meta["lnc"],
                 "tensorPeakFlopsBf16": p.meta["tensor_peak_flops_bf16"],
                 "hbmBandwidthPerStack": p.meta["hbm_bw_per_stack"]} for p, i in zip(profiles, ids)]
-    return orjson.dumps({
-        "schemaVersion": 1,
-        "deviceProperties": devices,
-        "distributedInfo": {"backend": "neuron-sim", "rank": 0, "world_size": 1},
+    head = orjson.dumps({"schemaVersion": 1, "deviceProperties": devices})[:-1]
+    tail = orjson.dumps({
         "displayTimeUnit": "ns",
         "baseTimeNanoseconds": int(meta.get("created_unix_s", 0) * 1e9),
         "traceName": meta.get("workload") or meta.get("command", "profile"),
-    })[:-1] + b',"traceEvents":[\n'
+    })[1:-1]
+    info = distributed_info(profiles[0], world or world_size(profiles[0]))
+    return head + b"," + info + b"," + tail + b',"traceEvents":[\n'
+
+
+def _launch_flows(profile: Profile, ids: TraceIds, rows: np.ndarray,
+                  op_start: np.ndarray) -> tuple[bytes, int]:
+    """One `ac2g` flow per launch: from the runtime event to the first kernel it launched."""
+    ops = profile.table("ops")
+    hosted = np.flatnonzero(ops["host"] >= 0)
+    if hosted.size == 0:
+        return b"", 0
+    h = ops["host"][hosted].astype(np.int64)
+    o = np.lexsort((op_start[hosted], h))
+    first = o[np.r_[True, h[o][1:] != h[o][:-1]]]
+    h_row, op_row = h[first], hosted[first]
+    launch, _ = launch_times(profile)
+    host = profile.table("host")
+    return _flows(b"ac2g", h_row + ids.first_correlation, ids.host_pid, host["tid"][h_row],
+                  launch[h_row], ids.device_pid, OP_TID_BASE + rows[op_row], op_start[op_row]), h_row.size
 
 
 def chrome_events(profile: Profile, ids: TraceIds) -> tuple[Iterator[bytes], int]:
@@ -208,31 +312,32 @@ def chrome_events(profile: Profile, ids: TraceIds) -> tuple[Iterator[bytes], int
     lay = instruction_layout(profile)
     dev = ids.device_pid
     corr = np.where(ops["host"] >= 0, ops["host"].astype(np.int64) + ids.first_correlation, 0)
-    op_data, rows, op_start = _op_events(profile, dev)
+    # External id: the launching operator's (0 for a runtime call of its own, as Kineto has it)
+    _, is_runtime = launch_times(profile)
+    ext = np.where((ops["host"] >= 0) & ~is_runtime[np.maximum(ops["host"], 0)] if is_runtime.size
+                   else np.zeros(corr.size, dtype=bool), corr, 0)
+    op_data, rows, op_start = _op_events(profile, dev, corr, ext)
     launched = set(ops["host"][ops["host"] >= 0].tolist())
     f_op, f_tid, f_ts = _first_instruction(profile, lay)
-    hosted = ops["host"][f_op] >= 0
-    host = profile.table("host")
-    h_row = ops["host"][f_op][hosted]
-    flows = _flows(b"ac2g", h_row + ids.first_correlation, ids.host_pid, host["tid"][h_row],
-                   to_ns(host["start"][h_row]), dev, f_tid[hosted], f_ts[hosted])
+    flows, n_launches = _launch_flows(profile, ids, rows, op_start) if launched else (b"", 0)
     flows += _flows(b"op2inst", f_op + ids.first_op_flow, dev, OP_TID_BASE + rows[f_op],
                     op_start[f_op], dev, f_tid, f_ts)
     small = _host_events(profile, launched, ids) + _counter_events(profile, dev) + \
         _metadata_events(profile, lay, int(rows.max()) + 1 if rows.size else 0, ids)
-    count = lay.order.size + ops["start"].size + 2 * (h_row.size + f_op.size) + len(small)
-    ins_data = _instruction_events(profile, lay, corr, dev)
+    count = lay.order.size + ops["start"].size + 2 * (n_launches + f_op.size) + len(small)
+    ins_data = _instruction_events(profile, lay, dev)
     return chain(ins_data, [op_data, flows, b",\n".join(small)]), count
 
 
-def chrome_chunks(profile: Profile) -> tuple[Iterator[bytes], int]:
-    """The trace of one profile as byte chunks, and its event count."""
+def chrome_chunks(profile: Profile, world: int | None = None) -> tuple[Iterator[bytes], int]:
+    """The trace of one profile as byte chunks, and its event count; `world`: the job's world
+    size for `distributedInfo` (default: from the profile)."""
     ids = trace_ids([profile])
     events, count = chrome_events(profile, ids[0])
-    return chain([chrome_header([profile], ids)], events, [EVENTS_END]), count
+    return chain([chrome_header([profile], ids, world)], events, [EVENTS_END]), count
 
 
-def write_chrome(profile: Profile, path: str) -> int:
-    chunks, count = chrome_chunks(profile)
+def write_chrome(profile: Profile, path: str, world: int | None = None) -> int:
+    chunks, count = chrome_chunks(profile, world)
     write_atomic(path, chunks)
     return count

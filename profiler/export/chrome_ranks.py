@@ -1,24 +1,32 @@
-"""Chrome trace of several captured ranks: one NeuronCore process and one host process per rank.
+"""Chrome traces of several captured ranks.
 
-Each rank's view (`ranks.rank_view`) names its processes (NeuronCore pid = the rank, host pid =
-2^20 + rank); `chrome.trace_ids` gives every rank its own range of correlation and flow ids, and
-the ranks' event streams (`chrome.chrome_events`) are joined into one `traceEvents` array. Views
-are written one after the other, each only when reached, so one rank's layout is in memory at a
-time. A single-rank profile gives exactly `chrome.write_chrome`'s trace.
+- `write_chrome_dir`: one Kineto-shaped file per rank in a folder (`rank_<r>.json[.gz]`), each
+  with its rank in `distributedInfo`, as a distributed PyTorch job leaves them: the layout
+  HolisticTraceAnalysis (`TraceAnalysis(trace_dir=...)`) and TensorBoard's profiler read.
+- `write_chrome_ranks`: every rank in one file (one NeuronCore process and one host process per
+  rank, on one time axis) for a trace viewer. Each rank's view (`ranks.rank_view`) names its
+  processes (NeuronCore pid = the rank, host pid = 2^20 + rank); `chrome.trace_ids` gives every
+  rank its own range of correlation and flow ids, and the ranks' event streams
+  (`chrome.chrome_events`) are joined into one `traceEvents` array.
+
+Views are written one after the other, each only when reached, so one rank's layout is in memory
+at a time. A single-rank profile gives exactly `chrome.write_chrome`'s trace.
 """
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Iterator
 
-from .chrome import EVENTS_END, chrome_events, chrome_header, trace_ids
+from .chrome import EVENTS_END, chrome_events, chrome_header, trace_ids, world_size, write_chrome
 from ..model.profile import Profile
 from ..analysis.ranks import rank_views
 from .traceio import write_atomic
 
 
-def _joined(views: list[Profile], counted: list[int]) -> Iterator[bytes]:
+def _joined(views: list[Profile], counted: list[int], world: int) -> Iterator[bytes]:
     ids = trace_ids(views)
-    yield chrome_header(views, ids)
+    yield chrome_header(views, ids, world)
     for i, (view, view_ids) in enumerate(zip(views, ids)):
         if i:
             yield b",\n"
@@ -32,5 +40,20 @@ def write_chrome_ranks(profile: Profile, path: str) -> int:
     """`chrome.write_chrome`, with one NeuronCore and one host process per captured rank; returns
     the number of events."""
     counted: list[int] = []
-    write_atomic(path, _joined(rank_views(profile), counted))
+    write_atomic(path, _joined(rank_views(profile), counted, world_size(profile)))
     return sum(counted)
+
+
+def write_chrome_dir(profile: Profile, folder: str | os.PathLike, gzip: bool = False) -> tuple[list[Path], int]:
+    """One trace file per captured rank in `folder` (created if missing); returns the files and
+    the number of events."""
+    target = Path(folder)
+    target.mkdir(parents=True, exist_ok=True)
+    world = world_size(profile)
+    paths, total = [], 0
+    for view in rank_views(profile):
+        rank = int(view.meta.get("rank", (view.meta.get("ranks") or [{}])[0].get("rank", 0)))
+        path = target / f"rank_{rank}.json{'.gz' if gzip else ''}"
+        total += write_chrome(view, str(path), world)
+        paths.append(path)
+    return paths, total

@@ -26,6 +26,7 @@ import orjson
 from device_model.fileio import PRIVATE, write_atomic
 
 from .profile import Profile, ProfileError
+from .validate import check_profile
 
 MAGIC = b"NSPROFv1"
 TRAILER = b"NSPROFEND"
@@ -33,6 +34,7 @@ SCHEMA_VERSION = 1
 ALLOWED_DTYPES = ("<u1", "<u2", "<u4", "<i4", "<i8", "<f4", "<f8", "|u1")
 _COMPRESS_MIN = 4096          # small columns are stored raw: zlib's header would not pay off
 MAX_HEADER = 256 << 20
+MAX_RATIO = 1100              # deflate cannot expand more than ~1032:1: anything above is corrupt
 
 
 def _encode_column(arr: np.ndarray, compress: bool) -> tuple[bytes, dict]:
@@ -119,22 +121,38 @@ def _header(data: bytes, where: str) -> tuple[dict, int]:
     return header, start + hlen
 
 
+def _inflate(blob: bytes, declared: int, name: str, where: str) -> bytes:
+    """Decompress at most `declared` bytes: a column that would inflate past its declared size
+    (a decompression bomb) is refused without ever holding more than that in memory."""
+    if declared <= 0 or declared > MAX_RATIO * len(blob) + 1024:
+        raise ProfileError(f"{where}: column {name!r} declares more data than its compressed "
+                           f"{len(blob)} bytes can hold (corrupt)")
+    inflater = zlib.decompressobj()
+    try:
+        out = inflater.decompress(blob, declared)      # stops once `declared` bytes are out
+    except zlib.error:
+        raise ProfileError(f"{where}: column {name!r} is corrupt (bad compressed data)") from None
+    if not inflater.eof or inflater.unconsumed_tail or inflater.unused_data:
+        raise ProfileError(f"{where}: column {name!r} is corrupt (decompresses to more or other "
+                           f"than its declared {declared} bytes)")
+    return out
+
+
 def _column(data: bytes, base: int, limit: int, rows: int, desc: dict, where: str) -> np.ndarray:
     try:
         name, dtype, codec = desc["name"], desc["dtype"], desc["codec"]
         off, nbytes, raw_n, crc = (int(desc[k]) for k in ("offset", "nbytes", "raw_nbytes", "crc32"))
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, OverflowError):
         raise ProfileError(f"{where}: corrupt column description") from None
-    if dtype not in ALLOWED_DTYPES or codec not in ("raw", "zlib"):
+    if not isinstance(dtype, str) or dtype not in ALLOWED_DTYPES or codec not in ("raw", "zlib"):
         raise ProfileError(f"{where}: column {name!r} has unsupported dtype/codec {dtype}/{codec}")
     if off < 0 or nbytes < 0 or base + off + nbytes > limit:
         raise ProfileError(f"{where}: column {name!r} lies outside the file (truncated or corrupt)")
+    if raw_n != rows * np.dtype(dtype).itemsize:
+        raise ProfileError(f"{where}: column {name!r} declares {raw_n} bytes for {rows} rows of {dtype}")
     blob = data[base + off: base + off + nbytes]
     if codec == "zlib":
-        try:
-            blob = zlib.decompress(blob)
-        except zlib.error:
-            raise ProfileError(f"{where}: column {name!r} is corrupt (bad compressed data)") from None
+        blob = _inflate(blob, raw_n, name, where)
     if len(blob) != raw_n or zlib.crc32(blob) != crc:
         raise ProfileError(f"{where}: column {name!r} is corrupt (checksum mismatch)")
     arr = np.frombuffer(blob, dtype=np.dtype(dtype))
@@ -160,9 +178,14 @@ def decode(data: bytes, where: str = "profile") -> Profile:
             rows, cols = int(tdesc["rows"]), list(tdesc["columns"])
         except (KeyError, TypeError, ValueError):
             raise ProfileError(f"{where}: corrupt description of table {tname!r}") from None
-        tables[tname] = {c.get("name", "?") if isinstance(c, dict) else "?":
-                         _column(data, base, limit, rows, c if isinstance(c, dict) else {}, where)
-                         for c in cols}
+        if not isinstance(tname, str) or rows < 0:
+            raise ProfileError(f"{where}: corrupt description of table {tname!r}")
+        table: dict[str, np.ndarray] = {}
+        for c in cols:
+            if not isinstance(c, dict) or not isinstance(c.get("name"), str) or c["name"] in table:
+                raise ProfileError(f"{where}: table {tname!r} has a corrupt column description")
+            table[c["name"]] = _column(data, base, limit, rows, c, where)
+        tables[tname] = table
     profile = Profile(meta, tuple(strings), tables)
-    profile.validate(where)
+    check_profile(profile, where)
     return profile

@@ -1,0 +1,176 @@
+"""Deep checks of a profile read from a file: the header's metadata types, every column's dtype,
+and the values later code relies on (finite times, indices inside their tables and enumerations,
+rank row ranges). A file that passes can be summarised, diffed, advised and exported without an
+exception; one that fails gives a `ProfileError` naming the field, in one line.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .profile import PHASES, SCHEMA, Profile, ProfileError
+
+_NAME_LISTS = ("lane_rows", "lane_engines", "opcodes", "queues", "queue_rows")
+_POSITIVE = ("tensor_peak_flops_bf16", "hbm_bw_per_stack")
+_TEXT = ("instance", "device")
+_OPTIONAL_TEXT = ("source", "workload", "command", "description", "host_name", "rank_label",
+                  "device_type", "recorder", "auto_cast")
+_OPTIONAL_INT = ("rank", "device_pid", "host_pid", "pipeline_stage", "pipeline_stages", "world_size",
+                 "num_exec", "profile_nth_exec")
+_OPTIONAL_NUMBER = ("created_unix_s", "exec_overhead_s")
+# columns that hold times (seconds): finite
+_TIMES = {"instructions": ("start", "end"), "ops": ("start", "end", "self_time"),
+          "steps": ("start", "end", "host_start", "host_end"), "host": ("start", "end"),
+          "collectives": ("start", "end"), "semaphores": ("time",), "throttles": ("start", "duration")}
+_MAX_INDEX = 1 << 40
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v) -> bool:
+    return (isinstance(v, (int, float)) and not isinstance(v, bool)) and math.isfinite(v)
+
+
+def _check_meta(meta: dict, where: str) -> None:
+    def bad(key: str, what: str) -> ProfileError:
+        return ProfileError(f"{where}: metadata {key!r} {what}")
+
+    for key in _NAME_LISTS:
+        v = meta.get(key)
+        if not isinstance(v, list) or not v or not all(isinstance(x, str) for x in v):
+            raise bad(key, "must be a non-empty list of names")
+        if len(v) > 255:
+            raise bad(key, "has too many entries")
+    if len(meta["lane_engines"]) != len(meta["lane_rows"]):
+        raise bad("lane_engines", "must name one engine per entry of 'lane_rows'")
+    if "phases" in meta and meta["phases"] != list(PHASES):
+        raise bad("phases", f"must be {list(PHASES)}")
+    for key in _TEXT:
+        if not isinstance(meta.get(key), str):
+            raise bad(key, "must be a string")
+    for key in _OPTIONAL_TEXT:
+        if key in meta and not isinstance(meta[key], str):
+            raise bad(key, "must be a string")
+    lnc = meta.get("lnc")
+    if not _is_int(lnc) or lnc not in (1, 2):
+        raise bad("lnc", "must be 1 or 2")
+    for key in _POSITIVE:
+        if not _is_number(meta.get(key)) or meta[key] <= 0:
+            raise bad(key, "must be a positive number")
+    clocks = meta.get("clocks_hz")
+    if not isinstance(clocks, dict) or not _is_number(clocks.get("base")) or clocks["base"] <= 0 or \
+            not all(_is_number(v) and v > 0 for v in clocks.values()):
+        raise bad("clocks_hz", "must map engines and 'base' to positive frequencies")
+    for key in _OPTIONAL_INT:
+        if key in meta and (not _is_int(meta[key]) or not 0 <= meta[key] < _MAX_INDEX):
+            raise bad(key, "must be a non-negative integer")
+    for key in _OPTIONAL_NUMBER:
+        if key in meta and (not _is_number(meta[key]) or meta[key] < 0):
+            raise bad(key, "must be a non-negative number")
+    placement = meta.get("placement")
+    if "placement" in meta:
+        if not isinstance(placement, dict) or not all(
+                _is_int(v) and 1 <= v < _MAX_INDEX for v in placement.values()):
+            raise bad("placement", "must map tp/pp/dp to positive integers")
+
+
+def _check_columns(profile: Profile, where: str) -> None:
+    for name, cols in SCHEMA.items():
+        table = profile.tables[name]
+        for col, dtype in cols.items():
+            arr = table[col]
+            if arr.dtype != np.dtype(dtype):
+                raise ProfileError(f"{where}: column {name}.{col} is {arr.dtype.str}, expected {dtype}")
+            if arr.dtype.kind == "f" and arr.size and not np.isfinite(arr).all():
+                raise ProfileError(f"{where}: column {name}.{col} holds a value that is not finite")
+        n = profile.rows(name)
+        for col in (c for c in table if c not in cols):
+            if table[col].shape[0] != n:
+                raise ProfileError(f"{where}: column {name}.{col} has a different length")
+        for col in _TIMES.get(name, ()):
+            if n and np.abs(table[col]).max() > 1e9:
+                raise ProfileError(f"{where}: column {name}.{col} holds a time out of range")
+
+
+def _check_refs(profile: Profile, where: str) -> None:
+    meta = profile.meta
+    ins, ops = profile.tables["instructions"], profile.tables["ops"]
+    n_ops, n_host = profile.rows("ops"), profile.rows("host")
+
+    def within(table: str, col: str, limit: int, low: int = 0) -> None:
+        arr = profile.tables[table][col]
+        if arr.size and (int(arr.min()) < low or int(arr.max()) >= limit):
+            raise ProfileError(f"{where}: column {table}.{col} holds a value out of range")
+
+    within("instructions", "opcode", len(meta["opcodes"]))
+    within("instructions", "lane", len(meta["lane_rows"]))
+    within("instructions", "queue", max(len(meta["queue_rows"]), 1 << 8))
+    within("ops", "phase", len(PHASES))
+    within("ops", "host", n_host, -1)
+    within("host", "op", n_ops, -1)
+    within("collectives", "op", n_ops, -1)
+    within("collectives", "ranks", 1 << 24, 1)
+    within("semaphores", "sem", len(meta["lane_rows"]))
+    for table, col in (("ops", "step"), ("steps", "step"), ("host", "step")):
+        within(table, col, 1 << 30, -1 if table == "host" else 0)
+    within("host", "tid", 1 << 40, 0)
+    for table, col in (("ops", "instructions"),):
+        within(table, col, 1 << 62, 0)
+    steps = profile.tables["steps"]
+    if steps["end"].size and (steps["end"] < steps["start"]).any():
+        raise ProfileError(f"{where}: a step ends before it starts")
+    if ins["op"].size and n_ops == 0:
+        raise ProfileError(f"{where}: instructions without operators")
+    if ops["start"].size and (ops["end"] < ops["start"]).any():
+        raise ProfileError(f"{where}: an operator ends before it starts")
+    th = profile.tables["throttles"]["ratio"]
+    if th.size and ((th < 0) | (th > 1)).any():
+        raise ProfileError(f"{where}: column throttles.ratio holds a value out of range")
+
+
+def _check_ranks(profile: Profile, where: str) -> None:
+    if "ranks" not in profile.meta:
+        return
+    ranks = profile.meta["ranks"]
+    if not isinstance(ranks, list) or not all(isinstance(e, dict) for e in ranks):
+        raise ProfileError(f"{where}: metadata 'ranks' must be a list of rank entries")
+    seen = set()
+    for e in ranks:
+        rank = e.get("rank")
+        if not _is_int(rank) or not 0 <= rank < _MAX_INDEX or rank in seen:
+            raise ProfileError(f"{where}: metadata 'ranks' has an entry with a bad or repeated rank")
+        seen.add(rank)
+        for key in ("stage", "core", "node"):
+            if key in e and (not _is_int(e[key]) or not 0 <= e[key] < _MAX_INDEX):
+                raise ProfileError(f"{where}: rank {rank}: {key!r} must be a non-negative integer")
+        if "stages" in e and (not _is_int(e["stages"]) or not 1 <= e["stages"] < _MAX_INDEX):
+            raise ProfileError(f"{where}: rank {rank}: 'stages' must be a positive integer")
+        if "description" in e and not isinstance(e["description"], str):
+            raise ProfileError(f"{where}: rank {rank}: 'description' must be a string")
+        rows = e.get("rows")
+        if not isinstance(rows, dict) or set(rows) != set(SCHEMA):
+            raise ProfileError(f"{where}: rank {rank}: 'rows' must give the rows of every table")
+        for table, span in rows.items():
+            n = profile.rows(table)
+            if not (isinstance(span, list) and len(span) == 2 and all(_is_int(x) for x in span)
+                    and 0 <= span[0] <= span[1] <= n):
+                raise ProfileError(f"{where}: rank {rank}: rows of table {table!r} out of range")
+
+
+def check_profile(profile: Profile, where: str = "profile") -> None:
+    """Raise ProfileError (one line naming the field) unless every view can use `profile`."""
+    _check_meta(profile.meta, where)
+    for name, cols in SCHEMA.items():
+        table = profile.tables.get(name)
+        if table is None:
+            raise ProfileError(f"{where}: profile has no {name!r} table")
+        missing = [c for c in cols if c not in table]
+        if missing:
+            raise ProfileError(f"{where}: table {name!r} lacks column {missing[0]!r}")
+    _check_columns(profile, where)
+    profile.validate(where)
+    _check_refs(profile, where)
+    _check_ranks(profile, where)

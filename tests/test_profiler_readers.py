@@ -1,0 +1,278 @@
+"""Our Chrome traces read by the real analysers with their defaults: HolisticTraceAnalysis
+(temporal, kernel-type, idle-time and comm/comp-overlap breakdowns) and TensorBoard's profiler
+plugin (torch-tb-profiler's parser: steps and their device time), on a single-rank and a 2-rank
+built-in capture and on a PyTorch capture; each figure compared with the profile's own."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pytest
+
+from device_model import instance
+from device_model.workloads import Placement
+from profiler.analysis.ranks import parse_rank_selection, rank_views, select_ranks
+from profiler.analysis.summary import summarize
+from profiler.analysis.timeline import COMMUNICATION, COMPUTATION, MEMORY, device_breakdown, op_types
+from profiler.capture.builtin import capture_workload
+from profiler.export.chrome import write_chrome
+from profiler.export.chrome_ranks import write_chrome_dir
+from profiler.export.tracks import OP_TID_BASE, op_rows, to_ns
+from profiler.model import fileformat
+from profiler.model.profile import ProfileError
+
+pytestmark = pytest.mark.filterwarnings("ignore")
+MLP = "mlp:tokens=512,hidden=512,layers=2,microbatches=2"
+US = 1e-6
+
+
+@pytest.fixture(autouse=True)
+def _hta_defaults(monkeypatch):
+    monkeypatch.delenv("HTA_DISABLE_NS_ROUNDING", raising=False)
+
+
+@pytest.fixture(scope="module")
+def single():
+    return capture_workload(MLP, instance("trn2.48xlarge"), Placement(), num_exec=3, nth_exec=2)
+
+
+@pytest.fixture(scope="module")
+def two_ranks():
+    """pp=2, dp=2: both pipeline stages captured, with send/recv and DP all-reduces."""
+    return capture_workload(MLP, instance("trn2.48xlarge"), Placement(pp=2, dp=2), num_exec=3)
+
+
+def _hta(folder: Path):
+    hta = pytest.importorskip("hta.trace_analysis")
+    return hta.TraceAnalysis(trace_dir=str(folder))
+
+
+def _counted_steps(view) -> list[int]:
+    """HTA leaves out the kernels launched in the last ProfilerStep."""
+    return sorted(set(view.table("steps")["step"].tolist()))[:-1]
+
+
+def _busy_intervals(view, steps, kind: int | None = None) -> int:
+    """Separate intervals of the union of the ops of `steps` (of one kernel type)."""
+    ops = view.table("ops")
+    sel = np.isin(ops["step"], steps) & (True if kind is None else op_types(view) == kind)
+    if not sel.any():
+        return 0
+    start, end = ops["start"][sel], ops["end"][sel]
+    o = np.argsort(start)
+    reach = np.maximum.accumulate(end[o])
+    return int(1 + np.sum(start[o][1:] > reach[:-1]))
+
+
+def _check_hta(analysis, views, tol_us: float = 2.0) -> None:
+    temporal = analysis.get_temporal_breakdown(visualize=False).set_index("rank")
+    by_type, _ = analysis.get_gpu_kernel_breakdown(visualize=False)
+    overlap = analysis.get_comm_comp_overlap(visualize=False).set_index("rank")
+    for view in views:
+        rank = int(view.meta.get("rank", 0))
+        ref = device_breakdown(view, _counted_steps(view))
+        # each separate busy interval's ends move by under 1 us on HTA's microsecond grid
+        tol_us = max(tol_us, _busy_intervals(view, _counted_steps(view)))
+        row = temporal.loc[rank]
+        assert row["kernel_time(us)"] * US == pytest.approx(ref.span, abs=tol_us * US)
+        assert row["idle_time(us)"] * US == pytest.approx(ref.idle, abs=tol_us * US)
+        assert row["compute_time(us)"] * US == pytest.approx(ref.computation, abs=tol_us * US)
+        assert 0 <= row["idle_time(us)"] <= row["kernel_time(us)"]
+        ratio = overlap.loc[rank]["comp_comm_overlap_pctg"]
+        if ref.communication == 0:
+            assert np.isnan(ratio) or ratio == 0         # no collectives: nothing overlapped
+        else:
+            assert ratio / 100 * ref.communication == pytest.approx(ref.comm_overlapped, abs=tol_us * US)
+    # each kernel type's time (alone or overlapping others), added up over the ranks; each of its
+    # separate intervals moves by under 1 us on the microsecond grid
+    refs = [device_breakdown(v, _counted_steps(v)) for v in views]
+    for name, code, expected in (("COMMUNICATION", COMMUNICATION, sum(r.communication for r in refs)),
+                                 ("COMPUTATION", COMPUTATION, sum(r.computation for r in refs)),
+                                 ("MEMORY", MEMORY, sum(r.memory for r in refs))):
+        got = by_type[by_type["kernel_type"].str.contains(name)]["sum"].sum()
+        tol = max(2, sum(_busy_intervals(v, _counted_steps(v), code) for v in views))
+        assert got * US == pytest.approx(expected, abs=tol * US), name
+
+
+def _check_idle_breakdown(analysis, view) -> None:
+    """Per stream, HTA's idle time is the gaps between the operators on it (the documented
+    layout: operators on the lowest free stream, times floored to whole microseconds)."""
+    rank = int(view.meta.get("rank", 0))
+    idle, _ = analysis.get_idle_time_breakdown(ranks=[rank], visualize=False)
+    assert set(idle["idle_category"]) <= {"host_wait", "kernel_wait", "other"}
+    ops = view.table("ops")
+    start, end = to_ns(ops["start"]), np.maximum(to_ns(ops["end"]), to_ns(ops["start"]))
+    rows = op_rows(start, end)
+    counted = np.isin(ops["step"], _counted_steps(view))
+    for stream, per_stream in idle.groupby("stream"):
+        assert (per_stream["idle_time"] >= 0).all()
+        assert per_stream["idle_time_ratio"].sum() == pytest.approx(1.0, abs=0.02)
+        sel = counted & (OP_TID_BASE + rows == stream)
+        o = np.argsort(start[sel], kind="stable")
+        s_us, e_us = start[sel][o] // 1000, end[sel][o] // 1000
+        assert per_stream["idle_time"].sum() == pytest.approx(float(np.sum(s_us[1:] - e_us[:-1])), abs=1)
+
+
+def test_hta_defaults_single_rank_breakdowns_match_the_profile(single, tmp_path):
+    write_chrome(single, str(tmp_path / "rank0.json"))
+    analysis = _hta(tmp_path)
+    _check_hta(analysis, [single])
+    _check_idle_breakdown(analysis, single)
+    by_type, top = analysis.get_gpu_kernel_breakdown(visualize=False)
+    assert not by_type["kernel_type"].str.contains("COMMUNICATION").any()
+    assert summarize(single)["cc_op_time"] == 0
+    op_names = set(single.text(single.table("ops")["name_s"]))
+    shown = set(top["name"]) - {"others"}
+    assert shown and {n.removeprefix("Memcpy ") for n in shown} <= op_names
+    assert "Memcpy input_batch" in shown                  # a DMA-only operator is memory
+
+
+def test_hta_defaults_two_ranks_from_one_file_per_rank(two_ranks, tmp_path):
+    paths, _ = write_chrome_dir(two_ranks, tmp_path / "trace")
+    assert sorted(p.name for p in paths) == ["rank_0.json", "rank_1.json"]
+    analysis = _hta(tmp_path / "trace")
+    views = rank_views(two_ranks)
+    assert sorted(analysis.t.traces) == [0, 1]
+    _check_hta(analysis, views)
+    for view in views:
+        assert device_breakdown(view, _counted_steps(view)).communication > 0
+        _check_idle_breakdown(analysis, view)
+
+
+def test_distributed_info_is_spelled_as_kineto_does(two_ranks, tmp_path):
+    paths, _ = write_chrome_dir(two_ranks, tmp_path)
+    for path in paths:
+        head = path.read_bytes()[:2000].decode()
+        info = json.dumps(orjson.loads(path.read_bytes())["distributedInfo"])
+        assert f'"distributedInfo": {info}' in head            # Python json's spacing
+        assert f'"rank": {path.stem.split("_")[1]},' in head
+        assert '"world_size": 4' in head
+
+
+def _tb(path: Path):
+    data = pytest.importorskip("torch_tb_profiler.profiler.data")
+    return data.RunProfileData.from_json("worker", "span", json.loads(path.read_bytes()))
+
+
+def _check_tb(run, view) -> None:
+    """TensorBoard's steps are ours, and each step's kernel time is that step's device busy time."""
+    from torch_tb_profiler.profiler.event_parser import ProfileRole
+    steps = sorted(set(view.table("steps")["step"].tolist()))
+    assert run.steps_names == [str(s) for s in steps]
+    assert run.has_kernel and run.has_runtime
+    for step, costs in zip(steps, run.steps_costs):
+        busy = device_breakdown(view, [step]).busy
+        device = costs.costs[ProfileRole.Kernel] + costs.costs[ProfileRole.Communication]
+        assert device * US == pytest.approx(busy, abs=2 * US), step
+        assert costs.costs[ProfileRole.Kernel] <= costs.costs[ProfileRole.Total]
+
+
+def test_torch_tb_profiler_puts_each_steps_device_time_in_its_step(single, two_ranks, tmp_path):
+    write_chrome(single, str(tmp_path / "one.json"))
+    run = _tb(tmp_path / "one.json")
+    _check_tb(run, single)
+    assert all(c.costs[3] == 0 for c in run.steps_costs)     # Communication: no collectives
+    paths, _ = write_chrome_dir(two_ranks, tmp_path / "ranks")
+    for path, view in zip(sorted(paths), rank_views(two_ranks)):
+        _check_tb(_tb(path), view)
+
+
+@pytest.fixture(scope="module")
+def script_profile():
+    """A real PyTorch training loop captured with the Python API (host calls measured)."""
+    torch = pytest.importorskip("torch")
+    import profiler
+    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 64))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    windows = []
+    with profiler.profile(instance="trn2.48xlarge", recorder="python",
+                          on_trace_ready=lambda p: windows.append(p.profile)) as prof:
+        for _ in range(4):
+            x = torch.randn(32, 64)
+            loss = (model(x) - x).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            prof.step()
+    return prof.profile
+
+
+def test_script_capture_device_steps_start_under_their_host_steps(script_profile, tmp_path):
+    p = script_profile
+    steps = p.table("steps")
+    assert steps["step"].size >= 3
+    assert np.all(steps["start"] >= steps["host_start"])
+    assert np.all(steps["start"] <= steps["host_end"])
+    assert np.all(steps["start"][1:] >= steps["end"][:-1])       # one device, steps in order
+    ops, host = p.table("ops"), p.table("host")
+    launched = ops["host"] >= 0
+    assert launched.any()
+    assert np.all(ops["start"][launched] >= host["end"][ops["host"][launched]] - 1e-12)
+    write_chrome(p, str(tmp_path / "script.json"))
+    events = orjson.loads((tmp_path / "script.json").read_bytes())["traceEvents"]
+    flows = {}
+    for e in events:
+        if e["ph"] in "sf" and e["cat"] == "ac2g":
+            flows.setdefault(e["id"], {})[e["ph"]] = e["ts"]
+    assert flows and all(f["f"] >= f["s"] for f in flows.values())   # forward in time
+    run = _tb(tmp_path / "script.json")
+    _check_tb(run, p)
+    analysis = _hta(tmp_path)
+    _check_hta(analysis, [p])
+
+
+def test_select_ranks_keeps_the_chosen_ranks_rebased(two_ranks):
+    views = rank_views(two_ranks)
+    kept = select_ranks(two_ranks, [1])
+    assert [e["rank"] for e in kept.meta["ranks"]] == [1]
+    (view,) = rank_views(kept)
+    for name, table in views[1].tables.items():
+        for col, values in table.items():
+            np.testing.assert_array_equal(view.tables[name][col], values, err_msg=f"{name}.{col}")
+    assert select_ranks(two_ranks, "all") is two_ranks
+    assert [e["rank"] for e in select_ranks(two_ranks, "last").meta["ranks"]] == [1]
+    with pytest.raises(ProfileError, match="rank 5 is not in the capture"):
+        select_ranks(two_ranks, [5])
+    for bad in ("x", "-1", "1,,2"):
+        with pytest.raises(ProfileError, match="--ranks"):
+            parse_rank_selection(bad)
+
+
+ROOT = Path(__file__).resolve().parent.parent
+CLI = [sys.executable, "-m", "profiler.cli"]
+
+
+@pytest.mark.slow
+def test_torchrun_capture_ranks_and_readers(tmp_path):
+    """A real 2-worker DDP job: its per-rank traces read by HTA and TensorBoard, then `--ranks 1`
+    keeping one rank of it."""
+    pytest.importorskip("torch.distributed.run")
+    out = tmp_path / "ddp.nsprof"
+    job = ["--", "torchrun", "--standalone", "--nproc-per-node", "2",
+           str(ROOT / "examples" / "train_ddp.py"), "--steps", "3"]
+    res = subprocess.run([*CLI, "capture", "-s", str(out), "--instance", "trn1.32xlarge", *job],
+                         capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert res.returncode == 0, res.stderr
+    both = fileformat.load(out)
+    res = subprocess.run([*CLI, "view", "-s", str(out), "--output-format", "chrome"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert res.returncode == 0, res.stderr
+    folder = tmp_path / "ddp_trace"
+    assert sorted(p.name for p in folder.iterdir()) == ["rank_0.json", "rank_1.json"]
+    views = rank_views(both)
+    _check_hta(_hta(folder), views)
+    for view in views:
+        assert device_breakdown(view).communication > 0          # DDP's all-reduces
+        _check_tb(_tb(folder / f"rank_{view.meta['rank']}.json"), view)
+    one = tmp_path / "one.nsprof"
+    res = subprocess.run([*CLI, "capture", "-s", str(one), "--instance", "trn1.32xlarge", "--ranks", "1",
+                          *job], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert [e["rank"] for e in fileformat.load(one).meta["ranks"]] == [1]
+    res = subprocess.run([*CLI, "capture", "-s", str(one), "--ranks", "x", *job],
+                         capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "--ranks" in res.stderr
