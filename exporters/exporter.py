@@ -63,8 +63,9 @@ class PrometheusExporter:
         self.state.keep_runtimes({r.tag for r in report.runtimes})
         self.state.set_info(mt.BY_NAME["instance_info"], ())
         hw = report.hardware
-        self.state.set_info(mt.BY_NAME["neuron_hardware_info"], (
-            str(hw.device_count), str(hw.device_memory_bytes), str(hw.cores_per_device)))
+        self.state.set_info(mt.BY_NAME["neuron_hardware_info"], tuple(
+            "" if v is None else str(v)
+            for v in (hw.device_count, hw.device_memory_bytes, hw.cores_per_device)))
         for problem in problems:
             self.note_problem(problem)
         self.reports += 1

@@ -73,11 +73,11 @@ def report_interval(report: Report) -> float:
     """Seconds this report covers: the first group period found, else neuron-monitor's 5 s default."""
     for runtime in report.runtimes:
         for group in (runtime.neuroncore_counters, runtime.execution_stats, runtime.vcpu):
-            if group is not None and group.period > 0:
+            if group is not None and group.period:
                 return group.period
     system = report.system
     for group in (system.vcpu, system.memory, system.hw_counters):
-        if group is not None and group.period > 0:
+        if group is not None and group.period:
             return group.period
     return 5.0
 

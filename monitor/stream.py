@@ -23,13 +23,14 @@ from typing import IO
 
 import orjson
 
-from monitor.errors import ReportError
+from monitor.errors import ReportError, one_line
 from monitor.report import Report
 
 __all__ = ["ReportStream", "classify_line", "DEFAULT_MAX_LINE_BYTES"]
 
 # A 128-device report with engine counters is about 1 MiB; 64 MiB leaves room and bounds memory.
 DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
+MAX_REJECTIONS_KEPT = 3
 
 
 def classify_line(line: bytes | str, received_at: float | None = None
@@ -79,6 +80,7 @@ class ReportStream:
         self.errors: Counter[str] = Counter()
         self.reports = 0  # good lines turned into Reports
         self.line_number = 0
+        self.rejections: list[str] = []  # the first few reasons, escaped, for a screen to show
 
     @classmethod
     def from_file(cls, binary: IO[bytes], **kwargs) -> ReportStream:
@@ -106,9 +108,12 @@ class ReportStream:
 
     def _skip(self, kind: str, detail: str) -> None:
         self.errors[kind] += 1
+        if len(self.rejections) < MAX_REJECTIONS_KEPT:
+            self.rejections.append(f"line {self.line_number} ({kind}): {one_line(detail)}")
         if self.errors[kind] == 1:
             stream = self._stderr if self._stderr is not None else sys.stderr
-            print(f"{self._source}: skipped line {self.line_number} ({kind}): {detail}; "
+            # `detail` may quote the input: escaped, so no control sequence reaches a terminal.
+            print(f"{self._source}: skipped line {self.line_number} ({kind}): {one_line(detail)}; "
                   f"further {kind} lines are counted silently", file=stream, flush=True)
 
     @property

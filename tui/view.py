@@ -35,7 +35,7 @@ def runtimes_for(report: Report, tab: str) -> tuple[RuntimeReport, ...]:
 def core_layout(report: Report) -> tuple[int, int]:
     """(devices, logical cores per device); inferred from the cores seen when hardware info is empty."""
     hw = report.hardware
-    if hw.device_count > 0 and hw.cores_per_device > 0:
+    if hw.device_count and hw.cores_per_device:
         return hw.device_count, hw.cores_per_device
     per_device = hw.cores_per_device or 2
     highest = max((c for r in report.runtimes if r.neuroncore_counters
@@ -50,7 +50,7 @@ class CoreGrid:
     devices: int
     cores_per_device: int
     utilization: np.ndarray  # ratio per core
-    flops: np.ndarray  # FLOP/s per core
+    flops: np.ndarray  # FLOP/s per core; NaN where the stream has no flops (inf1, older SDKs)
     in_use: np.ndarray  # bool per core: some selected runtime reported it
 
     @property
@@ -58,14 +58,16 @@ class CoreGrid:
         return float(self.utilization.mean()) if self.utilization.size else 0.0
 
     @property
-    def total_flops(self) -> float:
-        return float(self.flops.sum())
+    def total_flops(self) -> float | None:
+        known = self.flops[~np.isnan(self.flops)]
+        return float(known.sum()) if known.size else None
 
 
 def core_grid(report: Report, runtimes: Iterable[RuntimeReport]) -> CoreGrid:
     devices, per_device = core_layout(report)
     count = devices * per_device
     util, flops, in_use = np.zeros(count), np.zeros(count), np.zeros(count, dtype=bool)
+    known = np.zeros(count, dtype=bool)
     for runtime in runtimes:
         counters = runtime.neuroncore_counters
         if counters is None:
@@ -74,9 +76,12 @@ def core_grid(report: Report, runtimes: Iterable[RuntimeReport]) -> CoreGrid:
             if 0 <= core < count:
                 # Two runtimes never share a core in practice; if they do, their shares add up.
                 util[core] += values.utilization
-                flops[core] += values.flops
+                if values.flops is not None:
+                    flops[core] += values.flops
+                    known[core] = True
                 in_use[core] = True
     np.clip(util, 0.0, 1.0, out=util)
+    flops[~known] = np.nan
     return CoreGrid(report.hardware.core_version or "", devices, per_device, util, flops, in_use)
 
 
@@ -123,7 +128,7 @@ def memory_summary(runtimes: Iterable[RuntimeReport]) -> MemorySummary:
         reported = True
         host_total += used.host_bytes
         device_total += used.device_bytes
-        for key, value in used.host_breakdown.items():
+        for key, value in (used.host_breakdown or {}).items():
             host[key] = host.get(key, 0) + value
         for breakdown in used.core_breakdown.values():
             for key, value in breakdown.items():

@@ -59,7 +59,8 @@ class CoreGridView(LineWidget, can_focus=True):
             return "NeuronCore Utilization (waiting for the first report)"
         version = f"NeuronCore {grid.core_version} " if grid.core_version else "NeuronCore "
         if self.show_flops:
-            return f"{version}TFLOPs (Total: {grid.total_flops / 1e12:.2f})"
+            total = grid.total_flops
+            return f"{version}TFLOPs (Total: {'N/A' if total is None else f'{total / 1e12:.2f}'})"
         return f"{version}Utilization (Avg: {percent(grid.average)})"
 
     def column_width(self, width: int) -> int:
@@ -87,7 +88,9 @@ class CoreGridView(LineWidget, can_focus=True):
     def _cell(self, core: int, col: int) -> list[tuple]:
         grid = self.grid
         util = float(grid.utilization[core])
-        value = tflops(float(grid.flops[core])) if self.show_flops else percent(util)
+        flops = float(grid.flops[core])
+        value = (tflops(None if flops != flops else flops) if self.show_flops  # NaN: not reported
+                 else percent(util))
         number = f"[{value:>7}]"
         bar_width = col - len(number) - 2
         level = ("coregrid--idle" if not grid.in_use[core] else "coregrid--high" if util >= 0.8

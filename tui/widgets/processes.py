@@ -72,7 +72,7 @@ class ProcessTable(LineWidget, can_focus=True):
 
     def _columns(self, width: int) -> list[tuple[tuple, int]]:
         """The columns that fit ``width``, dropping the lowest priority first, with their widths."""
-        kept = list(COLUMNS)
+        kept = [c for c in COLUMNS if c[0] != "pod" or any(r.pod is not None for r in self.rows)]
         while sum(c[2] + 1 for c in kept) + 6 > width and len(kept) > 2:
             kept.remove(min(kept, key=lambda c: c[4]))
         fixed = sum(c[2] + 1 for c in kept if c[2])
