@@ -10,14 +10,14 @@ Groups whose `error` is set and runtimes whose `error` is set produce no samples
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, replace
 from typing import Any
 
 from exporters import metrics_table as mt
 from monitor.errors import one_line
 from monitor.hardware import peak_bf16_per_physical_core
-from monitor.report import HardwareInfo, InstanceInfo, Report
+from monitor.report import HardwareInfo, InstanceInfo, K8sInfo, K8sPlacement, Report
 
 Sample = tuple[tuple[str, ...], float]
 FamilySamples = tuple[mt.MetricSpec, list[Sample]]
@@ -228,3 +228,43 @@ def _usable(group: Any, name: str, tag: str | None, problems: list[Problem]) -> 
         problems.append(Problem("group_error", f"Error getting {name}{where}: {group.error}"))
         return False
     return True
+
+
+# ------------------------------------------------------------------------------- k8s labels
+K8S_LABELS = ("pod_name", "namespace", "container_name")
+_K8S_SPECS: dict[str, mt.MetricSpec] = {}
+
+
+def _k8s_spec(spec: mt.MetricSpec) -> mt.MetricSpec:
+    k8s = _K8S_SPECS.get(spec.name)
+    if k8s is None:
+        k8s = _K8S_SPECS[spec.name] = replace(spec, labels=spec.labels + K8S_LABELS)
+    return k8s
+
+
+def _placement_values(place: K8sPlacement | None) -> tuple[str, str, str]:
+    if place is None:
+        return ("", "", "")
+    return (place.pod or "", place.namespace or "", ",".join(place.containers))
+
+
+def with_k8s_labels(groups: Iterable[GroupSamples], k8s: K8sInfo | None) -> Iterator[GroupSamples]:
+    """``--enable-k8s-info``: every per-core and per-device family also carries the pod,
+    namespace and containers that neuron_k8s_info names for that core or device ("" when it
+    names none), so utilization can be read per pod without a join."""
+    cores = k8s.cores if k8s is not None else {}
+    devices = k8s.devices if k8s is not None else {}
+    for group in groups:
+        families = []
+        for spec, samples in group.families:
+            if "neuroncore" in spec.labels:
+                at, places = spec.labels.index("neuroncore"), cores
+            elif "neuron_device_index" in spec.labels:
+                at, places = spec.labels.index("neuron_device_index"), devices
+            else:
+                families.append((spec, samples))
+                continue
+            families.append((_k8s_spec(spec), [
+                (key + _placement_values(places.get(int(key[at])) if key[at].isdigit() else None),
+                 value) for key, value in samples]))
+        yield GroupSamples(group.group, group.runtime_tag, tuple(families))
