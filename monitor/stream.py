@@ -66,6 +66,12 @@ def _decode_error_kind(line: bytes, exc: orjson.JSONDecodeError) -> str:
     return "not_json"
 
 
+def _start_of(line: bytes | str, size: int = 60) -> str:
+    text = line if isinstance(line, str) else line[: size * 4].decode("utf-8", "replace")
+    text = text.strip()
+    return repr(text[:size] + ("…" if len(text) > size else ""))
+
+
 class ReportStream:
     """Iterate Reports from JSON lines; ``errors`` counts skipped lines by kind."""
 
@@ -103,6 +109,8 @@ class ReportStream:
             return None
         report, kind, detail = classify_line(line, self._clock())
         if report is None:
+            if kind == "not_json":  # e.g. an upstream tool's own error message: show it first
+                detail = f"{_start_of(line)} is not JSON ({detail})"
             self._skip(kind, detail)
         return report
 

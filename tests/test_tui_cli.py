@@ -34,7 +34,7 @@ def test_version_and_help():
     (["--input", "/nonexistent/stream.jsonl"], "no such file"),
     (["--replay", "/"], "is a directory"),
     (["--replay", str(AWS_EXAMPLE), "--speed", "0"], "--speed must be > 0"),
-    (["--stale-after", "-1"], "--stale-after must be > 0"),
+    (["--stale-after=-1"], "--stale-after must be > 0"),  # "-1" alone is the snapshot flag
     (["stream.jsonl"], "unexpected argument"),
     (["-"], "stdin is a terminal"),
 ])

@@ -40,7 +40,7 @@ def overview_text(report: Report, *, width: int = 80, show_flops: bool = False,
     out.append("vCPU Utilization")
     out.append(f"  System vCPU Usage   user {percent(u.system_user)}  system {percent(u.system_system)}")
     out.append(f"  Runtime vCPU Usage  user {percent(u.runtime_user)}  system {percent(u.runtime_system)}")
-    out += _memory_lines(report)
+    out += _memory_lines(report, width)
     out += _process_lines(report)
     return "".join(_cut(line, width) + "\n" for line in out)
 
@@ -70,16 +70,24 @@ def _grid_lines(report: Report, show_flops: bool) -> list[str]:
     return lines
 
 
-def _memory_lines(report: Report) -> list[str]:
+def _memory_lines(report: Report, width: int) -> list[str]:
     s = memory_summary(report.runtimes)
     if not s.reported:
         return ["Memory Usage Summary", "  N/A (no memory_used group in this stream)"]
-    host = "  ".join(f"{name} {human_bytes(s.host.get(key, 0))}" for key, name in HOST_CATEGORIES)
-    device = "  ".join(f"{name} {human_bytes(s.device.get(key, 0))}"
-                       for key, name in DEVICE_CATEGORIES)
-    return ["Memory Usage Summary",
-            f"  Host Used Memory    Total {human_bytes(s.host_total)}  {host}",
-            f"  Device Used Memory  Total {human_bytes(s.device_total)}  {device}"]
+    lines = ["Memory Usage Summary"]
+    for head, total, values, names in (("Host Used Memory", s.host_total, s.host, HOST_CATEGORIES),
+                                       ("Device Used Memory", s.device_total, s.device,
+                                        DEVICE_CATEGORIES)):
+        pairs = [f"Total {human_bytes(total)}"] + [f"{name} {human_bytes(values.get(key))}"
+                                                    for key, name in names]
+        line = f"  {head:<19}"
+        for pair in pairs:  # whole pairs, wrapped under the heading
+            if len(line) + len(pair) > width and line.strip() != head:
+                lines.append(line.rstrip())
+                line = " " * 21
+            line += pair + "  "
+        lines.append(line.rstrip())
+    return lines
 
 
 def _process_lines(report: Report) -> list[str]:

@@ -50,7 +50,7 @@ class CoreGrid:
     devices: int
     cores_per_device: int
     utilization: np.ndarray  # ratio per core
-    flops: np.ndarray  # FLOP/s per core; NaN where the stream has no flops (inf1, older SDKs)
+    flops: np.ndarray  # FLOP/s per core; NaN for a core in use whose stream has no flops (inf1)
     in_use: np.ndarray  # bool per core: some selected runtime reported it
 
     @property
@@ -59,8 +59,10 @@ class CoreGrid:
 
     @property
     def total_flops(self) -> float | None:
-        known = self.flops[~np.isnan(self.flops)]
-        return float(known.sum()) if known.size else None
+        known = self.flops[self.in_use & ~np.isnan(self.flops)]
+        if self.in_use.any() and not known.size:
+            return None  # cores report, none with flops: the stream has none
+        return float(known.sum())
 
 
 def core_grid(report: Report, runtimes: Iterable[RuntimeReport]) -> CoreGrid:
@@ -81,7 +83,7 @@ def core_grid(report: Report, runtimes: Iterable[RuntimeReport]) -> CoreGrid:
                     known[core] = True
                 in_use[core] = True
     np.clip(util, 0.0, 1.0, out=util)
-    flops[~known] = np.nan
+    flops[in_use & ~known] = np.nan  # reported cores whose stream has no flops: N/A, not 0
     return CoreGrid(report.hardware.core_version or "", devices, per_device, util, flops, in_use)
 
 
@@ -117,8 +119,9 @@ class MemorySummary:
 
 
 def memory_summary(runtimes: Iterable[RuntimeReport]) -> MemorySummary:
-    host = dict.fromkeys((k for k, _ in HOST_CATEGORIES), 0)
-    device = dict.fromkeys((k for k, _ in DEVICE_CATEGORIES), 0)
+    # Only categories some runtime reports are keys: an absent one reads N/A, not 0.
+    host: dict[str, int] = {}
+    device: dict[str, int] = {}
     host_total = device_total = 0
     reported = False
     for runtime in runtimes:
