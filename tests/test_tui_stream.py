@@ -219,3 +219,22 @@ def test_a_400_mib_line_piped_into_neuron_top_keeps_memory_bounded():
     status, max_rss_kib, err = out.stdout.split(" ", 2)
     assert int(status) == 1 and "too_long" in err
     assert int(max_rss_kib) < 300 * 1024, f"neuron-top grew to {int(max_rss_kib) // 1024} MiB"
+
+
+@run_async
+async def test_control_characters_from_the_stream_never_reach_the_screen(tmp_path):
+    path = tmp_path / "esc.jsonl"
+    path.write_bytes(ESC)
+    source = StreamSource(os.open(path, os.O_RDONLY), path.name)
+    app = NeuronTopApp(source, clock=lambda: FIXED_NOW)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot, app, 1)
+        await pilot.press("p")
+        await pilot.pause(0.05)
+        shown = []
+        for widget in app.query("*"):
+            if hasattr(widget, "lines_for") and widget.size.width:
+                shown += [s.text for s in widget.lines_for(widget.size.width)]
+        screen = "\n".join(shown)
+        assert "app\\x1b[31m" in screen and "died \\x1b]0;owned" in screen
+        assert "\x1b" not in screen and "\x07" not in screen
