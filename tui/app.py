@@ -179,7 +179,7 @@ class NeuronTopApp(App[None]):
                                       else "", " · ".join(parts))
 
     def _update_banner(self) -> None:
-        # stream_status (tui/status.py): what the stream lacks, and why nothing shows yet
+        # tui/status.py: what the stream lacks, and why nothing shows yet
         faults = stream_faults(self.report, self.vanished, self.source.rejections)
         self.query_one(Banner).show(faults, self._stale_text())
 
