@@ -11,11 +11,15 @@ from collections.abc import Callable, Mapping
 
 from exporters import metrics_table as mt
 from exporters.exposition import Exposition
-from exporters.extract import Context, Problem, extract
+from exporters.extract import Context, Problem, extract, with_k8s_labels
 from exporters.render import OPENMETRICS_EOF, render_openmetrics, render_text
 from exporters.state import MetricState
 from monitor import __version__
 from monitor.report import Report
+from monitor.sources import report_interval
+
+DEFAULT_PERIOD_S = 5.0      # neuron-monitor's default period, assumed until a report says
+STALE_PERIODS = 3           # /-/healthy fails after this many periods without a report
 
 # Kinds exported as 0 from the start, so rate() and alerts see the series before the first error.
 KNOWN_ERROR_KINDS = ("not_json", "truncated", "wrong_type", "not_object", "not_utf8", "too_long",
@@ -33,9 +37,10 @@ class PrometheusExporter:
     def __init__(self, clock: Callable[[], float] = time.time,
                  notice: Callable[[str], None] | None = None,
                  stream_errors: Callable[[], Mapping[str, int]] | None = None,
-                 timer: Callable[[], float] = time.perf_counter):
+                 timer: Callable[[], float] = time.perf_counter, k8s_labels: bool = False):
         self._clock = clock
         self._timer = timer
+        self._k8s_labels = k8s_labels  # --enable-k8s-info
         self._notice = notice or (lambda line: None)
         self._stream_errors = stream_errors or (lambda: {})
         self.state = MetricState(clock)
@@ -44,6 +49,8 @@ class PrometheusExporter:
         self.problems: Counter[str] = Counter()
         self.reports = 0
         self._last_report_at = clock()  # staleness counts from start until the first report
+        self._period = DEFAULT_PERIOD_S
+        self.ended = False  # the input reached its end (or the collector failed)
         self._last_duration = 0.0
         self._generation = 0
         self._published_stream_errors = 0
@@ -59,15 +66,20 @@ class PrometheusExporter:
             self.state.instance = self._context.instance
         ctx = self._context
         problems: list[Problem] = []
-        self.state.apply(extract(report, ctx, problems))
+        groups = extract(report, ctx, problems)
+        if self._k8s_labels:
+            groups = with_k8s_labels(groups, report.k8s)
+        self.state.apply(groups)
         self.state.keep_runtimes({r.tag for r in report.runtimes})
         self.state.set_info(mt.BY_NAME["instance_info"], ())
         hw = report.hardware
-        self.state.set_info(mt.BY_NAME["neuron_hardware_info"], (
-            str(hw.device_count), str(hw.device_memory_bytes), str(hw.cores_per_device)))
+        self.state.set_info(mt.BY_NAME["neuron_hardware_info"], tuple(
+            "" if v is None else str(v)
+            for v in (hw.device_count, hw.device_memory_bytes, hw.cores_per_device)))
         for problem in problems:
             self.note_problem(problem)
         self.reports += 1
+        self._period = report_interval(report)
         self._last_report_at = report.received_at if report.received_at is not None else self._clock()
         families = self.state.families.values()
         self._main_text = render_text(families)
@@ -90,9 +102,21 @@ class PrometheusExporter:
         if total != self._published_stream_errors:
             self.refresh()
 
-    def note_eof(self) -> Exposition:
-        self.note_problem(Problem("eof", "input ended (EOF); serving the last report"))
+    def note_eof(self, message: str = "input ended (EOF)") -> Exposition:
+        self.ended = True
+        self.note_problem(Problem("eof", message))
         return self.refresh()
+
+    def health(self, stale_after: float | None = None) -> tuple[bool, str]:
+        """(healthy, one line) for /-/healthy: unhealthy once no report arrived for
+        ``stale_after`` seconds (default: 3 periods of the latest report, 5 s before one)."""
+        limit = stale_after if stale_after is not None else STALE_PERIODS * self._period
+        silent = self._clock() - self._last_report_at
+        if silent <= limit:
+            return True, "OK"
+        what = "no report yet" if not self.reports else "no report"
+        ended = "; input ended" if self.ended else ""
+        return False, f"stale: {what} for {silent:.0f}s (limit {limit:g}s){ended}"
 
     def refresh(self) -> Exposition:
         """Re-publish with fresh exporter-health values (main lines are reused as they are)."""

@@ -10,13 +10,14 @@ Groups whose `error` is set and runtimes whose `error` is set produce no samples
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, replace
 from typing import Any
 
 from exporters import metrics_table as mt
+from monitor.errors import one_line
 from monitor.hardware import peak_bf16_per_physical_core
-from monitor.report import HardwareInfo, InstanceInfo, Report
+from monitor.report import HardwareInfo, InstanceInfo, K8sInfo, K8sPlacement, Report
 
 Sample = tuple[tuple[str, ...], float]
 FamilySamples = tuple[mt.MetricSpec, list[Sample]]
@@ -27,7 +28,10 @@ PEAK_BF16_PER_PHYSICAL_CORE = peak_bf16_per_physical_core()
 @dataclass(frozen=True, slots=True)
 class Problem:
     kind: str       # group_error | runtime_error | unknown_group
-    message: str
+    message: str    # one line; text taken from the stream is escaped (no control characters)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "message", one_line(self.message))
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,15 +45,15 @@ class GroupSamples:
 class Context:
     """What labels and derived values need besides the group itself."""
     instance: tuple[str, ...]        # AWS instance label values, fixed by the first report
-    cores_per_device: int
+    cores_per_device: int            # 0 when the stream does not say
     peak_flops_per_core: float | None
 
     @classmethod
     def of(cls, instance: InstanceInfo, hardware: HardwareInfo) -> Context:
-        peak = PEAK_BF16_PER_PHYSICAL_CORE.get(hardware.device_type.lower())
+        peak = PEAK_BF16_PER_PHYSICAL_CORE.get((hardware.device_type or "").lower())
         if peak is not None:
             peak *= hardware.lnc or 1
-        return cls(instance_label_values(instance), hardware.cores_per_device, peak)
+        return cls(instance_label_values(instance), hardware.cores_per_device or 0, peak)
 
     def device_of(self, core: int) -> str:
         return str(core // self.cores_per_device) if self.cores_per_device > 0 else ""
@@ -76,7 +80,7 @@ def _execution_stats(group: Any, base: tuple[str, ...], ctx: Context) -> list[Fa
     return [(errors, [(base + (k,), float(v)) for k, v in group.errors.items()]),
             (statuses, [(base + (k,), float(v)) for k, v in group.statuses.items()]),
             (latency, [] if lat is None else
-             [(base + (p,), getattr(lat, p)) for p in mt.PERCENTILES])]
+             [(base + (p,), v) for p in mt.PERCENTILES if (v := getattr(lat, p)) is not None])]
 
 
 def _memory_used(group: Any, base: tuple[str, ...], ctx: Context) -> list[FamilySamples]:
@@ -86,7 +90,7 @@ def _memory_used(group: Any, base: tuple[str, ...], ctx: Context) -> list[Family
     cores = [(base + ("None", str(i)), kinds) for i, kinds in group.core_breakdown.items()]
     for kind in mt.CORE_MEMORY_KINDS:
         spec = mt.BY_NAME[f"neuroncore_memory_usage_{kind}"]
-        out.append((spec, [(key, float(kinds.get(kind, 0))) for key, kinds in cores]))
+        out.append((spec, [(key, float(kinds[kind])) for key, kinds in cores if kind in kinds]))
     return out
 
 
@@ -99,7 +103,7 @@ def _engine_counters(group: Any, tag: str, ctx: Context) -> list[FamilySamples]:
     util, model, hardware, mfu, dma, coll, coll_s = (
         mt.BY_NAME[s.name] for s in mt.specs_of_group(mt.ENGINE_GROUP))
     samples: dict[str, list[Sample]] = {s.name: [] for s in mt.specs_of_group(mt.ENGINE_GROUP)}
-    peak = ctx.peak_flops_per_core * group.period if ctx.peak_flops_per_core else 0.0
+    peak = ctx.peak_flops_per_core * group.period if ctx.peak_flops_per_core and group.period else 0.0
     for i, c in group.cores.items():
         key = (tag, ctx.device_of(i), str(i))
         samples[util.name].extend((key + (e,), v) for e, v in c.engine_utilization.items())
@@ -116,8 +120,9 @@ def _engine_counters(group: Any, tag: str, ctx: Context) -> list[FamilySamples]:
 # ------------------------------------------------------------------------------- system groups
 def _hw_counters(group: Any, base: tuple[str, ...], ctx: Context) -> list[FamilySamples]:
     (spec,) = _specs("hardware_ecc_events_total")
-    samples = [(base + (event, str(d.index)), float(getattr(d, event)))
-               for d in (group.devices or ()) for event in mt.ECC_EVENTS]
+    samples = [(base + (event, str(d.index)), float(v))    # a counter the stream lacks: no series
+               for d in (group.devices or ()) for event in mt.ECC_EVENTS
+               if (v := getattr(d, event)) is not None]
     return [(spec, samples)]
 
 
@@ -135,7 +140,7 @@ def _memory_info(group: Any, base: tuple[str, ...], ctx: Context) -> list[Family
     values = (group.total_bytes, group.used_bytes, group.swap_total_bytes, group.swap_used_bytes)
     names = ("system_memory_total_bytes", "system_memory_used_bytes", "system_swap_total_bytes",
              "system_swap_used_bytes")
-    return [(mt.BY_NAME[n], [(base, float(v))]) for n, v in zip(names, values)]
+    return [(mt.BY_NAME[n], [] if v is None else [(base, float(v))]) for n, v in zip(names, values)]
 
 
 def _device_counters(group: Any, base: tuple[str, ...], ctx: Context) -> list[FamilySamples]:
@@ -198,7 +203,7 @@ def extract(report: Report, ctx: Context, problems: list[Problem]) -> Iterator[G
 def _device_memory(report: Report, ctx: Context) -> GroupSamples | None:
     """Per-device HBM in use: every healthy runtime's per-core usage, summed by device."""
     hw = report.hardware
-    if ctx.cores_per_device <= 0 or hw.error or hw.device_count <= 0:
+    if ctx.cores_per_device <= 0 or hw.error or not hw.device_count:
         return None
     used = dict.fromkeys(range(hw.device_count), 0)
     for runtime in report.runtimes:
@@ -211,7 +216,8 @@ def _device_memory(report: Report, ctx: Context) -> GroupSamples | None:
     used_spec, total_spec = mt.specs_of_group(mt.DEVICE_MEMORY_GROUP)
     return GroupSamples(mt.DEVICE_MEMORY_GROUP, None, (
         (used_spec, [((str(d),), float(v)) for d, v in used.items()]),
-        (total_spec, [((str(d),), float(hw.device_memory_bytes)) for d in used])))
+        (total_spec, [] if hw.device_memory_bytes is None else
+         [((str(d),), float(hw.device_memory_bytes)) for d in used])))
 
 
 def _usable(group: Any, name: str, tag: str | None, problems: list[Problem]) -> bool:
@@ -222,3 +228,43 @@ def _usable(group: Any, name: str, tag: str | None, problems: list[Problem]) -> 
         problems.append(Problem("group_error", f"Error getting {name}{where}: {group.error}"))
         return False
     return True
+
+
+# ------------------------------------------------------------------------------- k8s labels
+K8S_LABELS = ("pod_name", "namespace", "container_name")
+_K8S_SPECS: dict[str, mt.MetricSpec] = {}
+
+
+def _k8s_spec(spec: mt.MetricSpec) -> mt.MetricSpec:
+    k8s = _K8S_SPECS.get(spec.name)
+    if k8s is None:
+        k8s = _K8S_SPECS[spec.name] = replace(spec, labels=spec.labels + K8S_LABELS)
+    return k8s
+
+
+def _placement_values(place: K8sPlacement | None) -> tuple[str, str, str]:
+    if place is None:
+        return ("", "", "")
+    return (place.pod or "", place.namespace or "", ",".join(place.containers))
+
+
+def with_k8s_labels(groups: Iterable[GroupSamples], k8s: K8sInfo | None) -> Iterator[GroupSamples]:
+    """``--enable-k8s-info``: every per-core and per-device family also carries the pod,
+    namespace and containers that neuron_k8s_info names for that core or device ("" when it
+    names none), so utilization can be read per pod without a join."""
+    cores = k8s.cores if k8s is not None else {}
+    devices = k8s.devices if k8s is not None else {}
+    for group in groups:
+        families = []
+        for spec, samples in group.families:
+            if "neuroncore" in spec.labels:
+                at, places = spec.labels.index("neuroncore"), cores
+            elif "neuron_device_index" in spec.labels:
+                at, places = spec.labels.index("neuron_device_index"), devices
+            else:
+                families.append((spec, samples))
+                continue
+            families.append((_k8s_spec(spec), [
+                (key + _placement_values(places.get(int(key[at])) if key[at].isdigit() else None),
+                 value) for key, value in samples]))
+        yield GroupSamples(group.group, group.runtime_tag, tuple(families))

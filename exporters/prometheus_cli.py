@@ -18,6 +18,7 @@ from pathlib import Path
 
 from exporters.exporter import PrometheusExporter, package_version
 from exporters.server import MetricsHTTPServer, TlsReloader, serve_in_thread
+from monitor.errors import one_line
 from monitor.live import InputError, collector_reports
 from monitor.report import Report
 from monitor.sources import default_stdin, stdin_stream
@@ -40,6 +41,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run the collector in this process instead of reading stdin")
     p.add_argument("-c", "--config", type=Path, metavar="CONFIG",
                    help="neuron-monitor configuration file for --collect")
+    p.add_argument("--stale-after", type=float, metavar="SECONDS",
+                   help="/-/healthy answers 503 once no report arrived for this long "
+                        "(default: 3 report periods; 15 s before the first report)")
+    p.add_argument("--keep-serving", action="store_true",
+                   help="at the end of input keep serving the last report instead of exiting "
+                        "with status 1 (for replaying a file)")
+    p.add_argument("--enable-k8s-info", action="store_true",
+                   help="add pod, namespace and container labels from neuron_k8s_info to the "
+                        "per-core series (as AWS's exporter does with this flag)")
     p.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     return p
 
@@ -51,6 +61,10 @@ def _usage_error(parser: argparse.ArgumentParser, args: argparse.Namespace) -> s
         return "--cert-file and --key-file go together"
     if args.config is not None and not args.collect:
         return "-c/--config applies to --collect only (neuron-monitor reads its own config)"
+    if args.stale_after is not None and not args.stale_after > 0:
+        return f"--stale-after must be > 0 seconds, got {args.stale_after:g}"
+    if args.keep_serving and args.collect:
+        return "--keep-serving applies to stdin input; --collect never ends"
     return None
 
 
@@ -77,9 +91,10 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ssl.SSLError) as exc:
         print(f"{PROG}: error: cannot load the TLS certificate/key: {exc}", file=sys.stderr)
         return 2
-    exporter = PrometheusExporter(notice=_notice)
+    exporter = PrometheusExporter(notice=_notice, k8s_labels=args.enable_k8s_info)
     try:
-        server = _server_class(args.bind)((args.bind, args.port), lambda: exporter.current, tls)
+        server = _server_class(args.bind)((args.bind, args.port), lambda: exporter.current, tls,
+                                          health=lambda: exporter.health(args.stale_after))
     except (OSError, OverflowError) as exc:
         print(f"{PROG}: error: cannot listen on {args.bind}:{args.port}: {exc}", file=sys.stderr)
         return 1
@@ -104,14 +119,22 @@ def _reports(args: argparse.Namespace, exporter: PrometheusExporter) -> Iterable
 def _run(server: MetricsHTTPServer, exporter: PrometheusExporter, reports: Iterable[Report],
          tls: TlsReloader | None, args: argparse.Namespace) -> int:
     stop = threading.Event()
+    signalled = threading.Event()
+
+    def on_signal(*_: object) -> None:
+        signalled.set()
+        stop.set()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, on_signal)
+    # Without --keep-serving, the end of stdin ends the process with status 1: a supervisor
+    # (systemd, a Kubernetes liveness probe) then restarts the pipeline with a live monitor.
+    ended = None if (args.collect or args.keep_serving) else stop
     serve_in_thread(server)
     scheme = "https" if tls else "http"
     source = "the in-process collector" if args.collect else "neuron-monitor JSON lines on stdin"
     print(f"{PROG}: serving {scheme}://{args.bind}:{server.port}/metrics from {source}",
           file=sys.stderr, flush=True)
-    reader = threading.Thread(target=_ingest_all, args=(exporter, reports), name="input",
+    reader = threading.Thread(target=_ingest_all, args=(exporter, reports, ended), name="input",
                               daemon=True)
     reader.start()
     while not stop.wait(TLS_CHECK_INTERVAL_S):
@@ -119,17 +142,25 @@ def _run(server: MetricsHTTPServer, exporter: PrometheusExporter, reports: Itera
             print(f"{PROG}: reloaded the TLS certificate", file=sys.stderr, flush=True)
     server.shutdown()
     server.server_close()
-    return 0
+    return 1 if exporter.ended and not signalled.is_set() else 0
 
 
-def _ingest_all(exporter: PrometheusExporter, reports: Iterable[Report]) -> None:
+def _ingest_all(exporter: PrometheusExporter, reports: Iterable[Report],
+                ended: threading.Event | None) -> None:
+    failure = ""
     try:
         for report in reports:
             exporter.ingest(report).prepare_gzip()
     except (OSError, ValueError) as exc:  # a collector failure: keep serving the last state
-        print(f"{PROG}: input failed: {str(exc).splitlines()[0] if str(exc) else exc!r}",
-              file=sys.stderr, flush=True)
-    exporter.note_eof()
+        failure = one_line(str(exc).splitlines()[0] if str(exc) else repr(exc))
+    if ended is None:
+        exporter.note_eof(f"input failed: {failure}; serving the last report" if failure else
+                          "input ended (EOF); serving the last report")
+        return
+    valid = "" if exporter.reports else " without a single valid report"
+    exporter.note_eof(f"input {'failed: ' + failure if failure else 'ended (EOF)'}{valid}; "
+                      "exiting with status 1")
+    ended.set()
 
 
 if __name__ == "__main__":

@@ -62,15 +62,18 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def _respond(self, head: bool) -> None:
         if self.path.split("?", 1)[0] == HEALTH_PATH:
-            self._send(b"OK\n", "text/plain; charset=utf-8", False, head)
+            ok, text = self.server.health()
+            self._send(text.encode() + b"\n", "text/plain; charset=utf-8", False, head,
+                       200 if ok else 503)
             return
         exposition = self.server.source()
         gzip = accepts_gzip(self.headers.get("Accept-Encoding"))
         body, content_type = exposition.body(wants_openmetrics(self.headers.get("Accept")), gzip)
         self._send(body, content_type, gzip, head)
 
-    def _send(self, body: bytes, content_type: str, gzip: bool, head: bool) -> None:
-        self.send_response(200)
+    def _send(self, body: bytes, content_type: str, gzip: bool, head: bool,
+              status: int = 200) -> None:
+        self.send_response(status)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
         self.send_header("Vary", "Accept, Accept-Encoding")
@@ -96,9 +99,11 @@ class MetricsHTTPServer(http.server.ThreadingHTTPServer):
     request_queue_size = 128
 
     def __init__(self, address: tuple[str, int], source: Callable[[], Exposition],
-                 tls: TlsReloader | None = None):
+                 tls: TlsReloader | None = None,
+                 health: Callable[[], tuple[bool, str]] | None = None):
         self.source = source
         self.tls = tls
+        self.health = health or (lambda: (True, "OK"))  # (healthy, text) for /-/healthy
         super().__init__(address, _Handler)
         if tls is not None:
             self.socket = tls.context.wrap_socket(self.socket, server_side=True,

@@ -6,7 +6,9 @@ Every failure raises ReportError with a one-line ``<path>: <problem>`` message.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, NoReturn
 
 import orjson
@@ -19,6 +21,50 @@ _U64_MAX = 2**64 - 1  # orjson writes integers up to u64; larger would fail at s
 
 def fail(path: str, problem: str) -> NoReturn:
     raise ReportError(f"{path}: {problem}")
+
+
+# Optional fields with a wrong value are dropped, not fatal: each drop is noted here so the
+# Report can say what it left out (Report.dropped). One list per document being parsed.
+_DROPPED: ContextVar[list[str] | None] = ContextVar("dropped_fields", default=None)
+
+
+@contextmanager
+def collecting_drops() -> Iterator[list[str]]:
+    notes: list[str] = []
+    token = _DROPPED.set(notes)
+    try:
+        yield notes
+    finally:
+        _DROPPED.reset(token)
+
+
+def note_dropped(message: str) -> None:
+    notes = _DROPPED.get()
+    if notes is not None and len(notes) < 64:  # enough to explain; bounded for hostile input
+        notes.append(message)
+
+
+def optional(parse: Callable[..., Any], value: Any, path: str, group: bool = False) -> Any:
+    """An optional field: None when absent (missing or JSON null); a value that does not parse
+    is dropped (None) and noted, so the rest of the report survives. Absent is never zero.
+    With ``group``, ``value`` is a whole metric group, dropped when it lacks what it needs."""
+    if value is None:
+        return None
+    try:
+        return parse(value, path)
+    except ReportError as exc:
+        note_dropped(f"{exc} (group {path.rsplit('.', 1)[-1]} ignored)" if group else str(exc))
+        return None
+
+
+def lenient_map(value: Any, path: str, parse: Callable[[Any, str], Any]) -> dict[str, Any]:
+    """A required object whose entries are each optional: a bad entry is dropped and noted."""
+    out = {}
+    for k, v in obj(value, path).items():
+        parsed = optional(parse, v, f"{path}.{k}")
+        if parsed is not None:
+            out[k] = parsed
+    return out
 
 
 def kind(value: Any) -> str:
@@ -99,24 +145,40 @@ def index(key: str, path: str) -> int:
 
 
 def count_map(value: Any, path: str) -> dict[str, int]:
-    return {text(k, path): count(v, f"{path}.{k}") for k, v in obj(value, path).items()}
+    """Counts by name; a count that is not one is dropped (the others are kept)."""
+    return lenient_map(value, path, count)
 
 
 def pct_map(value: Any, path: str) -> dict[str, float]:
-    return {text(k, path): pct(v, f"{path}.{k}") for k, v in obj(value, path).items()}
+    return lenient_map(value, path, pct)
 
 
-def group_head(value: Any, path: str) -> tuple[float, str, dict]:
-    """Every metric group has ``period`` (seconds) and ``error`` ("" when OK)."""
+def error_text(value: Any, path: str) -> str:
+    """A group's or runtime's ``error``: "" when absent; a non-string is still an error."""
+    if value is None:
+        return ""
+    if type(value) is str:
+        return value
+    note_dropped(f"{path}: expected string, got {kind(value)}")
+    return f"(malformed error field: {kind(value)})"
+
+
+def group_head(value: Any, path: str) -> tuple[float | None, str, dict]:
+    """Every metric group has ``period`` (seconds) and ``error`` ("" when OK); AWS's exporter
+    reads neither, so a missing or bad period is None (unknown), never 0."""
     d = obj(value, path)
-    error = text(d.get("error", ""), path + ".error")
-    period = d.get("period")
-    period = 0.0 if period is None and error else nonneg(period, path + ".period")
-    return period, error, d
+    error = error_text(d.get("error"), path + ".error")
+    return optional(nonneg, d.get("period"), path + ".period"), error, d
 
 
-def group_out(period: float, error: str, **body: Any) -> dict:
-    return {"period": float(period), "error": error, **body}
+def group_out(period: float | None, error: str, **body: Any) -> dict:
+    head: dict[str, Any] = {} if period is None else {"period": float(period)}
+    return {**head, "error": error, **body}
+
+
+def without_none(d: dict) -> dict:
+    """`d` without the keys whose value is None (absent fields stay absent when written)."""
+    return {k: v for k, v in d.items() if v is not None}
 
 
 def indexed(d: dict, key: str, path: str, error: str,

@@ -70,9 +70,12 @@ def without_newlines(lines: Iterable[bytes]) -> Iterator[bytes]:
         yield line[:-1] if line.endswith(b"\n") else line
 
 
-def source_lines(fd: int, stop: threading.Event) -> Iterator[bytes]:
-    """What neuron-top's sources read: whole lines without their newline, until ``stop``."""
-    return without_newlines(fd_lines(fd, stop, max_line_bytes=None, chunk=1 << 20))
+def source_lines(fd: int, stop: threading.Event,
+                 max_line_bytes: int | None = DEFAULT_MAX_LINE_BYTES) -> Iterator[bytes]:
+    """What neuron-top's sources read: lines without their newline, until ``stop``. A line over
+    ``max_line_bytes`` (the exporter's limit) is cut there and the rest dropped, so a writer
+    that never sends a newline cannot grow memory without bound."""
+    return without_newlines(fd_lines(fd, stop, max_line_bytes=max_line_bytes, chunk=1 << 20))
 
 
 def watched_lines(lines: Iterable[bytes], after_each: Callable[[], None]) -> Iterator[bytes]:

@@ -14,7 +14,7 @@ re-exported here, so ``from monitor.report import X`` reaches every Report type.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
@@ -36,6 +36,7 @@ __all__ = [
     "ExecutionStats", "Latency", "MemoryUsed", "LoadedModel", "Subgraph", "RuntimeVcpu",
     "EngineCounters", "CoreEngineCounters", "SystemData", "HwCounters", "DeviceEcc", "SystemVcpu",
     "MemoryInfo", "DeviceCounters", "DeviceCounter", "ECC_KEYS", "InstanceInfo", "HardwareInfo",
+    "K8sInfo", "K8sPlacement",
 ]
 
 
@@ -62,10 +63,12 @@ class InstanceInfo:
     @classmethod
     def parse(cls, d: Any, path: str) -> InstanceInfo:
         d = f.obj({} if d is None else d, path)
-        known = {attr: f.text(d.get(key, ""), f"{path}.{key}") for attr, key in _INSTANCE_KEYS}
+        # Label values only: a field that is absent or not a string is "" (AWS's empty label).
+        known = {attr: f.optional(f.text, d.get(key), f"{path}.{key}") or ""
+                 for attr, key in _INSTANCE_KEYS}
         extra = {k: f.verbatim(v, f"{path}.{k}") for k, v in d.items()
                  if k != "error" and k not in _INSTANCE_JSON_KEYS}
-        return cls(**known, error=f.text(d.get("error", ""), path + ".error"), extra=extra)
+        return cls(**known, error=f.error_text(d.get("error"), path + ".error"), extra=extra)
 
     def dump(self) -> dict:
         out = {key: getattr(self, attr) for attr, key in _INSTANCE_KEYS}
@@ -88,12 +91,15 @@ _HARDWARE_JSON_KEYS = frozenset({"neuron_device_type", "neuron_device_version", 
 
 @dataclass(frozen=True, slots=True)
 class HardwareInfo:
-    device_type: str = ""
-    device_version: str = ""
-    core_version: str = ""
-    device_count: int = 0
-    device_memory_bytes: int = 0
-    cores_per_device: int = 0
+    """``neuron_hardware_info``; every field is optional (inf1 streams have no device type, older
+    ones no LNC). A count a stream lacks is read as None, never 0; built by the collector, the
+    defaults (0) describe a host without Neuron devices, as AWS's tool reports it."""
+    device_type: str | None = ""      # None: not in the stream (inf1)
+    device_version: str | None = ""
+    core_version: str | None = ""
+    device_count: int | None = 0
+    device_memory_bytes: int | None = 0
+    cores_per_device: int | None = 0
     lnc: int | None = None  # logical_neuroncore_config; absent on trn1/inf2
     error: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict)
@@ -101,32 +107,92 @@ class HardwareInfo:
     @classmethod
     def parse(cls, d: Any, path: str) -> HardwareInfo:
         d = f.obj({} if d is None else d, path)
-        ints = {attr: f.count(d.get(key, 0), f"{path}.{key}") for attr, key in _HARDWARE_INT_KEYS}
-        for attr, key in _HARDWARE_INT_KEYS:
-            limit = _HARDWARE_LIMITS.get(attr)
-            if limit is not None and ints[attr] > limit:   # sinks lay out one row per device/core
-                f.fail(f"{path}.{key}", f"{ints[attr]} is more than any instance has (at most {limit})")
-        lnc = d.get("logical_neuroncore_config")
-        return cls(f.text(d.get("neuron_device_type", ""), path + ".neuron_device_type"),
-                   f.text(d.get("neuron_device_version", ""), path + ".neuron_device_version"),
-                   f.text(d.get("neuroncore_version", ""), path + ".neuroncore_version"),
-                   lnc=None if lnc is None else f.count(lnc, path + ".logical_neuroncore_config"),
-                   error=f.text(d.get("error", ""), path + ".error"),
+        ints = {attr: f.optional(_bounded_count(_HARDWARE_LIMITS.get(attr)), d.get(key),
+                                 f"{path}.{key}") for attr, key in _HARDWARE_INT_KEYS}
+        texts = [f.optional(f.text, d.get(key), f"{path}.{key}")
+                 for key in ("neuron_device_type", "neuron_device_version", "neuroncore_version")]
+        return cls(*texts,
+                   lnc=f.optional(f.count, d.get("logical_neuroncore_config"),
+                                  path + ".logical_neuroncore_config"),
+                   error=f.error_text(d.get("error"), path + ".error"),
                    extra={k: f.verbatim(v, f"{path}.{k}") for k, v in d.items()
                           if k not in _HARDWARE_JSON_KEYS}, **ints)
 
     def dump(self) -> dict:
-        out: dict[str, Any] = {"neuron_device_type": self.device_type,
-                               "neuron_device_version": self.device_version,
-                               "neuroncore_version": self.core_version,
-                               "neuron_device_count": self.device_count,
-                               "neuron_device_memory_size": self.device_memory_bytes,
-                               "neuroncore_per_device_count": self.cores_per_device}
-        if self.lnc is not None:
-            out["logical_neuroncore_config"] = self.lnc
+        out: dict[str, Any] = f.without_none({"neuron_device_type": self.device_type,
+                                              "neuron_device_version": self.device_version,
+                                              "neuroncore_version": self.core_version})
+        out.update(f.without_none({"neuron_device_count": self.device_count,
+                                   "neuron_device_memory_size": self.device_memory_bytes,
+                                   "neuroncore_per_device_count": self.cores_per_device,
+                                   "logical_neuroncore_config": self.lnc}))
         out.update(self.extra)
         out["error"] = self.error
         return out
+
+
+def _bounded_count(limit: int | None):
+    def parse(value: Any, path: str) -> int:
+        n = f.count(value, path)
+        if limit is not None and n > limit:   # sinks lay out one row per device/core
+            f.fail(path, f"{n} is more than any instance has (at most {limit})")
+        return n
+    return parse
+
+
+@dataclass(frozen=True, slots=True)
+class K8sPlacement:
+    """Who a core or device belongs to in Kubernetes (``neuron_k8s_info``); None: not given."""
+    pod: str | None = None
+    namespace: str | None = None
+    containers: tuple[str, ...] = ()
+
+    @classmethod
+    def parse(cls, d: Any, path: str) -> K8sPlacement:
+        d = f.obj(d, path)
+        names = d.get("container_name")
+        if type(names) is str:
+            names = [names]
+        names = f.optional(f.array, names, path + ".container_name") or []
+        return cls(f.optional(f.text, d.get("pod_name"), path + ".pod_name"),
+                   f.optional(f.text, d.get("namespace"), path + ".namespace"),
+                   tuple(n for n in names if type(n) is str))
+
+
+@dataclass(frozen=True, slots=True)
+class K8sInfo:
+    """``neuron_k8s_info``: pod, namespace and containers per NeuronCore and per device. The
+    document's own text is kept (``raw``) so that writing it back changes nothing."""
+    period: float | None
+    error: str
+    cores: Mapping[int, K8sPlacement]
+    devices: Mapping[int, K8sPlacement]
+    raw: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, d: Any, path: str) -> K8sInfo:
+        period, error, d = f.group_head(d, path)
+        return cls(period, error, _placements(d, "neuroncores_k8s_info", path),
+                   _placements(d, "neurondevices_k8s_info", path), f.verbatim(d, path))
+
+    def dump(self) -> dict:
+        return dict(self.raw)
+
+    def pods_of(self, cores) -> tuple[K8sPlacement, ...]:
+        """The distinct placements of ``cores``, in core order."""
+        seen = dict.fromkeys(self.cores[c] for c in sorted(cores) if c in self.cores)
+        return tuple(seen)
+
+
+def _placements(d: dict, key: str, path: str) -> dict[int, K8sPlacement]:
+    sub = f"{path}.{key}"
+    value = f.optional(f.obj, d.get(key), sub) or {}
+    out = {}
+    for k, v in value.items():
+        place = f.optional(K8sPlacement.parse, v, f"{sub}.{k}")
+        if place is not None and k.isascii() and k.isdigit() and len(k) <= 9:
+            out[int(k)] = place
+    return out
 
 
 # --------------------------------------------------------------------------- the document
@@ -140,9 +206,10 @@ class Report:
     system: SystemData
     instance: InstanceInfo
     hardware: HardwareInfo
-    k8s: dict | None = None  # neuron_k8s_info, kept verbatim
+    k8s: K8sInfo | None = None  # neuron_k8s_info (only when the monitor's k8s_info is on)
     received_at: float | None = None  # unix seconds, set by readers; never serialised
     extra: Mapping[str, Any] = field(default_factory=dict)  # unknown top-level keys, verbatim
+    dropped: tuple[str, ...] = ()  # optional fields left out for a bad value; never serialised
 
     @classmethod
     def from_json(cls, data: bytes | str | dict, *, received_at: float | None = None) -> Report:
@@ -158,18 +225,24 @@ class Report:
 
     @classmethod
     def from_dict(cls, d: Any, *, received_at: float | None = None) -> Report:
+        """Only what AWS's exporter needs to read a group is required (docs/report.md); an
+        optional field that is absent is None, one with a bad value is dropped and listed in
+        ``dropped``; a required one that is missing or wrong rejects the document."""
         d = f.obj(d, "document")
-        runtimes = f.array(d.get("neuron_runtime_data", []), "neuron_runtime_data")
-        k8s = d.get("neuron_k8s_info")
-        if k8s is not None:
-            f.verbatim(f.obj(k8s, "neuron_k8s_info"), "neuron_k8s_info")
-        return cls(tuple(RuntimeReport.parse(r, f"neuron_runtime_data[{i}]")
-                         for i, r in enumerate(runtimes)),
-                   SystemData.parse(d.get("system_data"), "system_data"),
-                   InstanceInfo.parse(d.get("instance_info"), "instance_info"),
-                   HardwareInfo.parse(d.get("neuron_hardware_info"), "neuron_hardware_info"),
-                   k8s, received_at,
-                   {k: f.verbatim(v, k) for k, v in d.items() if k not in _TOP_KEYS})
+        with f.collecting_drops() as dropped:
+            runtimes = d.get("neuron_runtime_data")
+            runtimes = [] if runtimes is None else f.array(runtimes, "neuron_runtime_data")
+            k8s = f.optional(K8sInfo.parse, d.get("neuron_k8s_info"), "neuron_k8s_info")
+            report = cls(tuple(RuntimeReport.parse(r, f"neuron_runtime_data[{i}]")
+                               for i, r in enumerate(runtimes)),
+                         SystemData.parse(d.get("system_data"), "system_data"),
+                         InstanceInfo.parse(d.get("instance_info"), "instance_info"),
+                         HardwareInfo.parse(d.get("neuron_hardware_info"), "neuron_hardware_info"),
+                         k8s, received_at,
+                         {k: f.verbatim(v, k) for k, v in d.items() if k not in _TOP_KEYS})
+        if dropped:
+            report = replace(report, dropped=tuple(dropped))
+        return report
 
     def to_dict(self) -> dict:
         out: dict[str, Any] = {"neuron_runtime_data": [r.dump() for r in self.runtimes],
@@ -177,7 +250,7 @@ class Report:
                                "instance_info": self.instance.dump(),
                                "neuron_hardware_info": self.hardware.dump()}
         if self.k8s is not None:
-            out["neuron_k8s_info"] = self.k8s
+            out["neuron_k8s_info"] = self.k8s.dump()
         out.update(self.extra)
         return out
 

@@ -60,7 +60,7 @@ class LoadedModel:
         d = f.obj(d, path)
         sub_path = path + ".subgraphs"
         subgraphs = {f.text(k, sub_path): Subgraph.parse(v, f"{sub_path}.{k}")
-                     for k, v in f.obj(d.get("subgraphs", {}), sub_path).items()}
+                     for k, v in (f.optional(f.obj, d.get("subgraphs"), sub_path) or {}).items()}
         return cls(f.text(d.get("name"), path + ".name"), f.text(d.get("uuid"), path + ".uuid"),
                    f.count(d.get("model_id"), path + ".model_id"),
                    f.boolean(d.get("is_running"), path + ".is_running"), subgraphs)
@@ -73,38 +73,43 @@ class LoadedModel:
 
 @dataclass(frozen=True, slots=True)
 class MemoryUsed:
-    period: float
+    """AWS's exporter reads the host and device totals and the per-core breakdown; the host
+    breakdown (None when absent) and the loaded models (a bad one is dropped) are optional."""
+    period: float | None
     error: str
     host_bytes: int
     device_bytes: int
-    host_breakdown: Mapping[str, int]
+    host_breakdown: Mapping[str, int] | None
     core_breakdown: Mapping[int, Mapping[str, int]]
-    loaded_models: tuple[LoadedModel, ...] = ()
+    loaded_models: tuple[LoadedModel, ...] | None = ()  # None: the stream has no loaded_models
 
     @classmethod
     def parse(cls, d: Any, path: str) -> MemoryUsed:
         period, error, d = f.group_head(d, path)
         used_path = path + ".neuron_runtime_used_bytes"
         if error and d.get("neuron_runtime_used_bytes") is None:
-            return cls(period, error, 0, 0, {}, {})
+            return cls(period, error, 0, 0, None, {}, None)
         used = f.obj(d.get("neuron_runtime_used_bytes"), used_path)
         usage_path = used_path + ".usage_breakdown"
         usage = f.obj(used.get("usage_breakdown"), usage_path)
         cores = f.indexed(usage, "neuroncore_memory_usage", usage_path, "", f.count_map)
         models_path = path + ".loaded_models"
-        models = f.array(d.get("loaded_models", []), models_path)
+        models = f.optional(f.array, d.get("loaded_models"), models_path)
+        parsed = None if models is None else tuple(
+            m for m in (f.optional(LoadedModel.parse, m, f"{models_path}[{i}]")
+                        for i, m in enumerate(models)) if m is not None)
         return cls(period, error, f.count(used.get("host"), used_path + ".host"),
                    f.count(used.get("neuron_device"), used_path + ".neuron_device"),
-                   f.count_map(usage.get("host"), usage_path + ".host"), cores,
-                   tuple(LoadedModel.parse(m, f"{models_path}[{i}]") for i, m in enumerate(models)))
+                   f.optional(f.count_map, usage.get("host"), usage_path + ".host"), cores, parsed)
 
     def dump(self) -> dict:
         if self.error and not (self.host_bytes or self.device_bytes or self.host_breakdown
                                or self.core_breakdown or self.loaded_models):
             return f.group_out(self.period, self.error)
+        breakdown: dict = {} if self.host_breakdown is None else {"host": dict(self.host_breakdown)}
+        breakdown["neuroncore_memory_usage"] = {str(k): dict(v) for k, v in self.core_breakdown.items()}
         used = {"host": self.host_bytes, "neuron_device": self.device_bytes,
-                "usage_breakdown": {"host": dict(self.host_breakdown),
-                                    "neuroncore_memory_usage": {str(k): dict(v) for k, v
-                                                                in self.core_breakdown.items()}}}
-        return f.group_out(self.period, self.error, neuron_runtime_used_bytes=used,
-                           loaded_models=[m.dump() for m in self.loaded_models])
+                "usage_breakdown": breakdown}
+        models = {} if self.loaded_models is None else {
+            "loaded_models": [m.dump() for m in self.loaded_models]}
+        return f.group_out(self.period, self.error, neuron_runtime_used_bytes=used, **models)

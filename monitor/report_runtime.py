@@ -21,8 +21,10 @@ __all__ = ["PERCENTILES", "RuntimeReport", "NeuronCoreCounters", "CoreCounters",
 
 @dataclass(frozen=True, slots=True)
 class CoreCounters:
+    """One logical core. Only the utilization is required (AWS's exporter reads nothing else):
+    ``flops`` is None on streams without it (inf1, older SDKs), ``physical`` None without v3d."""
     utilization: float
-    flops: float
+    flops: float | None = None
     physical: Mapping[str, float] | None = None
     physical_key: str = "v3d"
 
@@ -33,25 +35,28 @@ class CoreCounters:
         for key, value in d.items():
             if key not in ("neuroncore_utilization", "flops") and type(value) is dict:
                 physical_key = key
-                physical = {name: f.pct(f.obj(v, f"{path}.{key}.{name}").get(
-                    "neuroncore_utilization"), f"{path}.{key}.{name}.neuroncore_utilization")
-                    for name, v in value.items()}
+                physical = f.lenient_map(value, f"{path}.{key}", _physical_core)
                 break
         return cls(f.pct(d.get("neuroncore_utilization"), path + ".neuroncore_utilization"),
-                   f.num(d.get("flops"), path + ".flops"), physical, physical_key)
+                   f.optional(f.num, d.get("flops"), path + ".flops"), physical, physical_key)
 
     def dump(self) -> dict:
-        out: dict = {"neuroncore_utilization": self.utilization * 100.0,
-                     "flops": f.int_if_whole(self.flops)}
+        out: dict = {"neuroncore_utilization": self.utilization * 100.0}
+        if self.flops is not None:
+            out["flops"] = f.int_if_whole(self.flops)
         if self.physical is not None:
             out[self.physical_key] = {k: {"neuroncore_utilization": v * 100.0}
                                       for k, v in self.physical.items()}
         return out
 
 
+def _physical_core(value: Any, path: str) -> float:
+    return f.pct(f.obj(value, path).get("neuroncore_utilization"), path + ".neuroncore_utilization")
+
+
 @dataclass(frozen=True, slots=True)
 class NeuronCoreCounters:
-    period: float
+    period: float | None
     error: str
     cores: Mapping[int, CoreCounters]
 
@@ -69,29 +74,29 @@ class NeuronCoreCounters:
 
 @dataclass(frozen=True, slots=True)
 class Latency:
-    """Latency percentiles over the period, in seconds."""
-    p0: float
-    p1: float
-    p25: float
-    p50: float
-    p75: float
-    p99: float
-    p100: float
+    """Latency percentiles over the period, in seconds; a percentile the stream lacks is None."""
+    p0: float | None = None
+    p1: float | None = None
+    p25: float | None = None
+    p50: float | None = None
+    p75: float | None = None
+    p99: float | None = None
+    p100: float | None = None
 
     @classmethod
     def parse(cls, d: Any, path: str) -> Latency | None:
         if d is None:
             return None
         d = f.obj(d, path)
-        return cls(*(f.nonneg(d.get(p), f"{path}.{p}") for p in PERCENTILES))
+        return cls(*(f.optional(f.nonneg, d.get(p), f"{path}.{p}") for p in PERCENTILES))
 
     def dump(self) -> dict:
-        return {p: getattr(self, p) for p in PERCENTILES}
+        return f.without_none({p: getattr(self, p) for p in PERCENTILES})
 
 
 @dataclass(frozen=True, slots=True)
 class ExecutionStats:
-    period: float
+    period: float | None
     error: str
     errors: Mapping[str, int]
     statuses: Mapping[str, int]
@@ -105,13 +110,13 @@ class ExecutionStats:
         # Before the inference_stats -> execution_stats rename the counts were "inference_summary".
         status_key = "inference_summary" if "inference_summary" in d else "execution_summary"
         statuses = f.counts(d, status_key, path, error)
-        latency = d.get("latency_stats")
+        latency = f.optional(f.obj, d.get("latency_stats"), path + ".latency_stats")
         if latency is None:  # the whole group is null when nothing ran in the period
             return cls(period, error, errors, statuses)
-        latency = f.obj(latency, path + ".latency_stats")
+        lat_path = path + ".latency_stats"
         return cls(period, error, errors, statuses,
-                   Latency.parse(latency.get("total_latency"), path + ".latency_stats.total_latency"),
-                   Latency.parse(latency.get("device_latency"), path + ".latency_stats.device_latency"))
+                   f.optional(Latency.parse, latency.get("total_latency"), lat_path + ".total_latency"),
+                   f.optional(Latency.parse, latency.get("device_latency"), lat_path + ".device_latency"))
 
     def dump(self) -> dict:
         if self.error and not (self.errors or self.statuses or self.total_latency
@@ -126,7 +131,7 @@ class ExecutionStats:
 
 @dataclass(frozen=True, slots=True)
 class RuntimeVcpu:
-    period: float
+    period: float | None
     error: str
     user: float
     system: float
@@ -184,7 +189,7 @@ class CoreEngineCounters:
 @dataclass(frozen=True, slots=True)
 class EngineCounters:
     """neuronscope extension group ``neuroncore_engine_counters``."""
-    period: float
+    period: float | None
     error: str
     cores: Mapping[int, CoreEngineCounters]
 
@@ -227,11 +232,10 @@ class RuntimeReport:
     def parse(cls, d: Any, path: str) -> RuntimeReport:
         d = f.obj(d, path)
         pid = f.count(d.get("pid"), path + ".pid")
-        tag = d.get("neuron_runtime_tag")
-        tag = str(pid) if tag is None else f.text(tag, path + ".neuron_runtime_tag")
-        error = f.text(d.get("error", ""), path + ".error")
-        address = d.get("address")
-        address = None if address is None else f.text(address, path + ".address")
+        tag = f.optional(f.text, d.get("neuron_runtime_tag"), path + ".neuron_runtime_tag")
+        tag = str(pid) if tag is None else tag  # untagged runtimes go by their pid
+        error = f.error_text(d.get("error"), path + ".error")
+        address = f.optional(f.text, d.get("address"), path + ".address")
         report_path = path + ".report"
         report = f.obj(d.get("report", {} if error else None), report_path)
         groups: dict[str, Any] = {}
@@ -240,8 +244,10 @@ class RuntimeReport:
             known = _RUNTIME_GROUPS.get(key)
             if known is None:
                 extra[key] = f.verbatim(value, f"{report_path}.{key}")
-            elif value is not None:
-                groups[known[0]] = known[1](value, f"{report_path}.{key}")
+            else:  # a group its reader cannot read is dropped (noted), the runtime is kept
+                group = f.optional(known[1], value, f"{report_path}.{key}", group=True)
+                if group is not None:
+                    groups[known[0]] = group
         return cls(pid, tag, error, address=address, extra_groups=extra, **groups)
 
     def dump(self) -> dict:

@@ -20,28 +20,29 @@ __all__ = ["ECC_KEYS", "SystemData", "HwCounters", "DeviceEcc", "SystemVcpu", "M
 
 @dataclass(frozen=True, slots=True)
 class DeviceEcc:
+    """One device's ECC events in the period; a counter the stream lacks is None (older tools
+    have no sram_ecc_corrected), not 0."""
     index: int
-    mem_ecc_corrected: int = 0
-    mem_ecc_uncorrected: int = 0
-    sram_ecc_corrected: int = 0
-    sram_ecc_uncorrected: int = 0
+    mem_ecc_corrected: int | None = 0
+    mem_ecc_uncorrected: int | None = 0
+    sram_ecc_corrected: int | None = 0
+    sram_ecc_uncorrected: int | None = 0
 
     @classmethod
     def parse(cls, d: Any, path: str) -> DeviceEcc:
         d = f.obj(d, path)
-        # Older tools lack sram_ecc_corrected; a missing counter reads as 0.
         return cls(f.count(d.get("neuron_device_index"), path + ".neuron_device_index"),
-                   *(f.count(d.get(k, 0), f"{path}.{k}") for k in ECC_KEYS))
+                   *(f.optional(f.count, d.get(k), f"{path}.{k}") for k in ECC_KEYS))
 
     def dump(self) -> dict:
         out = {"neuron_device_index": self.index}
-        out.update((k, getattr(self, k)) for k in ECC_KEYS)
+        out.update((k, v) for k in ECC_KEYS if (v := getattr(self, k)) is not None)
         return out
 
 
 @dataclass(frozen=True, slots=True)
 class HwCounters:
-    period: float
+    period: float | None
     error: str
     devices: tuple[DeviceEcc, ...] | None  # None: the JSON said null (no Neuron driver/device)
 
@@ -58,18 +59,16 @@ class HwCounters:
 
 @dataclass(frozen=True, slots=True)
 class SystemVcpu:
-    period: float
+    period: float | None
     error: str
     average: Mapping[str, float]
     per_cpu: Mapping[int, Mapping[str, float]]
-    context_switches: int  # context switches within the period (a delta, like the other counts)
+    context_switches: int | None  # within the period (a delta, like the other counts); None: absent
 
     @classmethod
     def parse(cls, d: Any, path: str) -> SystemVcpu:
         period, error, d = f.group_head(d, path)
-        switches = d.get("context_switch_count")
-        switches = 0 if switches is None and error else f.count(
-            switches, path + ".context_switch_count")
+        switches = f.optional(f.count, d.get("context_switch_count"), path + ".context_switch_count")
         average = f.pct_map(d.get("average_usage", {} if error else None), path + ".average_usage")
         per_cpu = f.indexed(d, "usage_data", path, error, f.pct_map)
         return cls(period, error, average, per_cpu, switches)
@@ -77,7 +76,9 @@ class SystemVcpu:
     def dump(self) -> dict:
         if self.error and not (self.average or self.per_cpu or self.context_switches):
             return f.group_out(self.period, self.error)
-        return f.group_out(self.period, self.error, context_switch_count=self.context_switches,
+        switches = {} if self.context_switches is None else {
+            "context_switch_count": self.context_switches}
+        return f.group_out(self.period, self.error, **switches,
                            average_usage={k: v * 100.0 for k, v in self.average.items()},
                            usage_data={str(i): {k: v * 100.0 for k, v in cpu.items()}
                                        for i, cpu in self.per_cpu.items()})
@@ -85,28 +86,27 @@ class SystemVcpu:
 
 @dataclass(frozen=True, slots=True)
 class MemoryInfo:
-    period: float
+    """Host memory and swap in bytes; each is None when the stream lacks it (each is one
+    gauge of its own in AWS's exporter, so one missing value costs only its series)."""
+    period: float | None
     error: str
-    total_bytes: int
-    used_bytes: int
-    swap_total_bytes: int
-    swap_used_bytes: int
+    total_bytes: int | None
+    used_bytes: int | None
+    swap_total_bytes: int | None
+    swap_used_bytes: int | None
 
     @classmethod
     def parse(cls, d: Any, path: str) -> MemoryInfo:
         period, error, d = f.group_head(d, path)
-        values = [0 if (error and d.get(k) is None) else f.count(d.get(k), f"{path}.{k}")
-                  for k in ("memory_total_bytes", "memory_used_bytes", "swap_total_bytes",
-                            "swap_used_bytes")]
+        values = [f.optional(f.count, d.get(k), f"{path}.{k}") for k in _MEMORY_KEYS]
         return cls(period, error, *values)
 
     def dump(self) -> dict:
         values = (self.total_bytes, self.used_bytes, self.swap_total_bytes, self.swap_used_bytes)
-        if self.error and not any(values):
-            return f.group_out(self.period, self.error)
-        return f.group_out(self.period, self.error, memory_total_bytes=self.total_bytes,
-                           memory_used_bytes=self.used_bytes, swap_total_bytes=self.swap_total_bytes,
-                           swap_used_bytes=self.swap_used_bytes)
+        return f.group_out(self.period, self.error, **f.without_none(dict(zip(_MEMORY_KEYS, values))))
+
+
+_MEMORY_KEYS = ("memory_total_bytes", "memory_used_bytes", "swap_total_bytes", "swap_used_bytes")
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +147,7 @@ class DeviceCounter:
 @dataclass(frozen=True, slots=True)
 class DeviceCounters:
     """neuronscope extension group ``neuron_device_counters``."""
-    period: float
+    period: float | None
     error: str
     devices: tuple[DeviceCounter, ...]
 
@@ -186,8 +186,10 @@ class SystemData:
             known = _SYSTEM_GROUPS.get(key)
             if known is None:
                 extra[key] = f.verbatim(value, f"{path}.{key}")
-            elif value is not None:
-                groups[known[0]] = known[1](value, f"{path}.{key}")
+            else:  # a group its reader cannot read is dropped (noted), the report is kept
+                group = f.optional(known[1], value, f"{path}.{key}", group=True)
+                if group is not None:
+                    groups[known[0]] = group
         return cls(extra_groups=extra, **groups)
 
     def dump(self) -> dict:

@@ -11,7 +11,9 @@ works with ours or with AWS's tool on a real host.
 from __future__ import annotations
 
 import io
+import os
 import pathlib
+import stat
 import sys
 import threading
 import time
@@ -22,7 +24,7 @@ from typing import IO
 
 from monitor.lines import fd_lines, source_lines, watched_lines
 from monitor.report import Report
-from monitor.stream import ReportStream
+from monitor.stream import DEFAULT_MAX_LINE_BYTES, ReportStream
 
 __all__ = ["Source", "StreamSource", "ReplaySource", "ListSource", "report_interval",
            "stdin_stream", "default_stdin"]
@@ -46,6 +48,15 @@ class Source(ABC):
     def malformed(self) -> Counter[str]:
         return Counter(self._stream.errors) if self._stream is not None else Counter()
 
+    @property
+    def rejections(self) -> list[str]:
+        """The first few rejected lines' reasons (escaped, one line each), for a screen."""
+        return list(self._stream.rejections) if self._stream is not None else []
+
+    # Whether the end of this source means its producer died (a neuron-monitor pipe, the
+    # collector) rather than a file read to its end: sinks then exit non-zero.
+    live: bool = True
+
     def close(self) -> None:
         self._stop.set()
 
@@ -57,15 +68,22 @@ class Source(ABC):
 class StreamSource(Source):
     """A live neuron-monitor JSON stream: stdin, a pipe, a FIFO or a file, read once to its end."""
 
-    def __init__(self, fd: int, label: str, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, fd: int, label: str, clock: Callable[[], float] = time.time,
+                 max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
         super().__init__()
         self._fd = fd
         self.label = label
         self._clock = clock
+        self._max = max_line_bytes
+        try:
+            self.live = not stat.S_ISREG(os.fstat(fd).st_mode)
+        except OSError:
+            self.live = True
 
     def reports(self) -> Iterator[Report]:
-        self._stream = ReportStream(source_lines(self._fd, self._stop), clock=self._clock,
-                                    stderr=self.diagnostics, source=self.label)
+        self._stream = ReportStream(source_lines(self._fd, self._stop, self._max),
+                                    clock=self._clock, stderr=self.diagnostics, source=self.label,
+                                    max_line_bytes=self._max)
         yield from self._stream
 
 
@@ -73,11 +91,11 @@ def report_interval(report: Report) -> float:
     """Seconds this report covers: the first group period found, else neuron-monitor's 5 s default."""
     for runtime in report.runtimes:
         for group in (runtime.neuroncore_counters, runtime.execution_stats, runtime.vcpu):
-            if group is not None and group.period > 0:
+            if group is not None and group.period:
                 return group.period
     system = report.system
     for group in (system.vcpu, system.memory, system.hw_counters):
-        if group is not None and group.period > 0:
+        if group is not None and group.period:
             return group.period
     return 5.0
 
@@ -96,6 +114,8 @@ class ReplaySource(Source):
         self._clock = clock
         self.label = label or f"replay {path.name} x{speed:g}"
 
+    live = False
+
     def reports(self) -> Iterator[Report]:
         first = True
         while not self._stop.is_set():
@@ -108,12 +128,15 @@ class ReplaySource(Source):
                         return
                     first = False
                     yield report
-            if not self._loop:
+            # A pass without one valid report would only spin: looping stops there.
+            if not self._loop or self._stream.reports == 0:
                 return
 
 
 class ListSource(Source):
     """Reports already in memory (tests, benchmarks); optionally stalls after the last one."""
+
+    live = False
 
     def __init__(self, reports: list[Report], label: str = "reports", hold_open: bool = False) -> None:
         super().__init__()

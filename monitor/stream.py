@@ -23,13 +23,14 @@ from typing import IO
 
 import orjson
 
-from monitor.errors import ReportError
+from monitor.errors import ReportError, one_line
 from monitor.report import Report
 
 __all__ = ["ReportStream", "classify_line", "DEFAULT_MAX_LINE_BYTES"]
 
 # A 128-device report with engine counters is about 1 MiB; 64 MiB leaves room and bounds memory.
 DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
+MAX_REJECTIONS_KEPT = 3
 
 
 def classify_line(line: bytes | str, received_at: float | None = None
@@ -65,6 +66,12 @@ def _decode_error_kind(line: bytes, exc: orjson.JSONDecodeError) -> str:
     return "not_json"
 
 
+def _start_of(line: bytes | str, size: int = 60) -> str:
+    text = line if isinstance(line, str) else line[: size * 4].decode("utf-8", "replace")
+    text = text.strip()
+    return repr(text[:size] + ("…" if len(text) > size else ""))
+
+
 class ReportStream:
     """Iterate Reports from JSON lines; ``errors`` counts skipped lines by kind."""
 
@@ -79,6 +86,7 @@ class ReportStream:
         self.errors: Counter[str] = Counter()
         self.reports = 0  # good lines turned into Reports
         self.line_number = 0
+        self.rejections: list[str] = []  # the first few reasons, escaped, for a screen to show
 
     @classmethod
     def from_file(cls, binary: IO[bytes], **kwargs) -> ReportStream:
@@ -101,14 +109,19 @@ class ReportStream:
             return None
         report, kind, detail = classify_line(line, self._clock())
         if report is None:
+            if kind == "not_json":  # e.g. an upstream tool's own error message: show it first
+                detail = f"{_start_of(line)} is not JSON ({detail})"
             self._skip(kind, detail)
         return report
 
     def _skip(self, kind: str, detail: str) -> None:
         self.errors[kind] += 1
+        if len(self.rejections) < MAX_REJECTIONS_KEPT:
+            self.rejections.append(f"line {self.line_number} ({kind}): {one_line(detail)}")
         if self.errors[kind] == 1:
             stream = self._stderr if self._stderr is not None else sys.stderr
-            print(f"{self._source}: skipped line {self.line_number} ({kind}): {detail}; "
+            # `detail` may quote the input: escaped, so no control sequence reaches a terminal.
+            print(f"{self._source}: skipped line {self.line_number} ({kind}): {one_line(detail)}; "
                   f"further {kind} lines are counted silently", file=stream, flush=True)
 
     @property

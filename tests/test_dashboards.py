@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import shutil
 import re
 import subprocess
 import sys
@@ -126,3 +127,40 @@ def test_metric_table_follows_conventions():
         assert (spec.kind == "counter") == spec.name.endswith("_total"), spec.name
         assert "type" not in spec.labels and "instance" not in spec.labels
         assert not spec.instance_labels
+
+
+def _vmagent() -> str | None:
+    """Debian's victoria-metrics package ships vmagent, which knows kubernetes_sd_configs
+    (Debian's promtool does not): scripts/ensure-prometheus.sh installs it."""
+    found = shutil.which("vmagent")
+    if found is None and pathlib.Path("/usr/bin/vmagent").exists():
+        found = "/usr/bin/vmagent"
+    return found
+
+
+def _vmagent_dry_run(config: pathlib.Path, cwd: pathlib.Path) -> subprocess.CompletedProcess:
+    return subprocess.run([_vmagent(), f"-promscrape.config={config}", "-promscrape.config.dryRun",
+                           "-loggerLevel=ERROR"], capture_output=True, text=True, timeout=60,
+                          cwd=cwd)
+
+
+@pytest.mark.skipif(_vmagent() is None, reason="vmagent not installed (Debian package "
+                    "victoria-metrics; scripts/ensure-prometheus.sh installs it)")
+def test_kubernetes_scrape_config_passes_vmagent_dry_run(tmp_path):
+    result = _vmagent_dry_run(DASHBOARDS / "k8s" / "prometheus-scrape.yml", tmp_path)
+    assert result.returncode == 0, result.stderr
+    # The check is real: the same file with a misspelt key is refused.
+    broken = tmp_path / "broken.yml"
+    broken.write_text((DASHBOARDS / "k8s" / "prometheus-scrape.yml").read_text().replace(
+        "kubernetes_sd_configs", "kubernetes_sd_config"))
+    result = _vmagent_dry_run(broken, tmp_path)
+    assert result.returncode != 0 and "kubernetes_sd_config" in result.stderr
+
+
+def test_daemonset_liveness_probe_is_the_health_endpoint_that_goes_stale():
+    docs_ = list(yaml.safe_load_all((DASHBOARDS / "k8s" / "neuron-monitor-daemonset.yaml").read_text()))
+    ds = next(d for d in docs_ if d["kind"] == "DaemonSet")
+    container = ds["spec"]["template"]["spec"]["containers"][0]
+    assert container["livenessProbe"]["httpGet"]["path"] == "/-/healthy"
+    # the exporter exits when neuron-monitor's output ends, so the container restarts
+    assert "--keep-serving" not in container["command"][-1]

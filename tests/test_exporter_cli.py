@@ -36,6 +36,8 @@ def test_help_and_version():
     (["-c", "conf.json"], "applies to --collect only"),
     (["--port", "eighty"], "invalid int value"),
     (["--no-such-flag"], "unrecognized arguments"),
+    (["--stale-after", "0"], "--stale-after must be > 0"),
+    (["--collect", "--keep-serving"], "--keep-serving applies to stdin input"),
     (["--cert-file", "/nonexistent.pem", "--key-file", "/nonexistent.key"], "cannot load"),
 ])
 def test_usage_errors_exit_2_with_one_line(args, message):
@@ -77,7 +79,7 @@ BAD_INPUTS = {
 
 
 def test_bad_input_is_counted_reported_once_per_kind_and_last_good_state_kept():
-    with ExporterProcess() as exp:
+    with ExporterProcess("--keep-serving") as exp:
         exp.feed(AWS_EXAMPLE)
         exp.wait_for(lambda: exp.value("neuron_exporter_reports_total") == 1.0)
         good = exp.value("neuroncore_utilization_ratio", neuroncore="0")
@@ -92,13 +94,68 @@ def test_bad_input_is_counted_reported_once_per_kind_and_last_good_state_kept():
         # The report with a group error and the one with a runtime error still count as reports.
         assert exp.value("neuron_exporter_reports_total") == 7.0
         assert exp.value("neuroncore_utilization_ratio", neuroncore="0") == good
-        assert exp.proc.poll() is None  # EOF: keeps serving the last state
+        assert exp.proc.poll() is None  # --keep-serving: EOF keeps serving the last state
         for kind in [*BAD_INPUTS, "eof"]:
             assert sum(f"({kind})" in line or f"{kind} problems" in line
                        for line in exp.stderr_lines) == 1, (kind, exp.stderr_lines)
         assert not any("Traceback" in line for line in exp.stderr_lines)
         exp.proc.send_signal(signal.SIGTERM)
         assert exp.proc.wait(10) == 0
+
+
+def test_end_of_input_exits_1_so_a_supervisor_restarts_the_pipeline():
+    with ExporterProcess() as exp:
+        exp.feed(AWS_EXAMPLE)
+        exp.wait_for(lambda: exp.value("neuron_exporter_reports_total") == 1.0)
+        exp.close_input()
+        assert exp.proc.wait(15) == 1
+        assert any("input ended (EOF); exiting with status 1" in line for line in exp.stderr_lines)
+        assert not any("Traceback" in line for line in exp.stderr_lines)
+
+
+def test_input_with_no_valid_report_exits_1_and_says_so():
+    out = subprocess.run([console_script("neuron-monitor-prometheus"), "-p", "0"],
+                         input=b"not json\n[1]\n", capture_output=True, timeout=20)
+    err = out.stderr.decode()
+    assert out.returncode == 1 and "without a single valid report" in err
+    assert "skipped line 1 (not_json)" in err and "Traceback" not in err
+
+
+def test_health_turns_503_when_no_report_arrives_for_stale_after_and_recovers():
+    with ExporterProcess("--stale-after", "1.5") as exp:
+        exp.feed(AWS_EXAMPLE)
+        exp.wait_for(lambda: exp.value("neuron_exporter_reports_total") == 1.0)
+        status, _, body = exp.get("/-/healthy")
+        assert (status, body) == (200, b"OK\n")
+        exp.wait_for(lambda: exp.get("/-/healthy")[0] == 503, timeout=10)
+        assert exp.get("/-/healthy")[2].startswith(b"stale: no report for ")
+        assert exp.get("/metrics")[0] == 200  # metrics are still served
+        exp.feed(AWS_EXAMPLE)
+        exp.wait_for(lambda: exp.get("/-/healthy")[0] == 200, timeout=10)
+
+
+def test_health_default_is_three_periods_of_the_stream():
+    # The example's first group period is ~1 s: three periods without a report -> 503.
+    with ExporterProcess() as exp:
+        exp.feed(AWS_EXAMPLE)
+        exp.wait_for(lambda: exp.value("neuron_exporter_reports_total") == 1.0)
+        assert exp.get("/-/healthy")[0] == 200
+        exp.wait_for(lambda: exp.get("/-/healthy")[0] == 503, timeout=10)
+
+
+def test_enable_k8s_info_adds_pod_labels_to_core_and_device_series():
+    k8s = (FIXTURES / "neuron_monitor_sdk_k8s.json").read_bytes()
+    with ExporterProcess("--enable-k8s-info") as exp:
+        exp.feed(k8s)
+        exp.wait_for(lambda: exp.value("neuron_exporter_reports_total") == 1.0)
+        assert exp.value("neuroncore_utilization_ratio", neuroncore="4", pod_name="server-7f9c",
+                         namespace="serving", container_name="main") == pytest.approx(0.05)
+        assert exp.value("hardware_ecc_events_total", neuron_device_index="0",
+                         pod_name="trainer-0") == 0.0
+    with ExporterProcess() as exp:
+        exp.feed(k8s)
+        exp.wait_for(lambda: exp.value("neuron_exporter_reports_total") == 1.0)
+        assert "pod_name" not in exp.text()
 
 
 def test_counters_add_each_period_and_defunct_runtimes_disappear():
@@ -137,6 +194,7 @@ def test_collect_runs_the_collector_in_process(tmp_path):
         assert any("in-process collector" in line for line in exp.stderr_lines)
         exp.wait_for(lambda: (exp.value("neuron_exporter_reports_total") or 0) >= 2, timeout=20)
         assert exp.value("instance_info") == 1.0
+        assert exp.get("/-/healthy")[0] == 200 and exp.proc.poll() is None  # keeps collecting
 
 
 def test_collect_with_a_bad_config_is_a_usage_error(tmp_path):

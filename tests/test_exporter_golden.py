@@ -65,9 +65,11 @@ class AwsReference:
         if "neuron_hardware_info" not in self.objects:
             hw = report.hardware
             info = Info("neuron_hardware", "Neuron Hardware Information", registry=self.registry)
-            info.info({"neuron_device_count": str(hw.device_count),
-                       "neuron_device_memory_size": str(hw.device_memory_bytes),
-                       "neuroncore_per_device_count": str(hw.cores_per_device), **self.instance})
+            def label(v):  # a value the stream lacks (inf1: no memory size) is an empty label
+                return "" if v is None else str(v)
+            info.info({"neuron_device_count": label(hw.device_count),
+                       "neuron_device_memory_size": label(hw.device_memory_bytes),
+                       "neuroncore_per_device_count": label(hw.cores_per_device), **self.instance})
             self.objects["neuron_hardware_info"] = info
 
     def _runtime(self, rt, labels: dict) -> None:
@@ -91,8 +93,9 @@ class AwsReference:
             latency = self._get(Gauge, "execution_latency_seconds", "Execution latency in seconds",
                                 keys + ["percentile"])
             if g.total_latency is not None:
-                for p in PERCENTILES:
-                    latency.labels(**labels, percentile=p).set(getattr(g.total_latency, p))
+                for p in PERCENTILES:  # a percentile the stream lacks has no series
+                    if getattr(g.total_latency, p) is not None:
+                        latency.labels(**labels, percentile=p).set(getattr(g.total_latency, p))
         g = rt.memory_used
         if g is not None and not g.error:
             used = self._get(Gauge, "neuron_runtime_memory_used_bytes", "Runtime memory used bytes",
@@ -104,7 +107,8 @@ class AwsReference:
                               f"NeuronCore memory utilization for {kind}",
                               keys + ["memory_location", "neuroncore"])
                 for idx, kinds in g.core_breakdown.items():
-                    m.labels(**labels, memory_location=None, neuroncore=int(idx)).set(kinds[kind])
+                    if kind in kinds:
+                        m.labels(**labels, memory_location=None, neuroncore=int(idx)).set(kinds[kind])
         g = rt.vcpu
         if g is not None and not g.error:
             m = self._get(Gauge, "neuron_runtime_vcpu_usage_ratio", "Runtime vCPU utilization ratio",
@@ -128,8 +132,9 @@ class AwsReference:
                           keys + ["event_type", "neuron_device_index"])
             for d in s.hw_counters.devices or ():
                 for event in mt.ECC_EVENTS:
-                    c.labels(**labels, event_type=event, neuron_device_index=d.index).inc(
-                        getattr(d, event))
+                    if getattr(d, event) is not None:
+                        c.labels(**labels, event_type=event, neuron_device_index=d.index).inc(
+                            getattr(d, event))
         if s.vcpu is not None and not s.vcpu.error:
             self._get(Gauge, "system_vcpu_count", "System vCPU count", keys).labels(**labels).set(
                 len(s.vcpu.per_cpu))
@@ -143,6 +148,8 @@ class AwsReference:
             for area in ("memory", "swap"):
                 for stat in ("total_bytes", "used_bytes"):
                     attr = f"{'swap_' if area == 'swap' else ''}{stat}"
+                    if getattr(s.memory, attr) is None:
+                        continue
                     self._get(Gauge, f"system_{area}_{stat}", f"System {area} {stat} bytes",
                               keys).labels(**labels).set(getattr(s.memory, attr))
 

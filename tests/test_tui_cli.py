@@ -34,7 +34,7 @@ def test_version_and_help():
     (["--input", "/nonexistent/stream.jsonl"], "no such file"),
     (["--replay", "/"], "is a directory"),
     (["--replay", str(AWS_EXAMPLE), "--speed", "0"], "--speed must be > 0"),
-    (["--stale-after", "-1"], "--stale-after must be > 0"),
+    (["--stale-after=-1"], "--stale-after must be > 0"),  # "-1" alone is the snapshot flag
     (["stream.jsonl"], "unexpected argument"),
     (["-"], "stdin is a terminal"),
 ])
@@ -119,5 +119,36 @@ def test_real_binary_in_tmux_starts_shows_cores_and_quits(tmp_path):
         while time.monotonic() < deadline and not marker.exists():
             time.sleep(0.2)
         assert marker.read_text().strip() == "0"
+    finally:
+        subprocess.run([*tmux, "kill-server"], capture_output=True, timeout=10)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+def test_real_binary_shows_why_a_rejected_stream_shows_nothing_and_exits_1(tmp_path):
+    session = f"neuron-top-bad-{os.getpid()}"
+    exe = str(BIN) if BIN.exists() else f"{sys.executable} -m tui.cli"
+    marker = tmp_path / "exit-code"
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b"FATA[0000] Failed to discover neuron devices\n[1, 2]\n")
+    command = (f"unset COLUMNS LINES; cd {ROOT} && cat {bad} | {exe} -; "
+               f"echo $? > {marker}")
+    tmux = ["tmux", "-L", session, "-f", "/dev/null"]
+    subprocess.run([*tmux, "new-session", "-d", "-s", session, "-x", "120", "-y", "40", command],
+                   check=True, timeout=30)
+    try:
+        screen = ""
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and "without a single valid report" not in screen:
+            time.sleep(0.5)
+            screen = subprocess.run([*tmux, "capture-pane", "-p", "-t", session],
+                                    capture_output=True, text=True, timeout=10).stdout
+        assert "without a single valid report (2 lines rejected)" in screen
+        assert "line 1 (not_json): 'FATA[0000] Failed to discover neuron devices'" in screen
+        subprocess.run([*tmux, "send-keys", "-t", session, "q"], check=True, timeout=10)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and not marker.exists():
+            time.sleep(0.2)
+        assert marker.read_text().strip() == "1"
     finally:
         subprocess.run([*tmux, "kill-server"], capture_output=True, timeout=10)

@@ -21,7 +21,7 @@ from textual.widgets import ContentSwitcher, Input
 from monitor.report import Report
 from tui import __version__
 from tui.commands import app_commands
-from tui.faults import report_faults
+from tui.status import source_status, stream_faults
 from tui.history import History
 from tui.keys import bindings
 from tui.memtree import build_tree
@@ -256,20 +256,16 @@ class NeuronTopApp(App[None]):
                                       else "", " · ".join(parts))
 
     def _update_banner(self) -> None:
-        faults = report_faults(self.report, self.vanished) if self.report else ()
+        # tui/status.py: what the stream lacks, and why nothing shows yet
+        faults = stream_faults(self.report, self.vanished, self.source.rejections)
         self.query_one(Banner).show(faults, self._stale_text())
 
     def _stale_text(self) -> str:
         if self.stopped_at is not None:
             return (f"instance stopped at {clock_text(self.stopped_at)}; showing its last state "
                     f"(from {self.source.label})")
-        if self.ended is not None:
-            if self.ended.error:
-                return f"source failed at {clock_text(self.ended.ended_at)}: {self.ended.error}"
-            return (f"source ended at {clock_text(self.ended.ended_at)}; showing the last report"
-                    if self.report else "source ended without a single valid report")
-        if self.last_received is None:
-            return ""
+        if self.ended is not None or self.last_received is None:
+            return source_status(self.source, self.ended, self.report is not None, clock_text)
         limit = self.stale_after
         if limit is None:
             limit = max(5.0, 3 * report_interval(self.report)) if self.report else 5.0

@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
+import shutil
 import sys
 
 from tui import __version__
@@ -39,16 +40,24 @@ def build_parser() -> argparse.ArgumentParser:
                              "(default: 3 report periods, at least 5 s)")
     parser.add_argument("--readonly", action="store_true",
                         help="never send a signal to a runtime (the I/T/K keys are off)")
+    once = parser.add_mutually_exclusive_group()
+    once.add_argument("-1", "--once", action="store_true",
+                      help="print one snapshot of the overview as text and exit (like nvitop -1); "
+                           "a file given with --input shows its last report")
+    once.add_argument("--json", action="store_true",
+                      help="print one report as neuron-monitor JSON (one line) and exit")
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     return parser
 
 
-def _stdin_source():
+def _stdin_source(keyboard: bool = True):
     """Take the data stream off fd 0 and give the keyboard (/dev/tty) to the UI instead."""
     from monitor.sources import StreamSource
 
     if sys.stdin is None or sys.stdin.isatty():
         raise UsageError("stdin is a terminal; pipe a stream in: neuron-monitor | neuron-top -")
+    if not keyboard:  # -1 / --json: no UI, no keyboard
+        return StreamSource(os.dup(0), "stdin")
     data_fd = os.dup(0)
     try:
         tty_fd = os.open("/dev/tty", os.O_RDWR)
@@ -72,19 +81,34 @@ def _readable_file(name: str) -> pathlib.Path:
     return path
 
 
-def make_source(args: argparse.Namespace):
-    from monitor.live import local_instance_source, simulated_demo_source
-    from monitor.sources import ReplaySource, StreamSource
-
+def check_args(args: argparse.Namespace) -> None:
+    """Usage errors that need no source: checked before anything starts."""
     if args.speed <= 0:
         raise UsageError(f"--speed must be > 0, got {args.speed:g}")
     if args.stale_after is not None and args.stale_after <= 0:
         raise UsageError(f"--stale-after must be > 0, got {args.stale_after:g}")
     if args.stream is not None and args.stream != "-":
         raise UsageError(f"unexpected argument {args.stream!r}; use --input FILE or '-' for stdin")
+    for name in (args.input, args.replay):
+        if name is not None and name != "-":
+            _readable_file(name)
+
+
+def check_output(args: argparse.Namespace) -> None:
+    """The screen needs a terminal: refuse rather than write escape codes into a pipe or file."""
+    if not (args.once or args.json) and not sys.stdout.isatty():
+        raise UsageError("stdout is not a terminal; use -1 for one text snapshot or --json for "
+                         "one report as JSON")
+
+
+def make_source(args: argparse.Namespace):
+    from monitor.live import local_instance_source, simulated_demo_source
+    from monitor.sources import ReplaySource, StreamSource
+
+    check_args(args)
     name = args.input if args.input is not None else args.stream
     if name == "-":
-        return _stdin_source()
+        return _stdin_source(keyboard=not (args.once or args.json))
     if name is not None:
         path = _readable_file(name)
         return StreamSource(os.open(path, os.O_RDONLY), path.name)
@@ -104,12 +128,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        check_args(args)
+        check_output(args)
         source = make_source(args)
     except UsageError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
+    if args.once or args.json:
+        try:
+            return print_once(source, args)
+        finally:
+            source.close()
     from tui.app import NeuronTopApp
     from tui.ptree import lineage
+    from tui.status import exit_status
 
     # Only the simulated instance's runtimes are processes on this host; a stream's or a
     # recording's pids belong to another machine, so no parents and no signals for them.
@@ -122,7 +154,34 @@ def main(argv: list[str] | None = None) -> int:
         pass
     finally:
         source.close()
-    return app.return_code or 0
+    return app.return_code or exit_status(app.ended, app.reports_seen, source.live)
+
+
+def print_once(source, args: argparse.Namespace) -> int:
+    """``-1`` / ``--json``: one report to stdout (the last of a file, else the first)."""
+    from tui.snapshot import no_report_text, overview_text
+
+    report, failure = None, ""
+    try:
+        for report in source.reports():
+            if source.live or args.replay is not None:
+                break
+    except (OSError, ValueError) as exc:
+        failure = str(exc)
+    except KeyboardInterrupt:
+        return 130
+    if report is None:
+        sys.stderr.write(no_report_text(source.label, sum(source.malformed.values()),
+                                        source.rejections, failure))
+        return 1
+    if args.json:
+        sys.stdout.buffer.write(report.to_json() + b"\n")
+    else:
+        width = shutil.get_terminal_size((80, 24)).columns
+        sys.stdout.write(overview_text(report, width=max(40, width), show_flops=False,
+                                       source=source.label))
+    sys.stdout.flush()
+    return 0
 
 
 if __name__ == "__main__":

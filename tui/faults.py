@@ -17,8 +17,8 @@ def report_faults(report: Report, vanished: dict[int, str] | None = None) -> tup
     faults: list[Fault] = []
     hw = report.system.hw_counters
     for ecc in (hw.devices or ()) if hw else ():
-        uncorrected = ecc.mem_ecc_uncorrected + ecc.sram_ecc_uncorrected
-        corrected = ecc.mem_ecc_corrected + ecc.sram_ecc_corrected
+        uncorrected = (ecc.mem_ecc_uncorrected or 0) + (ecc.sram_ecc_uncorrected or 0)
+        corrected = (ecc.mem_ecc_corrected or 0) + (ecc.sram_ecc_corrected or 0)
         if uncorrected:
             faults.append(Fault("error", f"ND{ecc.index}: {uncorrected} uncorrected ECC"))
         elif corrected:

@@ -69,7 +69,7 @@ class History:
             group = runtime.engine_counters
             if group is None:
                 continue
-            period = group.period if group.period > 0 else 1.0
+            period = group.period or 1.0
             for core, counters in group.cores.items():
                 if core < cores:
                     engines[core] = [counters.engine_utilization.get(e, np.nan) for e in ENGINES]
@@ -86,7 +86,7 @@ class History:
             values[:, 0:2] = hbm_from_cores
         group = report.system.device_counters
         if group is not None:
-            period = group.period if group.period > 0 else 1.0
+            period = group.period or 1.0
             for dev in group.devices:
                 if dev.index < devices:
                     values[dev.index] = (dev.hbm_read_bytes / period, dev.hbm_write_bytes / period,

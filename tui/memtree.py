@@ -90,7 +90,7 @@ def build_tree(runtimes: Iterable[RuntimeReport], per_device: int) -> tuple[Tree
             merged = core_memory.setdefault(core, {})
             for key, value in breakdown.items():
                 merged[key] = merged.get(key, 0) + value
-        for core, nodes in _models_by_core(used.loaded_models, per_device, in_models).items():
+        for core, nodes in _models_by_core(used.loaded_models or (), per_device, in_models).items():
             models.setdefault(core, []).extend(nodes)
     devices: dict[int, list[TreeNode]] = {}
     for core in sorted(set(core_memory) | set(models)):

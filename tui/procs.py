@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from monitor.report import Report, RuntimeReport
+from monitor.report import K8sInfo, Report, RuntimeReport
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,6 +19,7 @@ class ProcessRow:
     errors: int | None  # execution errors within the period
     latency_p50: float | None  # seconds
     status: str  # "" when healthy, else the runtime's error text
+    pod: str | None = None  # namespace/pod of its cores (neuron_k8s_info), None without it
 
 
 # (key, header, width, right-aligned, priority): narrow terminals drop the lowest priority first;
@@ -28,8 +29,9 @@ COLUMNS = (("pid", "PID", 7, True, 9), ("tag", "TAG", 20, False, 9), ("cores", "
            ("utilization", "NC UTIL", 8, True, 8), ("device_bytes", "DEV MEM", 8, True, 6),
            ("host_bytes", "HOST MEM", 9, True, 2), ("vcpu", "vCPU", 6, True, 3),
            ("executions_per_second", "EXEC/s", 8, True, 5), ("errors", "ERRORS", 7, True, 7),
-           ("latency_p50", "P50 LAT", 8, True, 4), ("status", "STATUS", 0, False, 1))
-SORT_KEYS = tuple(key for key, *_ in COLUMNS if key != "status")
+           ("latency_p50", "P50 LAT", 8, True, 4), ("pod", "POD", 20, False, 6),
+           ("status", "STATUS", 0, False, 1))
+SORT_KEYS = tuple(key for key, *_ in COLUMNS if key not in ("status", "pod"))
 
 
 def highest_first(key: str) -> bool:
@@ -38,7 +40,15 @@ def highest_first(key: str) -> bool:
     return key != "tag"
 
 
-def process_row(runtime: RuntimeReport) -> ProcessRow:
+def pod_text(k8s: K8sInfo | None, cores: tuple[int, ...]) -> str | None:
+    """``namespace/pod`` of the cores (several joined by ","); None when the stream has no k8s info."""
+    if k8s is None:
+        return None
+    names = [f"{p.namespace}/{p.pod}" if p.namespace else (p.pod or "?") for p in k8s.pods_of(cores)]
+    return ",".join(names) if names else "-"
+
+
+def process_row(runtime: RuntimeReport, k8s: K8sInfo | None = None) -> ProcessRow:
     counters = runtime.neuroncore_counters
     cores = tuple(sorted(counters.cores)) if counters else ()
     util = (sum(c.utilization for c in counters.cores.values()) / len(cores)) if cores else None
@@ -46,18 +56,19 @@ def process_row(runtime: RuntimeReport) -> ProcessRow:
     stats = runtime.execution_stats
     rate = errors = p50 = None
     if stats is not None:
-        period = stats.period if stats.period > 0 else 1.0
+        period = stats.period or 1.0
         rate = sum(stats.statuses.values()) / period
         errors = sum(stats.errors.values())
         p50 = stats.total_latency.p50 if stats.total_latency else None
     vcpu = (runtime.vcpu.user + runtime.vcpu.system) if runtime.vcpu else None
     return ProcessRow(runtime.pid, runtime.tag, cores, util, used.device_bytes if used else None,
-                      used.host_bytes if used else None, vcpu, rate, errors, p50, runtime.error)
+                      used.host_bytes if used else None, vcpu, rate, errors, p50, runtime.error,
+                      pod_text(k8s, cores))
 
 
 def matches(row: ProcessRow, query: str) -> bool:
     """``query``: terms separated by commas or spaces, any of which may match. ``pid:N`` is that
-    pid exactly, ``tag:TEXT`` a tag containing TEXT; a bare term matches the pid, tag or status."""
+    pid exactly, ``tag:TEXT`` a tag containing TEXT; a bare term matches the pid, tag, status or pod."""
     for term in query.replace(",", " ").lower().split():
         kind, _, needle = term.partition(":") if ":" in term else ("", "", term)
         if kind == "pid":
@@ -66,7 +77,8 @@ def matches(row: ProcessRow, query: str) -> bool:
         elif kind == "tag":
             if needle in row.tag.lower():
                 return True
-        elif (term in str(row.pid) or term in row.tag.lower() or term in row.status.lower()):
+        elif (term in str(row.pid) or term in row.tag.lower() or term in row.status.lower()
+              or term in (row.pod or "").lower()):
             return True
     return False
 
@@ -74,7 +86,7 @@ def matches(row: ProcessRow, query: str) -> bool:
 def process_rows(report: Report, sort_key: str = "pid", reverse: bool = False,
                  query: str = "") -> list[ProcessRow]:
     """Rows matching ``query`` (see ``matches``), sorted; missing values last."""
-    rows = [process_row(r) for r in report.runtimes]
+    rows = [process_row(r, report.k8s) for r in report.runtimes]
     if query:
         rows = [r for r in rows if matches(r, query)]
     present = [r for r in rows if getattr(r, sort_key) is not None]

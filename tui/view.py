@@ -49,14 +49,14 @@ def tab_cores(report: Report, tab: str) -> tuple[int, ...]:
 def instance_stopped(report: Report) -> bool:
     """A report of no instance at all: no runtime, no device, no instance id (what a collector
     reads once the instance it watched has stopped)."""
-    return (not report.runtimes and report.hardware.device_count == 0
+    return (not report.runtimes and not report.hardware.device_count
             and not report.instance.id)
 
 
 def core_layout(report: Report) -> tuple[int, int]:
     """(devices, logical cores per device); inferred from the cores seen when hardware info is empty."""
     hw = report.hardware
-    if hw.device_count > 0 and hw.cores_per_device > 0:
+    if hw.device_count and hw.cores_per_device:
         return hw.device_count, hw.cores_per_device
     per_device = hw.cores_per_device or 2
     highest = max((c for r in report.runtimes if r.neuroncore_counters
@@ -71,7 +71,7 @@ class CoreGrid:
     devices: int
     cores_per_device: int
     utilization: np.ndarray  # ratio per core
-    flops: np.ndarray  # FLOP/s per core
+    flops: np.ndarray  # FLOP/s per core; NaN for a core in use whose stream has no flops (inf1)
     in_use: np.ndarray  # bool per core: some selected runtime reported it
     own_cores_only: bool = False  # an app tab: the average is over that app's cores, not the host's
 
@@ -87,11 +87,15 @@ class CoreGrid:
     @property
     def flops_top(self) -> float:
         """The TFLOPs bars' full scale: the busiest core shown (streams carry no peak figure)."""
-        return float(self.flops.max()) if self.flops.size else 0.0
+        known = self.flops[~np.isnan(self.flops)]
+        return float(known.max()) if known.size else 0.0
 
     @property
-    def total_flops(self) -> float:
-        return float(self.flops.sum())
+    def total_flops(self) -> float | None:
+        known = self.flops[self.in_use & ~np.isnan(self.flops)]
+        if self.in_use.any() and not known.size:
+            return None  # cores report, none with flops: the stream has none
+        return float(known.sum())
 
 
 def core_grid(report: Report, runtimes: Iterable[RuntimeReport], own_cores_only: bool = False
@@ -100,6 +104,7 @@ def core_grid(report: Report, runtimes: Iterable[RuntimeReport], own_cores_only:
     devices, per_device = core_layout(report)
     count = devices * per_device
     util, flops, in_use = np.zeros(count), np.zeros(count), np.zeros(count, dtype=bool)
+    known = np.zeros(count, dtype=bool)
     for runtime in runtimes:
         counters = runtime.neuroncore_counters
         if counters is None:
@@ -108,9 +113,12 @@ def core_grid(report: Report, runtimes: Iterable[RuntimeReport], own_cores_only:
             if 0 <= core < count:
                 # Two runtimes never share a core in practice; if they do, their shares add up.
                 util[core] += values.utilization
-                flops[core] += values.flops
+                if values.flops is not None:
+                    flops[core] += values.flops
+                    known[core] = True
                 in_use[core] = True
     np.clip(util, 0.0, 1.0, out=util)
+    flops[in_use & ~known] = np.nan  # reported cores whose stream has no flops: N/A, not 0
     return CoreGrid(report.hardware.core_version or "", devices, per_device, util, flops, in_use,
                     own_cores_only)
 
@@ -161,8 +169,9 @@ class MemorySummary:
 
 
 def memory_summary(runtimes: Iterable[RuntimeReport]) -> MemorySummary:
-    host = dict.fromkeys((k for k, _ in HOST_CATEGORIES), 0)
-    device = dict.fromkeys((k for k, _ in DEVICE_CATEGORIES), 0)
+    # Only categories some runtime reports are keys: an absent one reads N/A, not 0.
+    host: dict[str, int] = {}
+    device: dict[str, int] = {}
     host_total = device_total = 0
     reported = False
     for runtime in runtimes:
@@ -172,7 +181,7 @@ def memory_summary(runtimes: Iterable[RuntimeReport]) -> MemorySummary:
         reported = True
         host_total += used.host_bytes
         device_total += used.device_bytes
-        for key, value in used.host_breakdown.items():
+        for key, value in (used.host_breakdown or {}).items():
             host[key] = host.get(key, 0) + value
         for breakdown in used.core_breakdown.values():
             for key, value in breakdown.items():

@@ -7,6 +7,8 @@ from textual.geometry import Size
 from textual.strip import Strip
 from textual.widget import Widget
 
+from monitor.errors import one_line
+
 
 class LineWidget(Widget):
     """Subclasses implement ``build_lines(width)``; ``invalidate()`` after changing attributes."""
@@ -79,5 +81,6 @@ class LineWidget(Widget):
 
 
 def strip(parts: list[tuple[str, Style | None]]) -> Strip:
-    """A Strip from (text, style) pairs."""
-    return Strip([Segment(text, style) for text, style in parts if text])
+    """A Strip from (text, style) pairs. Text from the stream (tags, errors) may hold control
+    characters: they are escaped here, so none reaches the terminal."""
+    return Strip([Segment(one_line(text), style) for text, style in parts if text])

@@ -70,7 +70,8 @@ class CoreGridView(LineWidget, can_focus=True):
             return "NeuronCore Utilization (waiting for the first report)"
         version = f"NeuronCore {grid.core_version} " if grid.core_version else "NeuronCore "
         if self.show_flops:
-            return (f"{version}TFLOPs (Total: {grid.total_flops / 1e12:.2f}; "
+            total = grid.total_flops
+            return (f"{version}TFLOPs (Total: {'N/A' if total is None else f'{total / 1e12:.2f}'}; "
                     f"full bar: busiest core, {tflops(grid.flops_top)})")
         if grid.own_cores_only:
             cores = grid.cores_counted
@@ -123,7 +124,9 @@ class CoreGridView(LineWidget, can_focus=True):
         util = float(grid.utilization[core])
         if self.show_flops:  # the bar shows the figure printed beside it, not utilization
             flops, top = float(grid.flops[core]), grid.flops_top
-            ratio, value = (flops / top if top > 0 else 0.0), tflops(flops)
+            known = flops == flops  # NaN: the stream has no flops for this core (N/A, not 0)
+            ratio = flops / top if known and top > 0 else 0.0
+            value = tflops(flops if known else None)
         else:
             ratio, value = util, percent(util)
         number = f"[{value:>7}]"

@@ -169,9 +169,9 @@ class MemorySummaryView(LineWidget):
         if s is None or not s.reported:
             return [strip([("no memory_used group in this stream", label)])]
         host = [("Total", human_bytes(s.host_total))]
-        host += [(name, human_bytes(s.host.get(key, 0))) for key, name in HOST_CATEGORIES]
+        host += [(name, human_bytes(s.host.get(key))) for key, name in HOST_CATEGORIES]
         device = [("Total", human_bytes(s.device_total))]
-        device += [(name, human_bytes(s.device.get(key, 0))) for key, name in DEVICE_CATEGORIES]
+        device += [(name, human_bytes(s.device.get(key))) for key, name in DEVICE_CATEGORIES]
         return (_pairs_to_lines("Host Used Memory", host, width, 20, head, label)
                 + _pairs_to_lines("Device Used Memory", device, width, 20, head, label))
 

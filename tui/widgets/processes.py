@@ -90,8 +90,9 @@ class ProcessTable(LineWidget, can_focus=True):
 
     def _columns(self, width: int) -> list[tuple[tuple, int]]:
         """The columns that fit ``width``, dropping the lowest priority first, with their widths;
-        in the tree the tag column grows by the deepest branch drawing."""
-        kept = list(COLUMNS)
+        the pod column only when the stream has Kubernetes info; in the tree the tag column grows by
+        the deepest branch drawing."""
+        kept = [c for c in COLUMNS if c[0] != "pod" or any(r.pod is not None for r in self.rows)]
         if self.parents_tree:
             grow = max((len(line.prefix) for line in self.parents_tree if line.row), default=0)
             kept = [(c[0], c[1], c[2] + grow, *c[3:]) if c[0] == "tag" else c for c in kept]

@@ -1,0 +1,58 @@
+"""What neuron-top says about its input: why nothing is shown, what the stream lacks, how it
+ended, and the exit status that follows (non-zero when the input had no valid report, failed,
+or was a live neuron-monitor stream that ended: neuron-monitor itself never stops).
+
+Plain functions of the source's state, shared by the screen (tui/app.py) and ``-1``/``--json``
+(tui/cli.py). Text from the stream is escaped: no control sequence reaches the terminal.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from monitor.coverage import stream_gaps
+from monitor.errors import one_line
+from monitor.report import Report
+from monitor.sources import Source
+from tui.faults import Fault, report_faults
+
+__all__ = ["stream_faults", "source_status", "exit_status"]
+
+
+def stream_faults(report: Report | None, vanished: dict[int, str] | None,
+                  rejections: list[str]) -> tuple[Fault, ...]:
+    """The banner's fault lines: the report's faults and gaps, or (before any valid report)
+    the first rejected lines' reasons."""
+    if report is None:
+        return tuple(Fault("error", one_line(r)) for r in rejections[:3])
+    faults = tuple(Fault(f.severity, one_line(f.text)) for f in report_faults(report, vanished))
+    gaps = stream_gaps(report)
+    if gaps:
+        faults += (Fault("warning", one_line(gaps.summary())),)
+    return faults
+
+
+def source_status(source: Source, ended, have_report: bool,
+                  clock_text: Callable[[float], str]) -> str:
+    """The status line while no report is shown, or once the source ended ("" when fine)."""
+    bad = sum(source.malformed.values())
+    rejected = f" ({bad} line{'s' if bad != 1 else ''} rejected)" if bad else ""
+    if ended is None:
+        return f"no valid report yet from {source.label}{rejected}" if bad else ""
+    at = clock_text(ended.ended_at)
+    if ended.error:
+        return f"source failed at {at}: {one_line(ended.error)}"
+    if not have_report:
+        return f"source ended at {at} without a single valid report{rejected}"
+    if source.live:
+        return f"source ended at {at} (the neuron-monitor stream stopped); showing the last report"
+    return f"source ended at {at}; showing the last report"
+
+
+def exit_status(ended, reports_seen: int, live: bool) -> int:
+    """0 unless the input ended badly: no valid report, a read failure, or a live stream that
+    stopped (its neuron-monitor died). Quitting while the input still flows is 0."""
+    if ended is None:
+        return 0
+    if ended.error or reports_seen == 0 or live:
+        return 1
+    return 0
