@@ -6,13 +6,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from monitor.report import Report, RuntimeReport
-from tui.history import ENGINES, History
+from monitor.vocab import ENGINE_LABELS, ENGINES
+from tui.history import History
 from tui.procs import ProcessRow, process_row
 from tui.view import DEVICE_CATEGORIES, HOST_CATEGORIES, host_vcpu_count
-
-ENGINE_LABELS = {"tensor": "Tensor", "vector": "Vector", "scalar": "Scalar", "gpsimd": "GpSimd",
-                 "dma": "DMA"}
-
 
 @dataclass(frozen=True, slots=True)
 class ProcessDetail:
@@ -52,20 +49,20 @@ def process_detail(report: Report, pid: int, history: History) -> ProcessDetail 
         for breakdown in used.core_breakdown.values():
             for key, value in breakdown.items():
                 device[key] = device.get(key, 0) + value
-        for model in used.loaded_models:
+        for model in used.loaded_models or ():
             models.append((model.name, model.model_id,
-                           sum(s.device_bytes for s in model.subgraphs.values())))
+                           sum(s.device_bytes or 0 for s in model.subgraphs.values())))
     stats = runtime.execution_stats
     latency = stats.total_latency if stats else None
     return ProcessDetail(
         row, cores, tuple(graphs),
         tuple((label, device.get(key, 0)) for key, label in DEVICE_CATEGORIES),
-        tuple((label, used.host_breakdown.get(key, 0)) for key, label in HOST_CATEGORIES) if used
-        else (),
+        tuple((label, used.host_breakdown.get(key, 0)) for key, label in HOST_CATEGORIES)
+        if used and used.host_breakdown is not None else (),
         tuple(models),
         tuple(sorted(stats.statuses.items())) if stats else (),
         tuple(sorted(stats.errors.items())) if stats else (),
-        tuple((name, getattr(latency, name)) for name in ("p0", "p50", "p99", "p100")) if latency
-        else (),
-        stats.period if stats else 0.0,
+        tuple((name, value) for name in ("p0", "p50", "p99", "p100")
+              if (value := getattr(latency, name)) is not None) if latency else (),
+        (stats.period or 0.0) if stats else 0.0,
         host_vcpu_count(report))
