@@ -29,7 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "train_ddp.py"
 CLI = [sys.executable, "-m", "profiler.cli"]
 # --standalone: a free rendezvous port, so captures running side by side do not collide
-TORCHRUN = ["torchrun", "--standalone", "--nproc-per-node", "2"]
+# torchrun of this environment (the one its shebang names runs the workers)
+TORCHRUN = [str(Path(sys.executable).parent / "torchrun"), "--standalone", "--nproc-per-node", "2"]
 
 
 def capture_cmd(out: Path, *script_args: str, extra: tuple[str, ...] = ()) -> list[str]:
@@ -189,13 +190,15 @@ def test_part_file_round_trip(tmp_path):
 def test_rank_that_wrote_nothing_is_left_out_with_a_note(tmp_path, capsys):
     import argparse
     import threading
+    from profiler.capture.child_process import CaptureFolder
     from profiler.capture.torchrun_launch import _write_profile
-    save_part(tmp_path, RankPart(0, 0, 2, os.getpid(), 0, threading.get_ident(), _recording()))
-    (tmp_path / "rank-00001.npz").write_bytes(b"not a part")
+    work = CaptureFolder(tmp_path)
+    save_part(work.parts, RankPart(0, 0, 2, os.getpid(), 0, threading.get_ident(), _recording()))
+    (work.parts / "rank-00001.npz").write_bytes(b"not a part")
     cmd = parse_torchrun([*TORCHRUN, str(EXAMPLE)])
     out = tmp_path / "one.nsprof"
     args = argparse.Namespace(auto_cast="matmult", detail_steps=4, session_file=str(out))
-    code = _write_profile(cmd, str(tmp_path), instance("trn2.48xlarge"), args, "torchrun ...", 7)
+    code = _write_profile(cmd, work, instance("trn2.48xlarge"), args, "torchrun ...", 7, None)
     assert code == 7
     err = capsys.readouterr().err.splitlines()
     assert any("rank-00001.npz" in line and "left out" in line for line in err)
