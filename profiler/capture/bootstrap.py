@@ -31,6 +31,23 @@ CHILD_FILES = (
     "profiler/capture/script_child.py",
     "profiler/capture/torchrun_worker.py",
 )
+ENTRY = "neuronscope_record.py"
+# Started as a script file, so the bootstrap folder, not the working directory, is first on the
+# path while the recorder loads (`python -m` would put the working directory first); it then
+# leaves sys.path[0] for the target, as `python SCRIPT` or `python -m MODULE` would set it.
+ENTRY_TEXT = '''"""A recording child of `neuron-profile capture`: `--worker` for a torchrun worker."""
+import sys
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--worker"]:
+        from profiler.capture.torchrun_worker import worker_main as main
+        args = sys.argv[2:]
+    else:
+        from profiler.capture.script_child import child_main as main
+        args = sys.argv[1:]
+    del sys.path[0]                 # this folder; it stays on PYTHONPATH for what loads later
+    sys.exit(main(args))
+'''
 STUBS = {
     "device_model/__init__.py": '"""The part of the chip model a recording child needs: the atomic writer."""\n',
     "profiler/__init__.py": '"""The part of neuron-profile a recording child needs."""\n',
@@ -39,7 +56,7 @@ STUBS = {
 
 def make_bootstrap(folder: str | Path) -> Path:
     """Copy the child's modules into `folder` (a private folder of this capture's) and return
-    it, for the front of the child's PYTHONPATH."""
+    it, for the front of the child's PYTHONPATH; the child runs `folder/ENTRY`."""
     folder = Path(folder)
     for rel in CHILD_FILES:
         target = folder / rel
@@ -47,4 +64,5 @@ def make_bootstrap(folder: str | Path) -> Path:
         shutil.copyfile(ROOT / rel, target)
     for rel, text in STUBS.items():
         (folder / rel).write_text(text)
+    (folder / ENTRY).write_text(ENTRY_TEXT)
     return folder

@@ -2,8 +2,8 @@
 recorder and, whatever way the script ends, leaves its recording as a part file for the capture
 to map and write.
 
-Started as `PYTHON -m profiler.capture.script_child TASK -- SCRIPT ARGS` with the interpreter
-the user named, TASK being a `ScriptTask` as JSON. It imports only what bootstrap.CHILD_FILES
+Started as `PYTHON BOOT/neuronscope_record.py TASK -- SCRIPT ARGS` (bootstrap.py) with the
+interpreter the user named, TASK being a `ScriptTask` as JSON. It imports only what bootstrap.CHILD_FILES
 copies (standard library, numpy, torch), so the script's own environment needs no neuronscope.
 The first SIGINT, SIGTERM or SIGHUP stops the script (as a KeyboardInterrupt in it); later ones
 are ignored while the part is written, and the exit code is then 128 + that signal.
@@ -79,6 +79,7 @@ def run_target(kind: str, target: str, args: list[str]) -> int:
         if stopped_by():               # stopped while the recorder started: run nothing
             raise KeyboardInterrupt
         if kind == "module":
+            sys.path.insert(0, os.getcwd())           # as `python -m MODULE` has it
             runpy.run_module(target, run_name="__main__", alter_sys=True)
         else:
             sys.path.insert(0, str(Path(target).resolve().parent))

@@ -1,7 +1,7 @@
 """`neuron-profile capture -- PYTHON SCRIPT ARGS`: run a PyTorch script for real under the
 recorder, in a child process of the interpreter the user named, and write its profile.
 
-The child (`PYTHON -m profiler.capture.script_child TASK -- SCRIPT ARGS`,
+The child (`PYTHON BOOT/neuronscope_record.py TASK -- SCRIPT ARGS`, which runs
 profiler/capture/script_child.py) imports only the recording modules, copied into the capture's
 private folder (bootstrap.py), so the script's own virtualenv needs no neuronscope. It runs the
 script with `runpy` as `__main__` and, whatever way the script ends (return, sys.exit, an
@@ -22,9 +22,6 @@ from .child_process import CaptureFolder, child_env, run_child
 from .interpreter import looks_like_python, resolve_program
 from .options import CaptureOptions, ScriptTask
 from .output import check_destination, save_or_keep
-
-CHILD_MODULE = "profiler.capture.script_child"
-
 
 def parse_command(command: list[str]) -> tuple[str, str, str, list[str]]:
     """(interpreter, 'path'|'module', target, args) from `PYTHON SCRIPT ARGS`, `PYTHON -m MODULE
@@ -59,12 +56,13 @@ def capture_script(command: list[str], inst, options: CaptureOptions) -> int:
         return capture_torchrun(command, inst, options)
     interpreter, kind, target, script_args = parse_command(command)
     check_destination(options.session_file)
-    from .bootstrap import make_bootstrap
+    from .bootstrap import ENTRY, make_bootstrap
     with CaptureFolder.create() as work:
         task = ScriptTask(options=options, kind=kind, target=target, command=" ".join(command),
                           instance=inst.spec.name, lnc=inst.lnc, parts=str(work.parts))
-        child = [interpreter, "-m", CHILD_MODULE, task.to_json(), "--", target, *script_args]
-        code, signum = run_child(child, child_env(make_bootstrap(work.boot)))
+        boot = make_bootstrap(work.boot)
+        child = [interpreter, str(boot / ENTRY), task.to_json(), "--", target, *script_args]
+        code, signum = run_child(child, child_env(boot))
         stopped = 128 + signum if signum else None
         return _write_profile(task, inst, work, code, stopped)
 

@@ -2,7 +2,7 @@
 recorded for real, and the ranks merged into one profile.
 
 The command (also `python -m torch.distributed.run ...`) is read with torchrun's own parser and
-run as `PYTHON -m torch.distributed.run OPTIONS -m profiler.capture.torchrun_worker SCRIPT ARGS`,
+run as `PYTHON -m torch.distributed.run OPTIONS BOOT/neuronscope_record.py --worker SCRIPT ARGS`,
 PYTHON being torchrun's own interpreter (its script's shebang, or the Python named before `-m
 torch.distributed.run`), with the recording modules on its path from the capture's private
 folder (bootstrap.py), so each worker records itself (profiler/capture/torchrun_worker.py) and
@@ -31,7 +31,6 @@ from .options import CaptureOptions, ScriptTask
 from .output import check_destination, save_or_keep
 
 LAUNCHER_MODULE = "torch.distributed.run"
-WORKER_MODULE = "profiler.capture.torchrun_worker"
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,10 +113,12 @@ def capture_torchrun(command: list[str], inst, options: CaptureOptions) -> int:
         raise ProfilerUsageError("--dp is for single-process scripts; under torchrun the ranks are its workers")
     interpreter = interpreter_of(command)
     check_destination(options.session_file)
-    from .bootstrap import make_bootstrap
+    from .bootstrap import ENTRY, make_bootstrap
     with CaptureFolder.create() as work:
         task = ScriptTask(options=options, kind=cmd.kind, target=cmd.target, parts=str(work.parts))
-        launch = [interpreter, "-m", LAUNCHER_MODULE, *cmd.options, "-m", WORKER_MODULE, cmd.target, *cmd.args]
+        boot = make_bootstrap(work.boot)
+        launch = [interpreter, "-m", LAUNCHER_MODULE, *cmd.options, str(boot / ENTRY), "--worker", cmd.target,
+                  *cmd.args]
         # torchrun in a session of its own: a Ctrl-C (or SIGTERM, SIGHUP) reaches it once, passed
         # on by run_child, and it stops its workers, each in a session of its own, and waits for
         # them to write their parts

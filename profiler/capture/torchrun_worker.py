@@ -1,6 +1,6 @@
 """One torchrun worker under `neuron-profile capture -- torchrun ...`.
 
-torchrun starts every worker as `python -m profiler.capture.torchrun_worker SCRIPT ARGS` (its own `-m`);
+torchrun starts every worker as `python BOOT/neuronscope_record.py --worker SCRIPT ARGS`;
 the capture's task (a `ScriptTask` as JSON) comes in $NEURONSCOPE_RANK_CAPTURE. A worker records
 itself like the single-process child (profiler/capture/script_child.py) and, whatever way the
 script ends (return, exit, an exception, SIGINT, SIGHUP, or the SIGTERM torchrun sends the other
