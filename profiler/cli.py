@@ -116,7 +116,7 @@ def cmd_capture(args, script: list[str]) -> int:
 
 def _capture_builtin(args) -> int:
     """A built-in run; the first Ctrl-C (or SIGTERM, SIGHUP) stops it after the execution being
-    simulated and keeps what was simulated (exit 128 + the signal), a second one aborts."""
+    placed and keeps the executions done (exit 128 + the signal), a second one aborts."""
     import signal
     from device_model.workloads import Placement
     from . import console
@@ -132,13 +132,13 @@ def _capture_builtin(args) -> int:
         if stopped:
             raise KeyboardInterrupt
         stopped.append(signum)
-        console.note(f"{signal.Signals(signum).name}: stopping after this execution and keeping what "
-                     "was simulated (again to abort)")
+        console.note(f"{signal.Signals(signum).name}: stopping after this execution, keeping those "
+                     "simulated (again to abort)")
 
     signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
     previous = {sig: signal.signal(sig, stop) for sig in signals}
     try:
-        with progress_bar(args.progress, args.num_exec, "capturing") as tick:
+        with progress_bar(args.progress, 0, "capturing") as tick:      # the total comes with the first tick
             profile = capture_workload(args.workload, inst, placement, num_exec=args.num_exec,
                                        nth_exec=args.profile_nth_exec, ranks=args.ranks, progress=tick,
                                        stop=lambda: bool(stopped))

@@ -75,21 +75,15 @@ def _segments(rp: RankPlan, warm: Program | None, step: int, runs: RunCache) -> 
 
 
 def _step_spans(plans: tuple[RankPlan, ...], warm: list[Program | None], runs: RunCache, num_exec: int,
-                overhead: float, progress: Progress | None = None, stop=None) -> list[tuple[float, float]]:
+                overhead: float) -> list[tuple[float, float]]:
     """(start, device time) of every step: the slowest stage's step time (captured or not), and
-    each step starts when the previous one ended on every rank. This is where the steps are
-    simulated, so `progress(done, num_exec)` is told here, and `stop()` ends the run early
-    (fewer spans) after the step being simulated."""
+    each step starts when the previous one ended on every rank."""
     spans, start = [], 0.0
     for step in range(1, num_exec + 1):
-        if stop is not None and stop():
-            break
         longest = max(max(rp.job_step, sum(idle + runs.wall(prog) for prog, idle in _segments(rp, w, step, runs)))
                       for rp, w in zip(plans, warm))
         spans.append((start, longest))
         start += overhead + longest
-        if progress:
-            progress(step, num_exec)
     return spans
 
 
@@ -120,9 +114,10 @@ def capture_workload(spec: str, inst: Instance, placement: Placement = Placement
                      num_exec: int = 1, nth_exec: int = 1, ranks: str | None = None,
                      progress: Progress | None = None, stop=None) -> Profile:
     """`ranks`: `stages` (default: one rank per pipeline stage), `first`, `last` or stage
-    numbers like `0,3`. `progress(done, num_exec)` is told of each execution simulated;
-    `stop()`, asked before each, ends the run there: the profile then holds the executions
-    simulated so far (KeyboardInterrupt when there are none)."""
+    numbers like `0,3`. `progress(done, total)` is told of each rank's execution placed (first
+    with done=0, so a bar shows the right total from the start); `stop()`, asked after each
+    execution of the first rank, ends the run there: every rank then holds that many executions
+    (at least one) and the profile's `num_exec` says how many."""
     if num_exec < 1 or nth_exec < 1:
         raise SpecError("--num-exec and --profile-nth-exec must be positive")
     if nth_exec > num_exec:
@@ -136,18 +131,25 @@ def capture_workload(spec: str, inst: Instance, placement: Placement = Placement
                              num_exec=num_exec, profile_nth_exec=nth_exec, ranks_option=ranks or "stages")
     overhead = inst.costs.exec_overhead_s
     warm = [warmup_program(rp.plan.segments[0][0]) for rp in plans]
-    if progress:
-        progress(0, num_exec)
-    spans = _step_spans(plans, warm, runs, num_exec, overhead, progress, stop)
-    if not spans:
-        raise KeyboardInterrupt
+    spans = _step_spans(plans, warm, runs, num_exec, overhead)
     cores = inst.device.logical_cores(inst.lnc) * inst.spec.devices
-    for rp, rank_warm in zip(plans, warm):       # every program is simulated (cached) by now
+    steps, done = num_exec, 0
+    if progress:
+        progress(0, steps * len(plans))
+    for k, (rp, rank_warm) in enumerate(zip(plans, warm)):
         builder.begin_rank(rp.rank, stage=rp.stage, stages=rp.stages, core=rp.rank % cores,
                            node=rp.rank // cores, description=rp.plan.description)
-        for step in range(1, len(spans) + 1):
+        for step in range(1, steps + 1):
             _add_step(builder, runs, _segments(rp, rank_warm, step, runs), step, spans[step - 1],
                       step % nth_exec == 0, overhead)
-    if len(spans) < num_exec:                    # stopped early: say what the profile holds
-        return builder.build(num_exec=len(spans), num_exec_requested=num_exec)
+            done += 1
+            stopping = k == 0 and step < steps and stop is not None and stop()
+            if stopping:
+                steps = step         # the other ranks get as many executions
+            if progress:
+                progress(done, steps * len(plans))
+            if stopping:
+                break
+    if steps < num_exec:                         # stopped early: say what the profile holds
+        return builder.build(num_exec=steps, num_exec_requested=num_exec)
     return builder.build()
