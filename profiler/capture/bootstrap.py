@@ -36,16 +36,19 @@ ENTRY = "neuronscope_record.py"
 # path while the recorder loads (`python -m` would put the working directory first); it then
 # leaves sys.path[0] for the target, as `python SCRIPT` or `python -m MODULE` would set it.
 ENTRY_TEXT = '''"""A recording child of `neuron-profile capture`: `--worker` for a torchrun worker."""
+import os
 import sys
 
 if __name__ == "__main__":
+    here = os.path.dirname(os.path.abspath(__file__))
     if sys.argv[1:2] == ["--worker"]:
         from profiler.capture.torchrun_worker import worker_main as main
         args = sys.argv[2:]
     else:
         from profiler.capture.script_child import child_main as main
         args = sys.argv[1:]
-    del sys.path[0]                 # this folder; it stays on PYTHONPATH for what loads later
+    if [os.path.abspath(p) for p in sys.path[:1]] == [here] and here in sys.path[1:]:
+        del sys.path[0]             # this folder as the script's; it stays on PYTHONPATH
     sys.exit(main(args))
 '''
 STUBS = {

@@ -36,7 +36,7 @@ LAUNCHER_MODULE = "torch.distributed.run"
 @dataclass(frozen=True, slots=True)
 class TorchrunCommand:
     options: tuple[str, ...]      # torchrun's own options as given, less -m/--module
-    kind: str                     # "path" or "module", like script.parse_command's
+    kind: str                     # "path" or "module", like script_launch.parse_command's
     target: str
     args: tuple[str, ...]
     local_world: int              # workers torchrun starts on this machine
@@ -122,7 +122,7 @@ def capture_torchrun(command: list[str], inst, options: CaptureOptions) -> int:
         # torchrun in a session of its own: a Ctrl-C (or SIGTERM, SIGHUP) reaches it once, passed
         # on by run_child, and it stops its workers, each in a session of its own, and waits for
         # them to write their parts
-        code, signum = run_child(launch, child_env(make_bootstrap(work.boot), **{ENV: task.to_json()}),
+        code, signum = run_child(launch, child_env(boot, **{ENV: task.to_json()}),
                                  new_session=True)
         return _write_profile(cmd, work, inst, options, " ".join(command), code, signum)
 
