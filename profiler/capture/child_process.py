@@ -110,3 +110,28 @@ def _send(proc: subprocess.Popen, signum: int) -> None:
 
 def _exit_code(rc: int) -> int:
     return 128 - rc if rc < 0 else rc
+
+
+class Interrupted(Exception):
+    """A stop signal arrived while the capture mapped or wrote a recording."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class stop_signals_raise:
+    """While the block runs, SIGINT, SIGTERM and SIGHUP raise Interrupted (the first; later ones
+    are ignored), so the caller can keep the recording instead of dying with it."""
+
+    def __enter__(self) -> "stop_signals_raise":
+        def handler(signum, frame):
+            for sig in STOP_SIGNALS:
+                signal.signal(sig, signal.SIG_IGN)
+            raise Interrupted(signum)
+        self.previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)

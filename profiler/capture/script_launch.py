@@ -18,7 +18,7 @@ from pathlib import Path
 
 from .. import console
 from ..errors import ProfilerUsageError
-from .child_process import CaptureFolder, child_env, run_child
+from .child_process import CaptureFolder, Interrupted, child_env, run_child, stop_signals_raise
 from .interpreter import looks_like_python, resolve_program
 from .options import CaptureOptions, ScriptTask
 from .output import check_destination, save_or_keep
@@ -81,19 +81,24 @@ def _write_profile(task: ScriptTask, inst, work: CaptureFolder, code: int, stopp
             console.error(f"the script's process wrote no recording (exit code {code}); no profile written")
         return final or 2
     try:
-        part = load_part(path)
-        world = part.world_size or options.dp or 1
-        group = place_ranks(inst, world) if world > 1 else None
-        with progress_bar(options.progress, 0, f"simulating steps on {inst.spec.name}") as tick:
-            profile = recording_to_profile(part.recording, inst, auto_cast=options.auto_cast,
-                                           detail_steps=options.detail_steps, command=task.command,
-                                           group=group, meta={"world_size": world}, progress=tick,
-                                           host_pid=part.pid, main_thread=part.main_thread)
+        with stop_signals_raise():
+            part = load_part(path)
+            world = part.world_size or options.dp or 1
+            group = place_ranks(inst, world) if world > 1 else None
+            with progress_bar(options.progress, 0, f"simulating steps on {inst.spec.name}") as tick:
+                profile = recording_to_profile(part.recording, inst, auto_cast=options.auto_cast,
+                                               detail_steps=options.detail_steps, command=task.command,
+                                               group=group, meta={"world_size": world}, progress=tick,
+                                               host_pid=part.pid, main_thread=part.main_thread)
+            written = save_or_keep(profile, options.session_file, work)
+    except Interrupted as e:
+        work.keep()
+        console.error(f"{e} while simulating the recording; it is kept in {work.parts}")
+        return stopped or 128 + e.signum
     except (SpecError, ValueError) as e:
         work.keep()
         console.error(f"{e}; the recording is kept in {work.parts}")
         return final or 2
-    written = save_or_keep(profile, options.session_file, work)
     if written is None:
         console.note(f"script exit code {code}")
         return final or 1

@@ -25,7 +25,7 @@ from device_model.errors import SpecError
 
 from .. import console
 from ..errors import ProfilerUsageError
-from .child_process import CaptureFolder, child_env, run_child
+from .child_process import CaptureFolder, Interrupted, child_env, run_child, stop_signals_raise
 from .interpreter import resolve_program, torchrun_interpreter
 from .options import CaptureOptions, ScriptTask
 from .output import check_destination, save_or_keep
@@ -146,13 +146,18 @@ def _write_profile(cmd: TorchrunCommand, work: CaptureFolder, inst, options: Cap
         console.error("no worker wrote a recording; no profile written")
         return final or 2
     try:
-        profile = parts_to_profile(parts, inst, auto_cast=options.auto_cast,
-                                   detail_steps=options.detail_steps, command=command)
+        with stop_signals_raise():
+            profile = parts_to_profile(parts, inst, auto_cast=options.auto_cast,
+                                       detail_steps=options.detail_steps, command=command)
+            path = save_or_keep(profile, options.session_file, work)
+    except Interrupted as e:
+        work.keep()
+        console.error(f"{e} while simulating the recordings; they are kept in {work.parts}")
+        return (128 + signum if signum else 128 + e.signum)
     except (SpecError, ValueError) as e:
         work.keep()
         console.error(f"{e}; the recordings are kept in {work.parts}")
         return final or 2
-    path = save_or_keep(profile, options.session_file, work)
     if path is None:
         console.note(f"torchrun exit code {code}")
         return final or 1
