@@ -9,6 +9,7 @@ whether the descriptor stays open afterwards (a memory-mapped counter file).
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -67,3 +68,39 @@ def current_umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+class UnsafeDirError(ValueError):
+    """A directory that must be private (this user's, mode 0700) is not, or cannot be made so."""
+
+
+def private_dir(path: str | os.PathLike, what: str = "directory", *, create: bool = True) -> Path:
+    """`path`, created 0700 if absent (with `create`), after checking that it is a real directory
+    (not a symlink) owned by this user with no group or other permissions; UnsafeDirError (one
+    line naming `what` and the path) otherwise. Code and data are only loaded from such places."""
+    path = Path(path)
+    try:
+        if create:
+            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = path.lstat()
+    except OSError as e:
+        raise UnsafeDirError(f"{what} {str(path)!r} is unusable: {e.strerror}") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise UnsafeDirError(f"{what} {str(path)!r} is not a directory")
+    if st.st_uid != os.getuid():
+        raise UnsafeDirError(f"{what} {str(path)!r} is owned by uid {st.st_uid}, not {os.getuid()}")
+    if st.st_mode & 0o077:
+        raise UnsafeDirError(f"{what} {str(path)!r} has mode {stat.S_IMODE(st.st_mode):04o}; "
+                             f"allowed: 0700 (chmod 700 it)")
+    return path
+
+
+def private_file_problem(st: os.stat_result) -> str | None:
+    """Why a file with this status is not one this user alone could have written, or None."""
+    if not stat.S_ISREG(st.st_mode):
+        return "is not a regular file"
+    if st.st_uid != os.getuid():
+        return f"is owned by uid {st.st_uid}, not {os.getuid()}"
+    if st.st_mode & 0o022:
+        return f"is writable by others (mode {stat.S_IMODE(st.st_mode):04o})"
+    return None

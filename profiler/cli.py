@@ -104,7 +104,6 @@ def _instance(args):
 
 
 def cmd_capture(args, script: list[str]) -> int:
-    inst = _instance(args)
     if script and args.workload:
         raise ProfilerUsageError("give either --workload or a script after --, not both")
     script_ranks = None
@@ -118,23 +117,51 @@ def cmd_capture(args, script: list[str]) -> int:
         raise ProfilerUsageError("--steps applies to scripts; built-in runs take --num-exec/--profile-nth-exec")
     if script:
         from .capture.script_launch import capture_script
-        code = capture_script(script, inst, _capture_options(args))
+        code = capture_script(script, _instance(args), _capture_options(args))
         if script_ranks is not None:
             _keep_ranks(Path(args.session_file), script_ranks)
         return code
     if not args.workload:
         raise ProfilerUsageError("nothing to capture: give --workload SPEC or `-- python script.py ...`")
+    return _capture_builtin(args)
+
+
+def _capture_builtin(args) -> int:
+    """A built-in run; the first Ctrl-C (or SIGTERM, SIGHUP) stops it after the execution being
+    placed and keeps the executions done (exit 128 + the signal), a second one aborts."""
+    import signal
     from device_model.workloads import Placement
+    from . import console
     from .capture.builtin import capture_workload
-    from .model.fileformat import save
+    from .capture.output import check_destination, save_or_keep
     from .progress import progress_bar
+    check_destination(args.session_file)
+    inst = _instance(args)
     placement = Placement(cores=args.cores, nodes=args.nodes, tp=args.tp, pp=args.pp, dp=args.dp)
-    with progress_bar(args.progress, args.num_exec, "capturing") as tick:
-        profile = capture_workload(args.workload, inst, placement, num_exec=args.num_exec,
-                                   nth_exec=args.profile_nth_exec, ranks=args.ranks, progress=tick)
-    path = save(profile, args.session_file)
+    stopped: list[int] = []
+
+    def stop(signum, frame) -> None:
+        if stopped:
+            raise KeyboardInterrupt
+        stopped.append(signum)
+        console.note(f"{signal.Signals(signum).name}: stopping after this execution, keeping those "
+                     "simulated (again to abort)")
+
+    signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {sig: signal.signal(sig, stop) for sig in signals}
+    try:
+        with progress_bar(args.progress, 0, "capturing") as tick:      # the total comes with the first tick
+            profile = capture_workload(args.workload, inst, placement, num_exec=args.num_exec,
+                                       nth_exec=args.profile_nth_exec, ranks=args.ranks, progress=tick,
+                                       stop=lambda: bool(stopped))
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    path = save_or_keep(profile, args.session_file)
+    if path is None:
+        return 128 + stopped[0] if stopped else 1
     _report_written(path, profile)
-    return 0
+    return 128 + stopped[0] if stopped else 0
 
 
 def _keep_ranks(path: Path, which) -> None:
@@ -162,12 +189,12 @@ def _capture_options(args) -> CaptureOptions:
 
 
 def _report_written(path: Path, profile) -> None:
-    from .analysis.render import count_of
+    from .console import count
     ranks = len(profile.meta.get("ranks") or ())
     each = f"{ranks} ranks, " if ranks > 1 else ""
-    print(f"neuron-profile: wrote {path} ({each}{count_of(profile.rows('steps'), 'step')}, "
-          f"{count_of(profile.rows('ops'), 'operator')}, "
-          f"{count_of(profile.rows('instructions'), 'instruction')})", file=sys.stderr)
+    print(f"neuron-profile: wrote {path} ({each}{count(profile.rows('steps'), 'step')}, "
+          f"{count(profile.rows('ops'), 'operator')}, {count(profile.rows('instructions'), 'instruction')})",
+          file=sys.stderr)
 
 
 def _write(data: bytes, output: str | None) -> None:
@@ -180,7 +207,7 @@ def _write(data: bytes, output: str | None) -> None:
 
 
 def cmd_view(args) -> int:
-    from .analysis.render import count_of
+    from .console import count
     from .model.fileformat import load
     profile = load(args.session_file)
     fmt = args.output_format
@@ -201,7 +228,7 @@ def cmd_view(args) -> int:
             out = out or stem + "_trace"
             paths, n = write_chrome_dir(profile, out)
             print(f"neuron-profile: wrote {len(paths)} rank traces to {out}{os.sep} "
-                  f"({count_of(n, 'event')})", file=sys.stderr)
+                  f"({count(n, 'event')})", file=sys.stderr)
             return 0
         out = out or stem + ".json"
         n = write_chrome_ranks(profile, out)
@@ -209,7 +236,7 @@ def cmd_view(args) -> int:
         from .export.perfetto import write_perfetto
         out = args.output_file or stem + ".pftrace"
         n = write_perfetto(profile, out)
-    print(f"neuron-profile: wrote {out} ({count_of(n, 'event')})", file=sys.stderr)
+    print(f"neuron-profile: wrote {out} ({count(n, 'event')})", file=sys.stderr)
     return 0
 
 

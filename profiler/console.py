@@ -16,3 +16,8 @@ def note(message: str) -> None:
 def error(message: str) -> None:
     """`neuron-profile: error: MESSAGE` on stderr, in one write."""
     note(f"error: {message}")
+
+
+def count(n: int, noun: str, plural: str | None = None) -> str:
+    """`1 step`, `2 steps`, `0 instructions`."""
+    return f"{n} {noun if n == 1 else (plural or noun + 's')}"

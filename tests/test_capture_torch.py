@@ -25,7 +25,7 @@ CLI = [sys.executable, "-m", "profiler.cli"]
 
 def capture(tmp_path: Path, *script_args: str, extra: tuple[str, ...] = (), **kw) -> subprocess.CompletedProcess:
     out = tmp_path / "t.nsprof"
-    return subprocess.run([*CLI, "capture", "-s", str(out), *extra, "--", "python", str(EXAMPLE), *script_args],
+    return subprocess.run([*CLI, "capture", "-s", str(out), *extra, "--", sys.executable, str(EXAMPLE), *script_args],
                           capture_output=True, text=True, cwd=ROOT, timeout=300, **kw)
 
 
@@ -95,7 +95,7 @@ def test_script_exit_code_is_returned_and_profile_still_written(tmp_path):
 
 def test_sigint_mid_run_leaves_a_valid_profile(tmp_path):
     out = tmp_path / "t.nsprof"
-    proc = subprocess.Popen([*CLI, "capture", "-s", str(out), "--", "python", str(EXAMPLE), "--steps", "100000"],
+    proc = subprocess.Popen([*CLI, "capture", "-s", str(out), "--", sys.executable, str(EXAMPLE), "--steps", "100000"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
                             start_new_session=True)
     for line in proc.stdout:                       # wait until training is under way

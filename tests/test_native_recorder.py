@@ -249,7 +249,7 @@ def test_without_a_compiler_auto_falls_back_and_native_is_a_clear_error(tmp_path
     script = tmp_path / "s.py"
     script.write_text("import torch\ntorch.ones(2) + 1\n")
     native = subprocess.run([sys.executable, "-m", "profiler.cli", "capture", "-s", str(tmp_path / "o"),
-                             "--recorder", "native", "--", "python", str(script)],
+                             "--recorder", "native", "--", sys.executable, str(script)],
                             capture_output=True, text=True, env=env, cwd=ROOT)
     assert native.returncode == 2 and "Traceback" not in native.stderr
     assert "no C++ compiler" in native.stderr

@@ -139,3 +139,57 @@ def test_capture_a_model_preset_from_the_workload_registry(tmp_path, capsys):
     phases = set(prof.table("ops")["phase"].tolist())
     assert len(phases) >= 2                       # forward and backward at least
     assert prof.rows("instructions") > 0
+
+
+def _handles(pid: int, sig: int) -> bool:
+    """Whether process `pid` has a handler installed for `sig` (its SigCgt mask)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
+    return False
+
+
+def test_ctrl_c_during_a_builtin_capture_keeps_the_executions_simulated(tmp_path):
+    import signal
+    import time
+    out = tmp_path / "b.nsprof"
+    proc = subprocess.Popen([sys.executable, "-m", "profiler.cli", "capture", "--workload",
+                             "mlp:layers=8,hidden=4096,tokens=4096", "--num-exec", "500", "--profile-nth-exec",
+                             "500", "-s", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=ROOT)
+    deadline = time.monotonic() + 120
+    while not _handles(proc.pid, signal.SIGHUP) and time.monotonic() < deadline:   # running the workload
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err
+    assert "SIGINT: stopping after this execution" in err and "wrote" in err.splitlines()[-1]
+    prof = fileformat_load(out)
+    steps = prof.rows("steps")
+    assert 1 <= steps < 500 and prof.meta["num_exec"] == steps and prof.meta["num_exec_requested"] == 500
+
+
+def fileformat_load(path):
+    from profiler.model.fileformat import load
+    return load(path)
+
+
+def test_capture_progress_gets_its_total_with_the_first_tick():
+    from device_model import instance
+    from device_model.workloads import Placement
+    from profiler.capture.builtin import capture_workload
+    ticks = []
+    capture_workload("mlp:tokens=256,hidden=256,layers=2", instance("trn2.48xlarge"), Placement(pp=2, tp=1, dp=1),
+                     num_exec=3, progress=lambda done, of: ticks.append((done, of)))
+    assert ticks[0] == (0, 6) and ticks[-1] == (6, 6)          # 2 ranks x 3 executions, known from the start
+    assert {of for _, of in ticks} == {6}
+
+
+def test_counts_are_singular_or_plural_and_an_unwritable_folder_is_named(tmp_path):
+    res = run("capture", "--workload", "matmul:m=128,k=128,n=128", "-s", str(tmp_path / "one.nsprof"))
+    assert res.returncode == 0
+    assert "(1 step, 2 operators, " in res.stderr            # not "1 steps"
+    res = run("capture", "--workload", "matmul:m=128,k=128,n=128", "-s", "/sys/one.nsprof")
+    assert res.returncode == 2
+    assert res.stderr == ("neuron-profile: error: cannot write the profile to '/sys/one.nsprof': "
+                          "folder '/sys': permission denied\n")

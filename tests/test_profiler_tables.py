@@ -10,7 +10,8 @@ import pytest
 from device_model import instance
 from profiler.analysis.advise import advise, findings_json, findings_text
 from profiler.analysis.key_averages import KeyAverages
-from profiler.analysis.render import count_of, ops_table, summary_text
+from profiler.analysis.render import ops_table, summary_text
+from profiler.console import count as count_of
 from profiler.analysis.summary import top_operators
 from profiler.cli import main
 from profiler.model.builder import ProfileBuilder

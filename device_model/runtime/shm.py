@@ -14,7 +14,6 @@ from __future__ import annotations
 import fcntl
 import mmap
 import os
-import stat
 import tempfile
 import time
 import zlib
@@ -26,7 +25,7 @@ import numpy as np
 import orjson
 
 from ..errors import SpecError
-from ..fileio import PRIVATE, replacing, write_atomic
+from ..fileio import PRIVATE, UnsafeDirError, private_dir, replacing, write_atomic
 from . import layout as L
 from .layout import (DEVICE_MEMORY, DMA_QUEUES, ECC_KINDS, ENGINES, ERROR_KINDS, EXEC_STATUS,
                      FLOP_KINDS, HOST_MEMORY, PHASES)
@@ -60,18 +59,9 @@ def runtime_dir(root: Path | str | None = None) -> Path:
     else:
         path = Path(root)
     try:
-        path.mkdir(mode=0o700, parents=True, exist_ok=True)
-        st = path.lstat()
-    except OSError as e:
-        raise RuntimeDirError(f"runtime directory {str(path)!r} is unusable: {e.strerror}") from None
-    if not stat.S_ISDIR(st.st_mode):
-        raise RuntimeDirError(f"runtime directory {str(path)!r} is not a directory")
-    if st.st_uid != os.getuid():
-        raise RuntimeDirError(f"runtime directory {str(path)!r} is owned by uid {st.st_uid}, not {os.getuid()}")
-    if st.st_mode & 0o077:
-        raise RuntimeDirError(f"runtime directory {str(path)!r} has mode {stat.S_IMODE(st.st_mode):04o}; "
-                              f"allowed: 0700 (chmod 700 it)")
-    return path
+        return private_dir(path, "runtime directory")
+    except UnsafeDirError as e:
+        raise RuntimeDirError(str(e)) from None
 
 
 def atomic_write(path: Path, data: bytes) -> None:

@@ -15,9 +15,10 @@ from device_model.catalog.specs import get_instance
 from device_model.engine.isa import COMPUTE_ENGINES
 from device_model.errors import SpecError
 
+from ..console import count
 from ..model.profile import PHASES, Profile
 from .ranks import rank_views
-from .render import count_of, human_count, human_time
+from .render import human_count, human_time
 from .summary import scope_mask, summarize, union_length
 
 SMALL_DMA_BYTES = 64 * 1024       # below ~512 B per partition x 128 partitions, DMA efficiency drops
@@ -58,7 +59,7 @@ def rule_dma_small(p: Profile, s: dict) -> Finding | None:
     if share < DMA_BOUND_SHARE or not s["dma_transfer_count"] or avg >= SMALL_DMA_BYTES:
         return None
     return Finding("dma-small-transfers", "DMA-bound with small transfers", share * (1 - avg / SMALL_DMA_BYTES),
-                   (f"DMA queues busy {share:.0%} of the time", f"{count_of(s['dma_transfer_count'], 'transfer')}, "
+                   (f"DMA queues busy {share:.0%} of the time", f"{count(s['dma_transfer_count'], 'transfer')}, "
                     f"average {human_count(avg, 'B')} (efficient from ~{human_count(SMALL_DMA_BYTES, 'B')})"),
                    "fuse small tensors into larger transfers (bigger tiles, fewer copies/concats), keep "
                    "intermediates in SBUF, and batch small elementwise ops")
@@ -88,7 +89,7 @@ def rule_exposed_collectives(p: Profile, s: dict) -> Finding | None:
     return Finding("exposed-collectives", "Collectives not overlapped with compute", exposed / total,
                    (f"collectives run {human_time(cc_time)} per profiled step, {human_time(exposed)} "
                     f"({exposed / total:.0%} of the step) with no compute engine busy",
-                    count_of(s['cc_op_count'], 'collective op')),
+                    count(s['cc_op_count'], 'collective op')),
                    "overlap gradient all-reduce with the backward pass (bucket gradients and launch each "
                    "bucket as soon as it is ready), or shard optimizer state (reduce-scatter + all-gather)")
 
@@ -129,7 +130,7 @@ def rule_data_loading(p: Profile, s: dict) -> Finding | None:
     if share < DATA_WAIT_SHARE:
         return None
     return Finding("host-data-loading", "Host data-loading gaps", share,
-                   (f"{count_of(int(sel.sum()), 'DataLoader wait')} take {human_time(wait)} of {human_time(host_time)} "
+                   (f"{count(int(sel.sum()), 'DataLoader wait')} take {human_time(wait)} of {human_time(host_time)} "
                     f"host step time ({share:.0%})",),
                    "load data in the background: DataLoader(num_workers>0, pin_memory=True, "
                    "prefetch_factor>=2, persistent_workers=True), or pre-tokenize the dataset")
@@ -181,7 +182,7 @@ def rule_fp8(p: Profile, s: dict) -> Finding | None:
         return None
     saved = share * (1 - 1 / dev.fp8_speedup)
     return Finding("fp8-unused", "FP8 unused on large matmuls", saved,
-                   (f"{count_of(int(big.sum()), 'matmul')} of >= {human_count(LARGE_MATMUL_FLOPS)}FLOP run in "
+                   (f"{count(int(big.sum()), 'matmul')} of >= {human_count(LARGE_MATMUL_FLOPS)}FLOP run in "
                     f"{', '.join(sorted(set(dtypes[big].tolist())))} for {share:.0%} of the step",
                     f"{dev.name} runs FP8 matmuls {dev.fp8_speedup:g}x faster than BF16"),
                    "run these matmuls in FP8 (per-tensor scaled weights and activations), keeping "

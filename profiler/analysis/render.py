@@ -4,14 +4,10 @@ from __future__ import annotations
 import numpy as np
 import orjson
 
+from ..console import count
 from ..model.profile import PHASES, Profile
 from .ranks import rank_keys, rank_views
 from .summary import OpStat, summarize, top_operators
-
-
-def count_of(n: int, word: str, plural: str | None = None) -> str:
-    """`1 step`, `2 steps`, `0 steps` (`plural` for irregular words)."""
-    return f"{n} {word if n == 1 else plural or word + 's'}"
 
 
 def _fmt_value(v) -> str:

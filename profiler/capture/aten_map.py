@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from device_model.program import CollectiveGroup, Program
+if TYPE_CHECKING:      # a script's process imports this module without the chip model
+    from device_model.program import CollectiveGroup, Program
 
 VIEWS = frozenset("""view _unsafe_view reshape t transpose permute expand expand_as slice select unsqueeze
 squeeze detach alias as_strided split split_with_sizes unbind chunk narrow view_as lift_fresh

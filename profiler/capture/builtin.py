@@ -112,9 +112,12 @@ def _add_step(builder: ProfileBuilder, runs: RunCache, segments: list[tuple[Prog
 
 def capture_workload(spec: str, inst: Instance, placement: Placement = Placement(), *,
                      num_exec: int = 1, nth_exec: int = 1, ranks: str | None = None,
-                     progress: Progress | None = None) -> Profile:
+                     progress: Progress | None = None, stop=None) -> Profile:
     """`ranks`: `stages` (default: one rank per pipeline stage), `first`, `last` or stage
-    numbers like `0,3`."""
+    numbers like `0,3`. `progress(done, total)` is told of each rank's execution placed (first
+    with done=0, so a bar shows the right total from the start); `stop()`, asked after each
+    execution of the first rank, ends the run there: every rank then holds that many executions
+    (at least one) and the profile's `num_exec` says how many."""
     if num_exec < 1 or nth_exec < 1:
         raise SpecError("--num-exec and --profile-nth-exec must be positive")
     if nth_exec > num_exec:
@@ -130,14 +133,23 @@ def capture_workload(spec: str, inst: Instance, placement: Placement = Placement
     warm = [warmup_program(rp.plan.segments[0][0]) for rp in plans]
     spans = _step_spans(plans, warm, runs, num_exec, overhead)
     cores = inst.device.logical_cores(inst.lnc) * inst.spec.devices
-    done, total = 0, num_exec * len(plans)
-    for rp, rank_warm in zip(plans, warm):
+    steps, done = num_exec, 0
+    if progress:
+        progress(0, steps * len(plans))
+    for k, (rp, rank_warm) in enumerate(zip(plans, warm)):
         builder.begin_rank(rp.rank, stage=rp.stage, stages=rp.stages, core=rp.rank % cores,
                            node=rp.rank // cores, description=rp.plan.description)
-        for step in range(1, num_exec + 1):
+        for step in range(1, steps + 1):
             _add_step(builder, runs, _segments(rp, rank_warm, step, runs), step, spans[step - 1],
                       step % nth_exec == 0, overhead)
             done += 1
+            stopping = k == 0 and step < steps and stop is not None and stop()
+            if stopping:
+                steps = step         # the other ranks get as many executions
             if progress:
-                progress(done, total)
+                progress(done, steps * len(plans))
+            if stopping:
+                break
+    if steps < num_exec:                         # stopped early: say what the profile holds
+        return builder.build(num_exec=steps, num_exec_requested=num_exec)
     return builder.build()

@@ -153,13 +153,15 @@ def output_size(name: str, args: list) -> int:
 class NativeRecorder(RecorderBase):
     kind = "native"
 
-    def __init__(self, boxed_outputs: bool = False, steps: tuple[int, int | None] | None = None) -> None:
+    def __init__(self, boxed_outputs: bool = False, steps: tuple[int, int | None] | None = None,
+                 note=None) -> None:
         """`boxed_outputs`: have torch box every call's results so their sizes are measured, not
-        worked out from the arguments (slower; for checking output_size)."""
+        worked out from the arguments (slower; for checking output_size). `note`: told, in one
+        line, when the library is built first."""
         super().__init__(steps)
         self.active = False
         self.boxed_outputs = boxed_outputs
-        self.lib = load()
+        self.lib = load(note)
         if self.lib.ns_record_size() != RECORD.itemsize:
             raise NativeUnavailable("the native recorder's record layout does not match")
         self._ctx = np.ctypeslib.as_array(self.lib.ns_context(), shape=(4,))

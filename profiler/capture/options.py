@@ -1,13 +1,15 @@
 """What a script capture was asked for, and the task a capture hands to the processes it starts.
 
 Both are frozen dataclasses; a task crosses into a child process as JSON (`to_json`/`from_json`),
-never as a pickle, and a malformed one is a ValueError naming the field.
+never as a pickle, and a malformed one is a ValueError naming the field. The standard
+library's json, not orjson: the child may run in the script's own interpreter, which has only
+what the script needs.
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 
-import orjson
+import json
 
 DEFAULT_SESSION = "profile.nsprof"
 
@@ -55,11 +57,11 @@ class ScriptTask:
     def to_json(self) -> str:
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["options"] = self.options.to_dict()
-        return orjson.dumps(data).decode()
+        return json.dumps(data, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> "ScriptTask":
-        data = orjson.loads(text)          # a JSONDecodeError is a ValueError
+        data = json.loads(text)            # a JSONDecodeError is a ValueError
         if not isinstance(data, dict):
             raise ValueError("capture task: expected a JSON object")
         known = {f.name for f in fields(cls)}

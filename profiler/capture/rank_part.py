@@ -4,13 +4,13 @@ sees a whole part or none."""
 from __future__ import annotations
 
 import io
+import json
 import os
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import orjson
 
 from device_model.fileio import write_atomic
 
@@ -42,7 +42,8 @@ def save_part(folder: str | os.PathLike, part: RankPart) -> Path:
               "modules": rec.modules, "boundaries": rec.boundaries, "spans": rec.spans,
               "sigs": [[c.name, c.namespace, c.shapes, c.dtype, c.out_numel, c.extra] for c in rec.sigs]}
     buf = io.BytesIO()
-    np.savez(buf, header=np.frombuffer(orjson.dumps(header), dtype=np.uint8), **cols)
+    data = json.dumps(header, separators=(",", ":")).encode()      # the script's interpreter may lack orjson
+    np.savez(buf, header=np.frombuffer(data, dtype=np.uint8), **cols)
     # a reader sees a whole part or none; the mode a plain write would give it
     return write_atomic(part_path(folder, part.rank), buf.getvalue(), mode=0o666, apply_umask=True)
 
@@ -52,9 +53,9 @@ def load_part(path: str | os.PathLike) -> RankPart:
     name = Path(path).name
     try:
         return _read_part(path)
-    except ValueError as e:         # numpy's and ours (orjson's decode error is one too)
+    except ValueError as e:         # numpy's and ours (json's decode error is one too)
         raise ValueError(f"{name}: not a readable part ({e})") from None
-    except (zipfile.BadZipFile, EOFError, KeyError, TypeError) as e:
+    except (zipfile.BadZipFile, EOFError, KeyError, TypeError, AttributeError) as e:
         raise ValueError(f"{name}: not a readable part ({type(e).__name__}: {e})") from None
 
 
@@ -62,7 +63,7 @@ def _read_part(path: str | os.PathLike) -> RankPart:
     from .aten_map import AtenCall
     from .recording import COLUMNS, Recording
     with np.load(path, allow_pickle=False) as z:
-        header = orjson.loads(z["header"].tobytes())
+        header = json.loads(z["header"].tobytes())
         cols = {c: z[c].astype(t, copy=False) for c, t in COLUMNS.items()}
     if header.get("version") != PART_VERSION:
         raise ValueError(f"part version {header.get('version')!r}, expected {PART_VERSION}")

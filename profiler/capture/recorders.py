@@ -22,7 +22,7 @@ def start_recorder(kind: str | None = None, steps: tuple[int, int | None] | None
         from .native.build import NativeUnavailable
         from .native_recorder import NativeRecorder
         try:
-            return NativeRecorder(steps=steps).start()
+            return NativeRecorder(steps=steps, note=note or _stderr_note).start()
         except NativeUnavailable as e:
             if kind == "native":
                 raise ValueError(str(e)) from None

@@ -1,27 +1,85 @@
 """The child process of `neuron-profile capture -- python SCRIPT ARGS`: runs the script under the
-recorder and writes the profile of what ran, whatever way the script ends.
+recorder and, whatever way the script ends, leaves its recording as a part file for the capture
+to map and write.
 
-Started as `python -m profiler.capture.script_child TASK -- SCRIPT ARGS`, TASK being a
-`ScriptTask` as JSON. `record_run` is shared with the torchrun workers
-(profiler/capture/torchrun_worker.py).
+Started as `PYTHON BOOT/neuronscope_record.py TASK -- SCRIPT ARGS` (bootstrap.py) with the
+interpreter the user named, TASK being a `ScriptTask` as JSON. It imports only what bootstrap.CHILD_FILES
+copies (standard library, numpy, torch), so the script's own environment needs no neuronscope.
+The first SIGINT, SIGTERM or SIGHUP stops the script (as a KeyboardInterrupt in it); later ones
+are ignored while the part is written, and the exit code is then 128 + that signal.
+`record_run` is shared with the torchrun workers (profiler/capture/torchrun_worker.py).
 """
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from pathlib import Path
 
-from device_model.errors import SpecError
-
 from .. import console
-from .options import ScriptTask
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+MIN_TORCH = (2, 0)          # global module and optimizer-step hooks
+MIN_PYTHON = (3, 10)        # slotted dataclasses
+
+_stopped_by: list[int] = []
+_in_target = [False]
+
+
+def _stop_once(signum, frame) -> None:
+    """The first stop signal stops the script; later ones are ignored while the part is written."""
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
+    _stopped_by.append(signum)
+    if _in_target[0]:
+        raise KeyboardInterrupt
+
+
+def install_stop_handlers() -> None:
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, _stop_once)
+
+
+def stopped_by() -> int | None:
+    return _stopped_by[0] if _stopped_by else None
+
+
+def _version(text: str) -> tuple[int, ...]:
+    import re
+    return tuple(int(v) for v in re.findall(r"\d+", text.split("+")[0])[:2])
+
+
+def torch_problem() -> str | None:
+    """Why this interpreter cannot record (an old Python, no torch or a torch too old, no
+    numpy), in one line, or None."""
+    here = sys.executable
+    if sys.version_info < MIN_PYTHON:
+        return (f"{here} is Python {sys.version.split()[0]}; recording needs Python "
+                f"{'.'.join(map(str, MIN_PYTHON))} or later")
+    try:
+        import torch
+    except ImportError as e:
+        return f"{here} has no torch to record ({e}); install torch in that environment"
+    version = getattr(torch, "__version__", "unknown")
+    if _version(str(version)) < MIN_TORCH:
+        return (f"{here} has torch {version}; recording needs torch "
+                f"{'.'.join(map(str, MIN_TORCH))} or later")
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        return f"{here} has no numpy, which the recorder needs; install numpy in that environment"
+    return None
 
 
 def run_target(kind: str, target: str, args: list[str]) -> int:
     import runpy
     sys.argv = [target, *args]
+    _in_target[0] = True
     try:
+        if stopped_by():               # stopped while the recorder started: run nothing
+            raise KeyboardInterrupt
         if kind == "module":
+            sys.path.insert(0, os.getcwd())           # as `python -m MODULE` has it
             runpy.run_module(target, run_name="__main__", alter_sys=True)
         else:
             sys.path.insert(0, str(Path(target).resolve().parent))
@@ -36,25 +94,22 @@ def run_target(kind: str, target: str, args: list[str]) -> int:
         print(code, file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        console.note("script interrupted; writing the profile of what ran")
-        return 130
+        signum = stopped_by() or signal.SIGINT
+        console.note(f"script stopped by {signal.Signals(signum).name}; writing the profile of what ran")
+        return 128 + signum
     except BaseException:
         import traceback
         traceback.print_exc()          # the script's own error, shown as Python would
         console.note("script raised; writing the profile of what ran")
         return 1
+    finally:
+        _in_target[0] = False
 
 
-def _interrupt_once(signum, frame) -> None:
-    """The first SIGINT stops the script; more (e.g. one forwarded by the parent) are ignored."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    raise KeyboardInterrupt
-
-
-def record_run(task: ScriptTask, target_argv: list[str], stop_signals: tuple) -> tuple[int, object] | None:
+def record_run(task, target_argv: list[str]) -> tuple[int, object] | None:
     """Run the target under the configured recorder: (its exit code, the recording), or None after
-    one line on stderr when no recorder can start. Once the target ends, `stop_signals` are
-    ignored, so the recording is always handed back."""
+    one line on stderr when no recorder can start. Once the target ends, the stop signals are
+    ignored, so the recording is always handed back; a stop signal makes the code 128 + it."""
     from .recorders import start_recorder
     try:
         recorder = start_recorder(task.options.recorder, steps=task.options.steps, note=console.note)
@@ -64,45 +119,34 @@ def record_run(task: ScriptTask, target_argv: list[str], stop_signals: tuple) ->
     try:
         code = run_target(task.kind, target_argv[0], target_argv[1:])
     finally:
-        for sig in stop_signals:
+        for sig in STOP_SIGNALS:
             signal.signal(sig, signal.SIG_IGN)
         recording = recorder.stop()
+    if stopped_by():
+        code = 128 + stopped_by()
     return code, recording
 
 
 def child_main(argv: list[str]) -> int:
-    signal.signal(signal.SIGINT, _interrupt_once)
+    install_stop_handlers()
+    problem = torch_problem()
+    if problem:
+        console.error(problem)
+        return 2
+    import threading
+    from .options import ScriptTask
+    from .rank_part import RankPart, save_part
     task = ScriptTask.from_json(argv[0])
-    options = task.options
-    target_argv = argv[2:]
-    from device_model import instance
-    from device_model.workloads.micro import place_ranks
-    from ..model.fileformat import save
-    from ..progress import progress_bar
-    from .to_profile import recording_to_profile
-    inst = instance(task.instance, task.lnc)
-    ran = record_run(task, target_argv, (signal.SIGINT,))
+    ran = record_run(task, argv[2:])
     if ran is None:
         return 2
     code, recording = ran
-    world = _world_size() or options.dp or 1
-    group = place_ranks(inst, world) if world > 1 else None
-    try:
-        with progress_bar(options.progress, len(recording.steps()),
-                          f"simulating steps on {inst.spec.name}") as tick:
-            profile = recording_to_profile(recording, inst, auto_cast=options.auto_cast,
-                                           detail_steps=options.detail_steps, command=task.command,
-                                           group=group, meta={"world_size": world}, progress=tick)
-        path = save(profile, options.session_file)
-    except (SpecError, ValueError) as e:
-        console.error(str(e))
-        return code or 2
-    console.note(f"wrote {path} ({profile.rows('steps')} steps, {profile.rows('ops')} operators, "
-                 f"{profile.rows('instructions')} instructions; script exit code {code})")
+    save_part(task.parts, RankPart(0, 0, _world_size(), os.getpid(), code, threading.get_ident(), recording))
     return code
 
 
 def _world_size() -> int:
+    """The script's process group size, or 0 when it made none."""
     try:
         import torch.distributed as dist
         return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 0

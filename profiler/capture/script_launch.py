@@ -1,37 +1,42 @@
-"""`neuron-profile capture -- python SCRIPT ARGS`: run a PyTorch script for real under the
-recorder, in a child Python process, and write its profile.
+"""`neuron-profile capture -- PYTHON SCRIPT ARGS`: run a PyTorch script for real under the
+recorder, in a child process of the interpreter the user named, and write its profile.
 
-The child (`python -m profiler.capture.script_child TASK -- SCRIPT ARGS`, profiler/capture/script_child.py)
-runs the script with `runpy` as `__main__`; whatever way the script ends (return, sys.exit, an
-exception, SIGINT), the profile of what ran is written, and the child exits with the script's
-exit code, which capture returns. A `torchrun ...` command goes to
-profiler/capture/torchrun_launch.py instead (one recorded worker per rank).
+The child (`PYTHON BOOT/neuronscope_record.py TASK -- SCRIPT ARGS`, which runs
+profiler/capture/script_child.py) imports only the recording modules, copied into the capture's
+private folder (bootstrap.py), so the script's own virtualenv needs no neuronscope. It runs the
+script with `runpy` as `__main__` and, whatever way the script ends (return, sys.exit, an
+exception, SIGINT, SIGTERM, SIGHUP), leaves its recording as a part file; this process then maps
+it onto the chip and writes the profile. The exit code is the script's, or 128 + the signal that
+stopped the capture. A `torchrun ...` command goes to profiler/capture/torchrun_launch.py
+instead (one recorded worker per rank).
 """
 from __future__ import annotations
 
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
+from .. import console
 from ..errors import ProfilerUsageError
-from .child_process import child_env, wait_child
+from .child_process import CaptureFolder, Interrupted, child_env, run_child, stop_signals_raise
+from .interpreter import looks_like_python, resolve_program
 from .options import CaptureOptions, ScriptTask
+from .output import check_destination, save_or_keep
 
-CHILD_MODULE = "profiler.capture.script_child"
-
-
-def parse_command(command: list[str]) -> tuple[str, str, list[str]]:
-    """('path'|'module', target, args) from `python SCRIPT ARGS` or `python -m MODULE ARGS`."""
+def parse_command(command: list[str]) -> tuple[str, str, str, list[str]]:
+    """(interpreter, 'path'|'module', target, args) from `PYTHON SCRIPT ARGS`, `PYTHON -m MODULE
+    ARGS` or a bare `SCRIPT.py ARGS` (run with neuron-profile's own Python)."""
     cmd = list(command)
-    if cmd and Path(cmd[0]).name.startswith("python"):
+    interpreter = sys.executable
+    if cmd and looks_like_python(cmd[0]) and not cmd[0].endswith(".py"):
+        interpreter = resolve_program(cmd[0])
         cmd = cmd[1:]
     if not cmd:
         raise ProfilerUsageError("no script to run after --; expected `python SCRIPT [ARGS]`")
     if cmd[0] == "-m":
         if len(cmd) < 2:
             raise ProfilerUsageError("`python -m` needs a module name")
-        return "module", cmd[1], cmd[2:]
+        return interpreter, "module", cmd[1], cmd[2:]
     if cmd[0].startswith("-"):
         raise ProfilerUsageError(f"unsupported python option {cmd[0]!r}; expected `python SCRIPT [ARGS]`")
     script = Path(cmd[0])
@@ -39,17 +44,65 @@ def parse_command(command: list[str]) -> tuple[str, str, list[str]]:
         if shutil.which(cmd[0]) and not cmd[0].endswith(".py"):
             raise ProfilerUsageError(f"{cmd[0]!r} is not a Python script; capture runs `python SCRIPT [ARGS]`")
         raise ProfilerUsageError(f"script not found: {cmd[0]}")
-    return "path", str(script), cmd[1:]
+    return interpreter, "path", str(script), cmd[1:]
 
 
 def capture_script(command: list[str], inst, options: CaptureOptions) -> int:
     """Record `command` (a Python script or a torchrun job) and write its profile to
-    `options.session_file`; the script's exit code (torchrun's for a job)."""
+    `options.session_file`; the script's exit code (torchrun's for a job), or 128 + the signal
+    that stopped the capture."""
     from .torchrun_launch import capture_torchrun, is_torchrun
     if is_torchrun(command):
         return capture_torchrun(command, inst, options)
-    kind, target, script_args = parse_command(command)
-    task = ScriptTask(options=options, kind=kind, target=target, command=" ".join(command),
-                      instance=inst.spec.name, lnc=inst.lnc)
-    child = [sys.executable, "-m", CHILD_MODULE, task.to_json(), "--", target, *script_args]
-    return wait_child(subprocess.Popen(child, env=child_env()))
+    interpreter, kind, target, script_args = parse_command(command)
+    check_destination(options.session_file)
+    from .bootstrap import ENTRY, make_bootstrap
+    with CaptureFolder.create() as work:
+        task = ScriptTask(options=options, kind=kind, target=target, command=" ".join(command),
+                          instance=inst.spec.name, lnc=inst.lnc, parts=str(work.parts))
+        boot = make_bootstrap(work.boot)
+        child = [interpreter, str(boot / ENTRY), task.to_json(), "--", target, *script_args]
+        code, signum = run_child(child, child_env(boot))
+        stopped = 128 + signum if signum else None
+        return _write_profile(task, inst, work, code, stopped)
+
+
+def _write_profile(task: ScriptTask, inst, work: CaptureFolder, code: int, stopped: int | None) -> int:
+    from device_model.errors import SpecError
+    from device_model.workloads.micro import place_ranks
+    from ..progress import progress_bar
+    from .rank_part import load_part, part_path
+    from .to_profile import recording_to_profile
+    options = task.options
+    final = stopped or code
+    path = part_path(work.parts, 0)
+    if not path.exists():
+        if code != 2:             # 2: the child said why in one line
+            console.error(f"the script's process wrote no recording (exit code {code}); no profile written")
+        return final or 2
+    try:
+        with stop_signals_raise():
+            part = load_part(path)
+            world = part.world_size or options.dp or 1
+            group = place_ranks(inst, world) if world > 1 else None
+            with progress_bar(options.progress, 0, f"simulating steps on {inst.spec.name}") as tick:
+                profile = recording_to_profile(part.recording, inst, auto_cast=options.auto_cast,
+                                               detail_steps=options.detail_steps, command=task.command,
+                                               group=group, meta={"world_size": world}, progress=tick,
+                                               host_pid=part.pid, main_thread=part.main_thread)
+            written = save_or_keep(profile, options.session_file, work)
+    except Interrupted as e:
+        work.keep()
+        console.error(f"{e} while simulating the recording; it is kept in {work.parts}")
+        return stopped or 128 + e.signum
+    except (SpecError, ValueError) as e:
+        work.keep()
+        console.error(f"{e}; the recording is kept in {work.parts}")
+        return final or 2
+    if written is None:
+        console.note(f"script exit code {code}")
+        return final or 1
+    console.note(f"wrote {written} ({console.count(profile.rows('steps'), 'step')}, "
+                 f"{console.count(profile.rows('ops'), 'operator')}, "
+                 f"{console.count(profile.rows('instructions'), 'instruction')}; script exit code {code})")
+    return final

@@ -86,15 +86,17 @@ class _StepPrograms:
 
 def recording_to_profile(recording: Recording, inst: Instance, *, auto_cast: str = "matmult",
                          detail_steps: int = 4, steps: set[int] | None = None, command: str = "",
-                         group=None, meta: dict | None = None, progress=None) -> Profile:
+                         group=None, meta: dict | None = None, progress=None, host_pid: int | None = None,
+                         main_thread: int | None = None) -> Profile:
     """Simulate each recorded step on `inst` and assemble the profile, keeping the measured CPU
     timeline as the host process. `steps` limits the steps kept (the API's schedule);
-    `progress(done, total)` is told of each step placed."""
+    `progress(done, total)` is told of each step placed. `host_pid`/`main_thread`: the process
+    and thread that recorded (default this one)."""
     builder = ProfileBuilder(inst, "pytorch", command=command, auto_cast=auto_cast, recorder=recording.recorder,
-                             host_pid=os.getpid(), host_name=f"Host: {command or 'python'} (measured CPU)",
-                             **(meta or {}))
+                             host_pid=os.getpid() if host_pid is None else host_pid,
+                             host_name=f"Host: {command or 'python'} (measured CPU)", **(meta or {}))
     add_recording(builder, recording, inst, auto_cast=auto_cast, detail_steps=detail_steps, steps=steps,
-                  group=group, progress=progress)
+                  group=group, progress=progress, main_thread=main_thread)
     return builder.build()
 
 

@@ -2,24 +2,22 @@
 recorded for real, and the ranks merged into one profile.
 
 The command (also `python -m torch.distributed.run ...`) is read with torchrun's own parser and
-run as `python -m torch.distributed.run OPTIONS -m profiler.capture.torchrun_worker SCRIPT ARGS`, so each
-worker records itself (profiler/capture/torchrun_worker.py) and leaves a part file
-(profiler/capture/rank_part.py) in a temporary folder.
+run as `PYTHON -m torch.distributed.run OPTIONS BOOT/neuronscope_record.py --worker SCRIPT ARGS`,
+PYTHON being torchrun's own interpreter (its script's shebang, or the Python named before `-m
+torch.distributed.run`), with the recording modules on its path from the capture's private
+folder (bootstrap.py), so each worker records itself (profiler/capture/torchrun_worker.py) and
+leaves a part file (profiler/capture/rank_part.py) there.
 After torchrun ends, the parts become one profile of several ranks (`meta["ranks"]`, as the
 built-in pipeline captures have): rank = torch rank, each its own NeuronCore where
 `place_ranks` puts a world of that size on the instance, its collectives over that group, and
 its measured CPU timeline as its host process, all on one clock (CLOCK_MONOTONIC is shared
-by the processes of one machine). The capture's exit code is torchrun's.
+by the processes of one machine). The capture's exit code is torchrun's, or 128 + the signal
+that stopped the capture.
 """
 from __future__ import annotations
 
 import contextlib
 import io
-import shutil
-import signal
-import subprocess
-import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,17 +25,18 @@ from device_model.errors import SpecError
 
 from .. import console
 from ..errors import ProfilerUsageError
-from .child_process import child_env, wait_child
+from .child_process import CaptureFolder, Interrupted, child_env, run_child, stop_signals_raise
+from .interpreter import resolve_program, torchrun_interpreter
 from .options import CaptureOptions, ScriptTask
+from .output import check_destination, save_or_keep
 
 LAUNCHER_MODULE = "torch.distributed.run"
-WORKER_MODULE = "profiler.capture.torchrun_worker"
 
 
 @dataclass(frozen=True, slots=True)
 class TorchrunCommand:
     options: tuple[str, ...]      # torchrun's own options as given, less -m/--module
-    kind: str                     # "path" or "module", like script.parse_command's
+    kind: str                     # "path" or "module", like script_launch.parse_command's
     target: str
     args: tuple[str, ...]
     local_world: int              # workers torchrun starts on this machine
@@ -54,6 +53,14 @@ def is_torchrun(command: list[str]) -> bool:
 
 def _launcher_args(command: list[str]) -> list[str]:
     return command[1:] if Path(command[0]).name == "torchrun" else command[3:]
+
+
+def interpreter_of(command: list[str]) -> str:
+    """The Python that runs torchrun, and so its workers: the one its script starts, or the one
+    named before `-m torch.distributed.run`."""
+    if Path(command[0]).name == "torchrun":
+        return torchrun_interpreter(command[0])
+    return resolve_program(command[0])
 
 
 def _parser():
@@ -104,31 +111,28 @@ def capture_torchrun(command: list[str], inst, options: CaptureOptions) -> int:
     cmd = parse_torchrun(command)
     if options.dp:
         raise ProfilerUsageError("--dp is for single-process scripts; under torchrun the ranks are its workers")
-    parts = tempfile.mkdtemp(prefix="neuronscope-ranks-")
-    try:
-        task = ScriptTask(options=options, kind=cmd.kind, target=cmd.target, parts=parts)
-        launch = [sys.executable, "-m", LAUNCHER_MODULE, *cmd.options, "-m", WORKER_MODULE, cmd.target, *cmd.args]
-        # torchrun in a session of its own: a Ctrl-C reaches it once, passed on by wait_child
-        # (a SIGTERM too, passed on here), and it stops its workers, each in a session of its
-        # own, and waits for them to write their parts
-        proc = subprocess.Popen(launch, env=child_env(**{ENV: task.to_json()}),
-                                start_new_session=True)
-        previous = signal.signal(signal.SIGTERM, lambda signum, frame: proc.send_signal(signal.SIGTERM))
-        try:
-            code = wait_child(proc)
-        finally:
-            signal.signal(signal.SIGTERM, previous)
-        return _write_profile(cmd, parts, inst, options, " ".join(command), code)
-    finally:
-        shutil.rmtree(parts, ignore_errors=True)
+    interpreter = interpreter_of(command)
+    check_destination(options.session_file)
+    from .bootstrap import ENTRY, make_bootstrap
+    with CaptureFolder.create() as work:
+        task = ScriptTask(options=options, kind=cmd.kind, target=cmd.target, parts=str(work.parts))
+        boot = make_bootstrap(work.boot)
+        launch = [interpreter, "-m", LAUNCHER_MODULE, *cmd.options, str(boot / ENTRY), "--worker", cmd.target,
+                  *cmd.args]
+        # torchrun in a session of its own: a Ctrl-C (or SIGTERM, SIGHUP) reaches it once, passed
+        # on by run_child, and it stops its workers, each in a session of its own, and waits for
+        # them to write their parts
+        code, signum = run_child(launch, child_env(boot, **{ENV: task.to_json()}),
+                                 new_session=True)
+        return _write_profile(cmd, work, inst, options, " ".join(command), code, signum)
 
 
-def _write_profile(cmd: TorchrunCommand, parts_dir: str, inst, options: CaptureOptions, command: str,
-                   code: int) -> int:
-    from ..model.fileformat import save
+def _write_profile(cmd: TorchrunCommand, work: CaptureFolder, inst, options: CaptureOptions, command: str,
+                   code: int, signum: int | None) -> int:
     from .rank_part import load_part
+    final = 128 + signum if signum else code
     parts = []
-    for path in sorted(Path(parts_dir).glob("rank-*.npz")):
+    for path in sorted(work.parts.glob("rank-*.npz")):
         try:
             parts.append(load_part(path))
         except (OSError, ValueError) as e:
@@ -140,18 +144,27 @@ def _write_profile(cmd: TorchrunCommand, parts_dir: str, inst, options: CaptureO
             console.note(f"{who} wrote no recording; left out of the profile")
     if not parts:
         console.error("no worker wrote a recording; no profile written")
-        return code or 2
+        return final or 2
     try:
-        profile = parts_to_profile(parts, inst, auto_cast=options.auto_cast,
-                                   detail_steps=options.detail_steps, command=command)
-        path = save(profile, options.session_file)
+        with stop_signals_raise():
+            profile = parts_to_profile(parts, inst, auto_cast=options.auto_cast,
+                                       detail_steps=options.detail_steps, command=command)
+            path = save_or_keep(profile, options.session_file, work)
+    except Interrupted as e:
+        work.keep()
+        console.error(f"{e} while simulating the recordings; they are kept in {work.parts}")
+        return (128 + signum if signum else 128 + e.signum)
     except (SpecError, ValueError) as e:
-        console.error(str(e))
-        return code or 2
-    console.note(f"wrote {path} ({len(parts)} ranks, {profile.rows('steps')} steps, "
-                 f"{profile.rows('ops')} operators, {profile.rows('instructions')} instructions; "
-                 f"torchrun exit code {code})")
-    return code
+        work.keep()
+        console.error(f"{e}; the recordings are kept in {work.parts}")
+        return final or 2
+    if path is None:
+        console.note(f"torchrun exit code {code}")
+        return final or 1
+    console.note(f"wrote {path} ({console.count(len(parts), 'rank')}, {console.count(profile.rows('steps'), 'step')}, "
+                 f"{console.count(profile.rows('ops'), 'operator')}, "
+                 f"{console.count(profile.rows('instructions'), 'instruction')}; torchrun exit code {code})")
+    return final
 
 
 def rank_placement(inst, rank: int) -> dict:
