@@ -161,7 +161,7 @@ print("done")
 def test_a_file_truncated_while_read_never_faults_the_reader(root):
     """A reader that kept the file mapped died of SIGBUS when the size changed under it."""
     write_instance(root)
-    rt = FakeRuntime(root, os.getpid(), "train", list(range(64)), cores_per_device=4, ring=4096)
+    rt = FakeRuntime(root, os.getpid(), "train", list(range(64)), cores_per_device=4, ring=65536)
     try:
         whole = rt.path.read_bytes()
         reader = subprocess.Popen([sys.executable, "-c", READER, str(root), "20000"],
