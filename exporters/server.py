@@ -110,17 +110,17 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         super().setup()
         if isinstance(self.request, ssl.SSLSocket):
             self.request.do_handshake()  # here, in the connection's thread, not in accept()
+        self.rfile.close()  # the plain socket file: requests are read under the deadline instead
         self.rfile = io.BufferedReader(_DeadlineReader(self.connection, self.conn))
+        self.answered = 0
 
     def handle_one_request(self) -> None:
         conn = self.conn
         conn.waiting, conn.since = True, time.monotonic()
-        if conn.deadline < conn.since + IDLE_TIMEOUT_S and self.raw_requestline_count:
-            conn.deadline = conn.since + IDLE_TIMEOUT_S  # between keep-alive requests
-        self.raw_requestline_count += 1
+        if self.answered:  # a kept-alive connection may wait this long for its next request
+            conn.deadline = conn.since + IDLE_TIMEOUT_S
         super().handle_one_request()
-
-    raw_requestline_count = 0
+        self.answered += 1
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
         self._respond(head=False)
