@@ -100,6 +100,7 @@ class Collector:
         self._device_state: dict[str, dict[int, Devices]] = {}
         self.corrupt = 0  # runtime entries reported with an error so far
         self.stale = 0  # runtime entries reported as stopped or hung so far
+        self.stale_after = STALE_AFTER_S
         self.tags: dict[int, str] = {}  # pid -> tag of every runtime read in the last collection
         self._physical_per_device = 1
         self._prime()
@@ -197,7 +198,7 @@ class Collector:
         due = set(self._due(self.config.runtime_groups_for(tag), tracked.collected, now))
         if not due:
             return None
-        stale = snapshot.wall_time == tracked.wall_time and now - snapshot.wall_time > STALE_AFTER_S
+        stale = snapshot.wall_time == tracked.wall_time and now - snapshot.wall_time > self.stale_after
         tracked.wall_time = snapshot.wall_time
         if stale:  # keep the baselines: once it resumes, its next report covers the pause
             for group in due:
