@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 # CPU PyTorch, for capturing real PyTorch scripts (a plain `torch` would pull a CUDA build).
 TORCH  := torch==2.13.0
 
-.PHONY: setup demo test test-fast bench docs clean
+.PHONY: setup demo test test-fast bench docs clean fuzz
 
 setup: $(STAMP)
 
@@ -28,6 +28,11 @@ test: setup
 
 test-fast: setup
 	$(PY) -m pytest -q -m "not slow" -x
+
+# >= 10,000 generated inputs through each parser (config, stream, overrides, workload specs,
+# profiles, counter and instance files); exit 1 on any crash. Minutes: not in `make test`.
+fuzz: setup
+	$(PY) tests/fuzz/run.py --n 10000
 
 bench: setup
 	for f in bench/bench_*.py; do $(PY) $$f || exit 1; done

@@ -10,9 +10,22 @@ from . import __version__
 from .core import instance
 from .errors import SpecError
 from .workloads import REGISTRY, Placement, estimate
-from .workloads.report import apply_vs, format_comparison, format_model, ratios
+from .workloads.report import apply_vs, format_comparison, format_model, ratio_text, ratios
 from .cliargs import positive_int as _positive
 from .runtime.layout import ENGINES as ENGINE_ORDER
+
+
+MAX_NODES = 4096          # instances in one job: beyond the largest clusters
+MAX_CORES = 1 << 20       # logical cores, and any parallel degree
+
+
+def _at_most(limit: int):
+    def parse(text: str) -> int:
+        value = _positive(text)
+        if value > limit:
+            raise argparse.ArgumentTypeError(f"{text!r} is more than the limit of {limit:,}")
+        return value
+    return parse
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -26,12 +39,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help="NAME[:key=value,...], e.g. matmul:m=4096,k=4096,n=4096,dtype=bf16")
     est.add_argument("--instance", "-i", default="trn2.48xlarge", metavar="TYPE")
     est.add_argument("--lnc", type=int, choices=(1, 2), help="logical NeuronCore config")
-    est.add_argument("--cores", type=_positive, help="logical cores to use (default: all of the "
+    est.add_argument("--cores", type=_at_most(MAX_CORES), help="logical cores to use (default: all of the "
                      "instances for models, 1 for microbenchmarks)")
-    est.add_argument("--nodes", type=_positive, default=1, help="instances (EFA-connected)")
-    est.add_argument("--tp", type=_positive, help="tensor-parallel degree")
-    est.add_argument("--pp", type=_positive, help="pipeline-parallel degree")
-    est.add_argument("--dp", type=_positive, help="data-parallel degree")
+    est.add_argument("--nodes", type=_at_most(MAX_NODES), default=1, help="instances (EFA-connected)")
+    est.add_argument("--tp", type=_at_most(MAX_CORES), help="tensor-parallel degree")
+    est.add_argument("--pp", type=_at_most(MAX_CORES), help="pipeline-parallel degree")
+    est.add_argument("--dp", type=_at_most(MAX_CORES), help="data-parallel degree")
     est.add_argument("--vs", metavar="KEY=VALUE[,...]",
                      help="what-if: a second configuration differing in instance, nodes, lnc, tp, "
                      "pp, dp, cores or any workload option; printed side by side with ratios")
@@ -80,6 +93,28 @@ def format_estimate(r: dict) -> str:
     return "\n".join(lines)
 
 
+_MICRO_ROWS = (("time", "time_s", lambda v: f"{v * 1e3:.4f} ms"),
+               ("throughput", "tflops", lambda v: f"{v:.2f} TFLOP/s"),
+               ("MFU", "mfu", lambda v: f"{v * 100:.1f} %"), ("HFU", "hfu", lambda v: f"{v * 100:.1f} %"),
+               ("MBU", "mbu", lambda v: f"{v * 100:.1f} %"),
+               ("algbw", "algbw_gbps", lambda v: f"{v:.2f} GB/s"),
+               ("busbw", "busbw_gbps", lambda v: f"{v:.2f} GB/s"))
+
+
+def format_micro_comparison(a: dict, b: dict) -> str:
+    """`--vs` for microbenchmarks: the rows of format_estimate side by side with B/A."""
+    lines = [f"A: {a['workload']} on {a['instance']} (LNC={a['lnc']})",
+             f"B: {b['workload']} on {b['instance']} (LNC={b['lnc']})",
+             f"  {'':<16} {'A':>18} {'B':>18} {'B/A':>8}"]
+    for label, key, fmt in _MICRO_ROWS:
+        if key in a and key in b:
+            lines.append(f"  {label:<16} {fmt(a[key]):>18} {fmt(b[key]):>18} {ratio_text(a[key], b[key]):>8}")
+    for e in ENGINE_ORDER:
+        va, vb = a["engine_active"][e], b["engine_active"][e]
+        lines.append(f"  {e + ' active':<16} {va * 100:>17.1f}% {vb * 100:>17.1f}% {ratio_text(va, vb):>8}")
+    return "\n".join(lines)
+
+
 def _run(args) -> dict:
     placement = Placement(cores=args.cores, nodes=args.nodes, tp=args.tp, pp=args.pp, dp=args.dp)
     result = estimate(args.workload, _instance(args), placement)
@@ -96,8 +131,10 @@ def cmd_estimate(args) -> int:
         if args.json:
             out = {"a": result, "b": other, "ratio": ratios(result, other)}
             sys.stdout.buffer.write(orjson.dumps(out, option=orjson.OPT_INDENT_2) + b"\n")
-        else:
+        elif "mode" in result and "mode" in other:
             print(format_comparison(result, other))
+        else:
+            print(format_micro_comparison(result, other))
         return 0
     if args.json:
         sys.stdout.buffer.write(orjson.dumps(result, option=orjson.OPT_INDENT_2) + b"\n")

@@ -23,6 +23,7 @@ from .lowering.vector import (lower_activation, lower_binary, lower_cast, lower_
 from .program import Op, Program
 from .engine.schedule import Scheduler
 from .catalog.specs import DeviceSpec, InstanceSpec, check_lnc, get_instance
+from .limits import check_program
 from .lowering.stages import INPUTS, CoreContext, Dep, LoweredOp, Stage
 from .engine.timeline import Timeline
 
@@ -137,6 +138,7 @@ class Instance:
 
     def run(self, program: Program, *, busy_cores_per_stack: int | None = None,
             t0: float = 0.0) -> Run:
+        check_program(program.ops)  # refuse up front what would exhaust the machine (limits.py)
         lower = Lowerer(self.context(busy_cores_per_stack))
         lowered = [lower(i, op) for i, op in enumerate(program.ops)]
         sched = Scheduler(self.costs, t0=t0)

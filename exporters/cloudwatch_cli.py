@@ -31,8 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog=PROG, description="Write neuron-monitor reports (stdin, or --collect) as CloudWatch "
         "Embedded Metric Format JSON lines.",
         epilog="Example: neuron-monitor | neuron-monitor-cloudwatch --emf --output neuron.emf")
-    p.add_argument("--emf", action="store_true", required=True,
-                   help="write Embedded Metric Format (the only output; needs no credentials)")
+    p.add_argument("--emf", action="store_true",
+                   help="write Embedded Metric Format (required: the only output; needs no credentials)")
     p.add_argument("--namespace", default="NeuronMonitor", help="CloudWatch namespace")
     p.add_argument("--output", type=Path, metavar="FILE",
                    help="append to FILE (created 0600) instead of writing to stdout")
@@ -45,9 +45,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    # Unknown flags first: "--bogus" is named as such, not reported as a missing --emf.
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     problem = None
-    if not NAMESPACE.fullmatch(args.namespace):
+    if not args.emf:
+        problem = "the following arguments are required: --emf"
+    elif not NAMESPACE.fullmatch(args.namespace):
         problem = f"--namespace {args.namespace!r}: 1-255 characters of letters, digits, . - _ / # :"
     elif args.config is not None and not args.collect:
         problem = "-c/--config applies to --collect only"
@@ -89,7 +94,9 @@ def _open_output(path: Path | None) -> IO[bytes]:
 
 def _run(reports, encoder: EmfEncoder, out: IO[bytes]) -> int:
     told: set[str] = set()
+    written = 0
     for report in reports:
+        written += 1
         problems: list[Problem] = []
         # A log shipper tails this output, so records are appended as whole lines per report.
         out.write(encoder.lines(report, problems))
@@ -99,6 +106,9 @@ def _run(reports, encoder: EmfEncoder, out: IO[bytes]) -> int:
                 told.add(p.kind)
                 print(f"{PROG}: {p.message} (further {p.kind} problems are not reported)",
                       file=sys.stderr, flush=True)
+    if not written:  # an empty or wholly invalid input, or an upstream neuron-monitor that failed
+        print(f"{PROG}: error: the input held no valid neuron-monitor report", file=sys.stderr)
+        return 1
     return 0
 
 

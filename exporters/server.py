@@ -3,13 +3,23 @@
 A scrape does no metric work at all: it picks the current `Exposition` (OpenMetrics when the
 Accept header asks for it, gzip when Accept-Encoding allows it) and writes its cached bytes.
 Like prometheus_client's server, every path serves the metrics, except `/-/healthy`.
+
+Bounded against slow or hostile clients: at most ``MAX_CONNECTIONS`` connections (one thread
+each). A request must arrive whole within ``REQUEST_TIMEOUT_S`` of its first byte (a client
+trickling a byte at a time is cut off), a connection may wait ``IDLE_TIMEOUT_S`` for its next
+request, and an answer must be taken within ``WRITE_TIMEOUT_S``. When every slot is taken, a new
+connection evicts the one that has waited longest without a complete request, so a scraper that
+sends its request at once is always served, however many slow clients hold connections.
 """
 from __future__ import annotations
 
 import hashlib
 import http.server
+import io
+import socket
 import ssl
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,6 +27,51 @@ from exporters.exposition import Exposition
 
 HEALTH_PATH = "/-/healthy"
 IDLE_TIMEOUT_S = 30.0  # a keep-alive connection with no request for this long is closed
+REQUEST_TIMEOUT_S = 5.0  # from a request's first byte (or the TLS hello) to its last header line
+WRITE_TIMEOUT_S = 10.0  # to take an answer (a body is at most a few hundred kB)
+MAX_CONNECTIONS = 64
+
+
+class _Connection:
+    """What the server knows of one accepted connection: whether it is waiting for (or reading)
+    a request, and since when; the socket, to cut it off when its slot is needed."""
+
+    __slots__ = ("sock", "waiting", "since", "deadline", "evicted")
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.waiting = True
+        self.since = time.monotonic()
+        self.deadline = self.since + REQUEST_TIMEOUT_S  # the TLS handshake, or the first request
+        self.evicted = False
+
+    def evict(self) -> None:
+        self.evicted = True
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)  # its thread's recv returns at once
+        except OSError:
+            pass
+
+
+class _DeadlineReader(io.RawIOBase):
+    """The request side of a connection, reading under the connection's deadline: a request
+    gets REQUEST_TIMEOUT_S from its first byte however slowly the bytes come."""
+
+    def __init__(self, sock: socket.socket, conn: _Connection) -> None:
+        self._sock, self._conn = sock, conn
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # type: ignore[override]
+        remaining = self._conn.deadline - time.monotonic()
+        if remaining <= 0 or self._conn.evicted:
+            raise TimeoutError("request not received in time")
+        self._sock.settimeout(remaining)
+        n = self._sock.recv_into(buffer)
+        if n and self._conn.waiting:
+            self._conn.deadline = min(self._conn.deadline, time.monotonic() + REQUEST_TIMEOUT_S)
+        return n
 
 
 def wants_openmetrics(accept: str | None) -> bool:
@@ -50,9 +105,22 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     server: MetricsHTTPServer
 
     def setup(self) -> None:
+        self.conn = self.server.connection_of(self.request)
+        self.timeout = REQUEST_TIMEOUT_S  # the TLS handshake's bound (setup() applies it)
         super().setup()
         if isinstance(self.request, ssl.SSLSocket):
             self.request.do_handshake()  # here, in the connection's thread, not in accept()
+        self.rfile.close()  # the plain socket file: requests are read under the deadline instead
+        self.rfile = io.BufferedReader(_DeadlineReader(self.connection, self.conn))
+        self.answered = 0
+
+    def handle_one_request(self) -> None:
+        conn = self.conn
+        conn.waiting, conn.since = True, time.monotonic()
+        if self.answered:  # a kept-alive connection may wait this long for its next request
+            conn.deadline = conn.since + IDLE_TIMEOUT_S
+        super().handle_one_request()
+        self.answered += 1
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
         self._respond(head=False)
@@ -61,6 +129,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self._respond(head=True)
 
     def _respond(self, head: bool) -> None:
+        self.conn.waiting = False  # a whole request: this one is answered, never evicted
+        self.connection.settimeout(WRITE_TIMEOUT_S)
         if self.path.split("?", 1)[0] == HEALTH_PATH:
             ok, text = self.server.health()
             self._send(text.encode() + b"\n", "text/plain; charset=utf-8", False, head,
@@ -100,14 +170,55 @@ class MetricsHTTPServer(http.server.ThreadingHTTPServer):
 
     def __init__(self, address: tuple[str, int], source: Callable[[], Exposition],
                  tls: TlsReloader | None = None,
-                 health: Callable[[], tuple[bool, str]] | None = None):
+                 health: Callable[[], tuple[bool, str]] | None = None,
+                 max_connections: int = MAX_CONNECTIONS):
         self.source = source
         self.tls = tls
         self.health = health or (lambda: (True, "OK"))  # (healthy, text) for /-/healthy
+        self.max_connections = max_connections
+        self.refused = 0  # connections closed at once: every slot busy answering
+        self.evicted = 0  # connections cut off to make room
+        self._connections: dict[object, _Connection] = {}
+        self._lock = threading.Lock()
         super().__init__(address, _Handler)
         if tls is not None:
             self.socket = tls.context.wrap_socket(self.socket, server_side=True,
                                                   do_handshake_on_connect=False)
+
+    def process_request(self, request, client_address) -> None:  # type: ignore[override]
+        """Admit the connection if a slot is free or can be freed; else close it at once."""
+        with self._lock:
+            live = [c for c in self._connections.values() if not c.evicted]
+            if len(live) >= self.max_connections:
+                waiting = [c for c in live if c.waiting]
+                if not waiting:
+                    self.refused += 1
+                    self._close(request)
+                    return
+                min(waiting, key=lambda c: c.since).evict()
+                self.evicted += 1
+            self._connections[request] = _Connection(request)
+        super().process_request(request, client_address)
+
+    def connection_of(self, request: object) -> _Connection:
+        with self._lock:
+            return self._connections.setdefault(request, _Connection(request))  # type: ignore[arg-type]
+
+    @property
+    def connections(self) -> int:
+        with self._lock:
+            return len(self._connections)
+
+    def shutdown_request(self, request) -> None:  # type: ignore[override]
+        with self._lock:
+            self._connections.pop(request, None)
+        super().shutdown_request(request)
+
+    def _close(self, request) -> None:
+        try:
+            request.close()
+        except OSError:
+            pass
 
     def handle_error(self, request: object, client_address: object) -> None:
         pass  # a broken connection must not print a traceback

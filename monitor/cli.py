@@ -84,6 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = (MonitorConfig.from_file(args.config_file) if args.config_file
                   else MonitorConfig.default())
+        if args.root is not None and not os.path.lexists(args.root):  # looking must not create it
+            return _fail(f"no simulated instance at {args.root}", 1)
         if args.root is not None:
             runtime_dir(args.root)  # validate now: an unsafe directory is a usage error
     except (ConfigError, RuntimeDirError) as exc:
@@ -122,6 +124,7 @@ def run_loop(collector: Collector, out: BinaryIO, record: BinaryIO | None, count
     written = 0
     pids: set[int] = set()
     removed, corrupt = collector.removed, collector.corrupt
+    unmatched = UnmatchedFilters(collector.config)
     while count is None or written < count:
         report = next(reports, None)
         if report is None:
@@ -136,6 +139,9 @@ def run_loop(collector: Collector, out: BinaryIO, record: BinaryIO | None, count
             log(1, f"removed {collector.removed - removed} counter file(s) of dead runtimes")
         if collector.corrupt > corrupt:
             log(1, f"{collector.corrupt - corrupt} runtime(s) with unreadable counters")
+        for pattern in unmatched.check(collector.tags.values()):
+            print(f"{PROG}: warning: tag_filter {pattern!r} matches none of the running runtimes "
+                  f"({', '.join(sorted(set(collector.tags.values())))})", file=sys.stderr, flush=True)
         pids |= now_pids
         removed, corrupt = collector.removed, collector.corrupt
         status = _write(out, line, record)
@@ -143,6 +149,22 @@ def run_loop(collector: Collector, out: BinaryIO, record: BinaryIO | None, count
             return status
         written += 1
     return 0
+
+
+class UnmatchedFilters:
+    """The config's tag filters that match none of the runtimes found when runtimes are first
+    seen: a filter that selects nothing is almost always a mistake, said once per filter."""
+
+    def __init__(self, config: MonitorConfig) -> None:
+        self._pending = [s for s in config.runtimes if s.tag_filter is not None]
+
+    def check(self, tags) -> list[str]:
+        tags = list(tags)
+        if not tags or not self._pending:
+            return []
+        found = [s.tag_filter.pattern for s in self._pending if not any(s.matches(t) for t in tags)]
+        self._pending = []
+        return found
 
 
 class _Timed:
@@ -177,14 +199,17 @@ def _write(out: BinaryIO, line: bytes, record: BinaryIO | None) -> int | None:
         except OSError as exc:
             reason = "the disk is full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) \
                 else (exc.strerror or str(exc))
-            return _fail(f"cannot write --record file {record.name!r}: {reason}; stopping", 1)
+            name = getattr(record, "path", record.name)  # the path given, not a descriptor number
+            return _fail(f"cannot write --record file {str(name)!r}: {reason}; stopping", 1)
     return None
 
 
 def _open_record(path: Path) -> BinaryIO:
     # Appending keeps earlier recordings; a recording is replayable line by line at any point.
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
-    return os.fdopen(fd, "ab", buffering=0)
+    fh = os.fdopen(fd, "ab", buffering=0)
+    fh.path = os.fspath(path)  # type: ignore[attr-defined]  (errors name it, not "fd 3")
+    return fh
 
 
 def _close_quietly(fh: IO[bytes]) -> None:

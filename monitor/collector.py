@@ -16,8 +16,10 @@ collection, or for a runtime first seen, zero at the runtime's start (like HostS
 runtime vCPU sample), so the first report already covers real work.
 
 Faults never stop collection: a runtime whose pid is gone is dropped and its file removed; a
-corrupted counter file gives that runtime an entry with ``error`` set and nothing else; a file
-that vanishes between listing and reading is skipped.
+corrupted counter file (or one with values out of range) gives that runtime an entry with
+``error`` set and nothing else; so does a runtime whose counters stopped moving (SIGSTOP, hung:
+``STALE_AFTER_S``) and one that runs while its counter file was deleted; a file that vanishes
+between listing and reading is skipped.
 """
 from __future__ import annotations
 
@@ -45,6 +47,9 @@ from monitor.report import (
 
 __all__ = ["Collector", "NO_DEVICE_HARDWARE"]
 
+# A runtime publishes its counters every 0.1 s; counters that have not moved for this long
+# belong to a stopped (SIGSTOP) or hung runtime, which is reported with an error, not as idle.
+STALE_AFTER_S = 2.0
 _COUNTER_GROUPS = ("neuroncore_counters", "execution_stats", "neuroncore_engine_counters")
 _DEVICE_GROUPS = ("neuron_hw_counters", "neuron_device_counters")
 
@@ -59,6 +64,7 @@ class _Tracked:
     # Static parts, built once: the v3d keys per core, the loaded models as Report objects.
     keys: tuple[Any, tuple[tuple[str, ...], ...]] | None = None
     models: tuple[Any, tuple[LoadedModel, ...]] | None = None
+    wall_time: float = -1.0  # the counters' own time stamp when last read
 
     def physical_keys(self, s: Any, core_version: str) -> tuple[tuple[str, ...], ...]:
         key = (s.cores, s.lnc, core_version)
@@ -93,6 +99,9 @@ class Collector:
         # device group -> pid -> that runtime's device counters when the group was last collected
         self._device_state: dict[str, dict[int, Devices]] = {}
         self.corrupt = 0  # runtime entries reported with an error so far
+        self.stale = 0  # runtime entries reported as stopped or hung so far
+        self.stale_after = STALE_AFTER_S
+        self.tags: dict[int, str] = {}  # pid -> tag of every runtime read in the last collection
         self._physical_per_device = 1
         self._prime()
 
@@ -116,6 +125,7 @@ class Collector:
                 continue
             tag = snapshot.tag or str(handle.pid)
             tracked = self._tracked[handle.pid] = _Tracked(handle.pid, tag)
+            tracked.wall_time = snapshot.wall_time
             sample = sample_of(snapshot, tracked.physical_keys(snapshot, instance.core_version))
             tracked.baselines.update(dict.fromkeys(_COUNTER_GROUPS, sample))
             devices = devices_of(snapshot, self._physical_per_device)
@@ -149,6 +159,7 @@ class Collector:
         runtimes: list[RuntimeReport] = []
         device_samples: dict[int, Devices] = {}
         seen: set[int] = set()
+        self.tags = {}
         # Without an instance there is no device: the real tool then reports no runtimes at all.
         for handle in self._backend.runtimes() if instance is not None else ():
             seen.add(handle.pid)
@@ -180,12 +191,21 @@ class Collector:
             self.corrupt += 1
             return RuntimeReport(pid, tag, error=f"cannot read runtime counters: {exc}")
         tag = snapshot.tag or str(pid)
+        self.tags[pid] = tag
         if tracked is None or tracked.tag != tag:  # a new runtime (or a pid reused under a new tag)
             tracked = self._tracked[pid] = _Tracked(pid, tag)
         device_samples[pid] = devices_of(snapshot, self._physical_per_device)
         due = set(self._due(self.config.runtime_groups_for(tag), tracked.collected, now))
         if not due:
             return None
+        stale = snapshot.wall_time == tracked.wall_time and now - snapshot.wall_time > self.stale_after
+        tracked.wall_time = snapshot.wall_time
+        if stale:  # keep the baselines: once it resumes, its next report covers the pause
+            for group in due:
+                tracked.collected[group] = now
+            self.stale += 1
+            return RuntimeReport(pid, tag, error=f"runtime counters not updated for "
+                                 f"{now - snapshot.wall_time:.1f} s (the runtime is stopped or hung)")
         groups = self._runtime_groups(tracked, snapshot, due, now, core_version)
         for group in due:
             tracked.collected[group] = now

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from monitor.collector_groups import int64_counts
 from monitor.report import DeviceCounter, DeviceCounters
 
 __all__ = ["Devices", "DeviceTotals", "devices_of"]
@@ -85,8 +86,7 @@ class DeviceTotals:
         temperature = np.where(self.share > 0, self.temperature, still)
         bandwidth = np.clip((self.hbm_read + self.hbm_write) / (dev.hbm_bw * period), 0.0, None) \
             if period > 0 else np.zeros_like(self.hbm_read)
-        rows = zip(np.rint(self.hbm_read).astype(np.int64).tolist(),
-                   np.rint(self.hbm_write).astype(np.int64).tolist(), bandwidth.tolist(),
+        rows = zip(int64_counts(self.hbm_read), int64_counts(self.hbm_write), bandwidth.tolist(),
                    power.tolist(), energy.tolist(), temperature.tolist(), self.throttle.tolist())
         return DeviceCounters(period, "", tuple(DeviceCounter(i, *row)
                                                 for i, row in enumerate(rows)))

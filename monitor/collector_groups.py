@@ -98,7 +98,7 @@ def neuroncore_counters(prev: Sample, cur: Sample, core_version: str) -> NeuronC
         prev = zero_like(cur, prev.wall_time)
     dt, dev_dt = _interval(prev, cur), _device_interval(prev, cur)
     util = np.minimum(_rates(cur.busy - prev.busy, dev_dt), 1.0).tolist()
-    flops = np.rint(_rates(cur.hardware_flops - prev.hardware_flops, dev_dt)).astype(np.int64).tolist()
+    flops = int64_counts(_rates(cur.hardware_flops - prev.hardware_flops, dev_dt))
     if cur.physical_busy.shape[1] > 1:
         phys = np.minimum(_rates(cur.physical_busy - prev.physical_busy, dev_dt), 1.0).tolist()
         cores = {core: CoreCounters(u, fl, dict(zip(keys, p)), core_version)
@@ -117,7 +117,7 @@ def engine_counters(prev: Sample, cur: Sample) -> EngineCounters:
                       1.0).tolist()
 
     def grown(a: np.ndarray, b: np.ndarray) -> list:
-        return np.rint(np.clip(b - a, 0, None)).astype(np.int64).tolist()
+        return int64_counts(b - a)
 
     model, hw = grown(prev.model_flops, cur.model_flops), grown(prev.hardware_flops,
                                                                  cur.hardware_flops)
@@ -155,3 +155,10 @@ def _percentiles(ring: np.ndarray, new: int) -> Latency | None:
     values = ordered[low] + (ordered[high] - ordered[low]) * (position - low)
     return Latency(*values.tolist())
 
+
+_INT64_CEILING = float(2 ** 63 - 1024)  # the largest float below 2**63
+
+
+def int64_counts(values: np.ndarray) -> list[int]:
+    """Float counts as JSON's non-negative 64-bit integers (clipped, never wrapped)."""
+    return np.rint(np.clip(values, 0.0, _INT64_CEILING)).astype(np.int64).tolist()

@@ -63,13 +63,19 @@ class ShmBackend:
         return self._instance_cache[1]
 
     def runtimes(self) -> list[Any]:
-        """Handles of live runtimes, kept open between collections; dead ones are removed."""
+        """Handles of live runtimes, kept open between collections; dead ones are removed. A
+        runtime of the instance that still runs but whose counter file was deleted is listed too
+        (its read() says so), rather than vanishing from the reports."""
         listed = shm.list_runtimes(self.root)
+        listed += missing_runtimes(self.instance(), {h.pid for h in listed})
         paths = {h.path for h in listed}
         for path in [p for p in self._handles if p not in paths]:
             self._handles.pop(path)[0].close()
         live = []
         for fresh in listed:
+            if isinstance(fresh, MissingCounters):
+                live.append(fresh)
+                continue
             try:
                 st = fresh.path.stat()
             except OSError:  # removed since the listing
@@ -96,6 +102,47 @@ class ShmBackend:
         for handle, _ in self._handles.values():
             handle.close()
         self._handles.clear()
+
+
+class MissingCounters:
+    """A runtime of the instance whose process runs but whose counter file is gone. ``path`` is
+    the process's /proc entry: it exists exactly as long as the runtime does."""
+
+    def __init__(self, pid: int, tag: str) -> None:
+        self.pid, self.tag = pid, tag
+        self.path = Path(f"/proc/{pid}")
+
+    def read(self) -> Any:
+        raise shm.CorruptCounters(f"runtime-{self.pid}.ctr was deleted while the runtime runs")
+
+    def header(self) -> dict[str, Any]:
+        return {"tag": self.tag}
+
+    def is_alive(self) -> bool:
+        return runtime_process_alive(self.pid)
+
+    def close(self) -> None:
+        pass
+
+    def remove(self) -> None:
+        pass
+
+
+def runtime_process_alive(pid: int) -> bool:
+    """Whether `pid` is a running simulated runtime (its command line names the module)."""
+    try:
+        with open(f"/proc/{int(pid)}/cmdline", "rb") as f:
+            return b"device_model.runtime" in f.read()
+    except (OSError, ValueError):
+        return False
+
+
+def missing_runtimes(instance: Any, listed: set[int]) -> list[MissingCounters]:
+    """The instance's runtimes that run without a counter file."""
+    if instance is None:
+        return []
+    return [MissingCounters(a["pid"], a["tag"]) for a in instance.apps
+            if a.get("pid") and a["pid"] not in listed and runtime_process_alive(a["pid"])]
 
 
 def spec_of(instance: Any) -> InstanceSpec | None:

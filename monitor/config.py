@@ -32,9 +32,10 @@ RUNTIME_GROUPS = ("neuroncore_counters", "memory_used", "neuron_runtime_vcpu_usa
 SYSTEM_GROUPS = ("vcpu_usage", "memory_info", "neuron_hw_counters", "neuron_device_counters")
 DEFAULT_PERIOD = 5.0
 MAX_PERIOD = 86_400.0  # a day; anything longer is almost certainly a unit mistake
+MIN_PERIOD = 0.01      # 10 ms: a shorter tick would only burn CPU (runtimes publish every 0.1 s)
 MAX_CONFIG_BYTES = 1 << 20
 _RENAMED = {"inference_stats": "execution_stats"}
-_PERIOD = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m)")
+_PERIOD = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m)")  # ASCII digits only, as AWS's parser
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0}
 
 
@@ -43,12 +44,12 @@ def parse_period(value: Any, path: str = "period") -> float:
     if type(value) is not str:
         raise ConfigError(f"{path}: expected a string like \"1s\", \"2m\" or \"500ms\", "
                           f"got {_kind(value)}")
-    match = _PERIOD.fullmatch(value.strip())
+    match = _PERIOD.fullmatch(value.strip(" \t"))
     if match is None:
         raise ConfigError(f"{path}: {value!r} is not a period (<number><s|m|ms>, e.g. \"5s\")")
     seconds = float(match[1]) * _UNIT_SECONDS[match[2]]
-    if not 0.0 < seconds <= MAX_PERIOD:
-        raise ConfigError(f"{path}: {value!r} must be greater than 0 and at most 24 hours")
+    if not MIN_PERIOD <= seconds <= MAX_PERIOD:
+        raise ConfigError(f"{path}: {value!r} must be at least 10ms and at most 24 hours")
     return seconds
 
 

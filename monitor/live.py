@@ -121,7 +121,9 @@ def collector_reports(config_path: pathlib.Path | None, clock: Callable[[], floa
         config = MonitorConfig.from_file(config_path) if config_path else MonitorConfig.default()
         collector = Collector(config)
     except (OSError, ValueError) as exc:
-        raise InputError(f"--collect: {str(exc).splitlines()[0] if str(exc) else exc!r}") from None
+        # The message as the other tools print it (first line, not repr-quoted).
+        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise InputError(f"--collect: {message}") from None
     return _stamped(collector, config.base_period, clock, sleep, monotonic)
 
 

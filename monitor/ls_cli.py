@@ -47,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.root is not None and not os.path.lexists(args.root):  # looking must not create it
+        print(f"{PROG}: error: no simulated instance at {args.root}", file=sys.stderr)
+        return 1
     try:
         directory = shm.runtime_dir(args.root)
         instance = shm.read_instance(args.root)

@@ -120,3 +120,27 @@ def test_cli_usage_errors(args, message):
     out = run_cli(*args)
     assert out.returncode == 2 and message in out.stderr.decode()
     assert "Traceback" not in out.stderr.decode()
+
+
+@pytest.mark.parametrize("args", [["--bogus"], ["--emf", "--bogus"], ["--bogus", "--namespace", "x"]])
+def test_cli_names_an_unknown_flag(args):
+    out = run_cli(*args)
+    err = out.stderr.decode()
+    assert out.returncode == 2 and "unrecognized arguments: --bogus" in err
+    assert "required" not in err
+
+
+@pytest.mark.parametrize("stdin", [b"", b"not json\n", b'{"neuron_runtime_data": 5}\n'])
+def test_cli_input_with_no_valid_report_exits_non_zero(stdin):
+    out = run_cli("--emf", stdin=stdin)
+    assert out.returncode == 1 and out.stdout == b""
+    assert "no valid neuron-monitor report" in out.stderr.decode()
+
+
+def test_cli_collect_errors_are_quoted_as_the_other_tools_quote_them(tmp_path):
+    missing = tmp_path / "missing.json"
+    out = run_cli("--emf", "--collect", "-c", str(missing))
+    err = out.stderr.decode().strip()
+    assert out.returncode == 2
+    assert err == f"neuron-monitor-cloudwatch: error: --collect: {missing}: cannot read config " \
+                  "(No such file or directory)"

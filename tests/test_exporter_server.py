@@ -191,3 +191,63 @@ def test_broken_replacement_certificate_keeps_the_old_one(tmp_path):
     assert tls.reload_if_changed() is False
     with pytest.raises(ssl.SSLError):
         TlsReloader(cert, key)
+
+
+def test_slow_clients_are_bounded_and_scrapes_go_on(exporter):
+    """Slow-loris clients (silent ones and ones trickling a byte at a time) hold no more than
+    the connection cap, are cut off once their request is overdue, and a scraper sending whole
+    requests is answered throughout."""
+    import socket
+    import threading
+    import time
+
+    from exporters import server as server_mod
+
+    cap = 16
+    srv = MetricsHTTPServer(("127.0.0.1", 0), lambda: exporter.current, max_connections=cap)
+    serve_in_thread(srv)
+    threads_before = threading.active_count()
+    slow: list[socket.socket] = []
+    stop = threading.Event()
+    try:
+        for i in range(120):
+            s = socket.create_connection(("127.0.0.1", srv.port), timeout=10)
+            if i % 2:
+                s.sendall(b"GET /metrics HTTP/1.1\r\n")  # and then a byte now and then
+            slow.append(s)
+
+        def trickle():
+            while not stop.is_set():
+                for s in slow[1::2]:
+                    try:
+                        s.send(b"X")
+                    except OSError:
+                        pass
+                stop.wait(0.5)
+
+        threading.Thread(target=trickle, daemon=True).start()
+        scrapes = 0
+        peak_threads = 0
+        deadline = time.monotonic() + server_mod.REQUEST_TIMEOUT_S + 3
+        while time.monotonic() < deadline:
+            resp, body = get(srv.port)
+            assert resp.status == 200 and b"neuron" in body
+            scrapes += 1
+            peak_threads = max(peak_threads, threading.active_count())
+            assert srv.connections <= cap + 2
+        assert scrapes > 10
+        assert peak_threads - threads_before <= cap + 2 + 1  # the trickler thread
+        # Every slow client has been cut off by now: each read sees the connection closed.
+        for s in slow:
+            s.settimeout(2)
+            try:
+                assert s.recv(1 << 16) == b""
+            except (ConnectionResetError, BrokenPipeError):
+                pass
+        assert srv.evicted > 0
+    finally:
+        stop.set()
+        for s in slow:
+            s.close()
+        srv.shutdown()
+        srv.server_close()

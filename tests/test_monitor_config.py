@@ -158,3 +158,16 @@ def test_arbitrary_input_raises_only_config_error(value):
         return
     assert config.base_period > 0
     config.runtime_groups_for("tag")
+
+
+@given(digit=st.characters(categories=["Nd"]).filter(lambda c: not c.isascii()))
+def test_periods_take_ascii_digits_only(digit):
+    with pytest.raises(ConfigError, match="not a period"):
+        parse_period(f"{digit}s")
+
+
+@pytest.mark.parametrize("text", ["0.0000001s", "1ms", "0.009s", "9ms"])
+def test_periods_below_the_minimum_are_refused(text):
+    with pytest.raises(ConfigError, match="at least 10ms"):
+        parse_period(text)
+    assert parse_period("10ms") == pytest.approx(0.01)

@@ -176,6 +176,7 @@ def test_cli_topology(sim):
 
 
 def test_cli_without_an_instance_prints_the_real_fatal_message(tmp_path):
+    (tmp_path / "rt").mkdir(mode=0o700)  # a runtime directory, but no instance in it
     out = neuron_ls(tmp_path / "rt")
     assert out.returncode == 1 and out.stdout == b""
     err = out.stderr.decode()

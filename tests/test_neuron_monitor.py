@@ -223,6 +223,7 @@ def test_record_appends_a_replayable_private_file(sim, tmp_path):
 
 def test_no_instance_prints_the_no_device_document(tmp_path):
     root = tmp_path / "rt"
+    root.mkdir(mode=0o700)  # a runtime directory, but no instance in it (a missing one: exit 1)
     out = subprocess.run([*console_script("neuron-monitor"), "-c", config(tmp_path), "--root",
                           str(root), "--count", "1"], capture_output=True, timeout=30)
     assert out.returncode == 0 and out.stderr == b""

@@ -161,3 +161,28 @@ def test_unsafe_root_is_refused(tmp_path: Path):
     loose.chmod(0o777)
     r = sim("status", "--root", str(loose))
     assert r.returncode == 2 and "0777" in r.stderr
+
+
+def test_a_planted_log_symlink_is_not_followed(root: Path, tmp_path: Path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    (root / "app-0.log").symlink_to(victim)
+    r = sim("start", "--root", str(root), "--app", "mm=matmul:m=256,k=256,n=256@0-1")
+    assert r.returncode == 0, r.stderr
+    assert victim.read_text() == "precious\n"
+    log = root / "app-0.log"
+    assert not log.is_symlink() and (log.stat().st_mode & 0o777) == 0o600
+
+
+def test_two_starts_at_the_same_moment_one_wins(root: Path):
+    cmd = SIM + ["start", "--root", str(root), "--app", "mm=matmul:m=256,k=256,n=256@0-1"]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    results = [p.communicate(timeout=120) + (p.returncode,) for p in procs]
+    codes = sorted(rc for _, _, rc in results)
+    assert codes == [0, 2], results
+    loser = next(err for _, err, rc in results if rc == 2)
+    assert "already running" in loser and "Traceback" not in loser
+    desc = read_instance(root)
+    live = [h.pid for h in list_runtimes(root) if h.is_alive()]
+    assert live == [a["pid"] for a in desc.apps]

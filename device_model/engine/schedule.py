@@ -160,7 +160,8 @@ class Scheduler:
         first_prev = self.lane_free[L_PE_MM] if self._pe_used else -np.inf
         prev_end = np.concatenate([[first_prev], end[:-1]])
         restart = (start - prev_end) >= c.throttle_idle_s
-        if not restart.any():
+        # A restart at full rate (ratio 1, allowed by the overrides) or a ramp of no length: no ramp.
+        if not restart.any() or c.throttle_start_ratio >= 1.0 or c.throttle_ramp_s <= 0.0:
             return dur, end
         seg = np.cumsum(restart)
         done = np.cumsum(dur) - dur                       # work before each instruction

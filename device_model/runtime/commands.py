@@ -12,7 +12,7 @@ import orjson
 from ..core import instance
 from ..errors import SpecError
 from .faults import parse_duration
-from .launcher import cleanup, launch, live_runtimes, plan, stop, terminate
+from .launcher import _pid_alive, cleanup, launch, live_runtimes, plan, stop, terminate
 from .shm import CorruptCounters, list_runtimes, read_instance, runtime_dir
 
 APP_HELP = ("TAG=WORKLOAD_SPEC@CORES, repeatable, e.g. train=demo-train:layers=2@0-47; "
@@ -110,10 +110,17 @@ def cmd_stop(args) -> int:
     return 0
 
 
+STALE_AFTER_S = 2.0  # a live runtime whose counters are older than this is stopped or hung
+
+
 def status_data(root: Path) -> dict:
-    desc = read_instance(root)
+    try:
+        desc, instance_error = read_instance(root), ""
+    except CorruptCounters as e:  # report the runtimes all the same
+        desc, instance_error = None, str(e)
     runtimes = []
-    for h in list_runtimes(root):
+    handles = list_runtimes(root)
+    for h in handles:
         entry: dict = {"pid": h.pid, "alive": h.is_alive(), "error": ""}
         try:
             s = h.read()
@@ -126,8 +133,19 @@ def status_data(root: Path) -> dict:
                          executions=sum(s.exec_status.values()), errors=sum(s.errors.values()),
                          exec_status=s.exec_status, ecc=int(s.dev_ecc.sum()),
                          power_w=float(s.dev_power_w.sum()), updated_s_ago=max(0.0, time.time() - s.wall_time))
+            entry["stale"] = entry["alive"] and entry["updated_s_ago"] > STALE_AFTER_S
+        finally:
+            h.close()
         runtimes.append(entry)
-    return {"root": str(root), "instance": None if desc is None else _instance_dict(desc), "runtimes": runtimes}
+    listed = {h.pid for h in handles}
+    for a in desc.apps if desc is not None else ():
+        if a.get("pid") and a["pid"] not in listed and _pid_alive(a["pid"], "device_model.runtime"):
+            runtimes.append({"pid": a["pid"], "alive": True, "tag": a["tag"],
+                             "error": f"runtime-{a['pid']}.ctr was deleted while the runtime runs"})
+    out = {"root": str(root), "instance": None if desc is None else _instance_dict(desc), "runtimes": runtimes}
+    if instance_error:
+        out["instance_error"] = instance_error
+    return out
 
 
 def _instance_dict(desc) -> dict:
@@ -137,9 +155,11 @@ def _instance_dict(desc) -> dict:
 
 def format_status(d: dict) -> str:
     inst = d["instance"]
-    if inst is None and not d["runtimes"]:
+    if inst is None and not d["runtimes"] and not d.get("instance_error"):
         return f"no simulated instance in {d['root']}"
     lines = []
+    if d.get("instance_error"):
+        lines.append(f"instance description unreadable: {d['instance_error']}")
     if inst is not None:
         up = time.time() - inst["started_at"]
         lines.append(f"{inst['instance_type']}  {inst['instance_id']}  {inst['availability_zone']}  "
@@ -148,10 +168,10 @@ def format_status(d: dict) -> str:
     lines.append(f"{'TAG':<16} {'PID':>8} {'CORES':>6} {'PHASE':<13} {'UTIL':>6} {'EXECS':>9} {'ERRORS':>7} "
                  f"{'POWER':>8}  WORKLOAD")
     for r in d["runtimes"]:
-        if r["error"] or "tag" not in r:
-            lines.append(f"{'?':<16} {r['pid']:>8} {'':>6} {'unreadable':<13} {r['error']}")
+        if r["error"] or "phase" not in r:
+            lines.append(f"{r.get('tag', '?')[:16]:<16} {r['pid']:>8} {'':>6} {'unreadable':<13} {r['error']}")
             continue
-        phase = r["phase"] if r["alive"] else "dead"
+        phase = ("stale" if r.get("stale") else r["phase"]) if r["alive"] else "dead"
         lines.append(f"{r['tag'][:16]:<16} {r['pid']:>8} {len(r['cores']):>6} {phase:<13} "
                      f"{r['utilization'] * 100:5.1f}% {r['executions']:>9} {r['errors']:>7} "
                      f"{r['power_w']:7.0f}W  {r['workload']}")
@@ -159,6 +179,9 @@ def format_status(d: dict) -> str:
 
 
 def cmd_status(args) -> int:
+    if args.root is not None and not args.root.is_dir():   # looking must not create it
+        print(f"neuron-sim: error: no simulated instance at {args.root}", file=sys.stderr)
+        return 3
     root = runtime_dir(args.root)
     d = status_data(root)
     if args.json:

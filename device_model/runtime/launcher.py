@@ -2,8 +2,11 @@
 `neuron-sim start / run / stop / status`."""
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -17,7 +20,7 @@ from ..errors import SpecError
 from .faults import ECC_FAULTS, FaultSpec, format_fault, parse_fault
 from ..catalog.topology import neighbours
 from .apps import AppSpec, check_disjoint, default_apps, format_cores, parse_app
-from .shm import (RuntimeHandle, SimInstance, list_runtimes, read_instance, remove_instance,
+from .shm import (CorruptCounters, RuntimeHandle, SimInstance, list_runtimes, read_instance, remove_instance,
                   runtime_dir, write_instance)
 
 REGIONS = (("us-east-2", "use2"), ("us-west-2", "usw2"), ("us-east-1", "use1"))   # trn2 regions
@@ -110,8 +113,40 @@ def _log_path(root: Path, index: int) -> Path:
 
 def launch(p: Plan, root: Path, seed: int, speed: float, *, interval: float = 0.1,
            duration: str | None = None, foreground: bool = False) -> tuple[SimInstance, list[subprocess.Popen]]:
-    """Write the instance description and start one detached runtime process per app."""
-    existing = read_instance(root)
+    """Write the instance description and start one detached runtime process per app.
+
+    The whole of it (is one running? write ours, start the runtimes) holds the instance lock, so
+    that of two starts at the same moment exactly one wins and the other finds it running."""
+    with instance_lock(root):
+        return _launch(p, root, seed, speed, interval=interval, duration=duration, foreground=foreground)
+
+
+LOCK_FILE = "instance.lock"
+
+
+@contextlib.contextmanager
+def instance_lock(root: Path):
+    """An exclusive flock on ROOT/instance.lock (created 0600, never followed if a symlink)."""
+    fd = os.open(root / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, 0o600)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise SimError(f"{root / LOCK_FILE} is not a regular file")
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _launch(p: Plan, root: Path, seed: int, speed: float, *, interval: float,
+            duration: str | None, foreground: bool) -> tuple[SimInstance, list[subprocess.Popen]]:
+    try:
+        existing = read_instance(root)
+    except CorruptCounters:  # a damaged description: in the way only while its runtimes run
+        existing = None
+        if any(h.is_alive() for h in list_runtimes(root)):
+            raise SimError(f"a simulated instance is already running in {root} (its description is "
+                           f"damaged); run `neuron-sim stop` first") from None
+        cleanup(root)
     if existing is not None:
         if any(h.is_alive() for h in list_runtimes(root)) or _pid_alive(existing.launcher_pid, RUN_MARK):
             raise SimError(f"a simulated {existing.instance_type} is already running in {root}; "
@@ -144,10 +179,31 @@ def _spawn(p: Plan, app: AppSpec, index: int, root: Path, seed: int, speed: floa
         cmd += ["--inject", format_fault(f)]
     if duration:
         cmd += ["--duration", duration]
-    fd = os.open(_log_path(root, index), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    fd = _create_log(_log_path(root, index))
     try:
         return subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd,
                                 start_new_session=True, close_fds=True)
+    finally:
+        os.close(fd)
+
+
+def _create_log(path: Path) -> int:
+    """A new, private log file: whatever is at `path` (an old log, or a symlink planted there to
+    make us truncate another file) is unlinked, not followed; O_EXCL|O_NOFOLLOW refuse a link that
+    reappears in between."""
+    path.unlink(missing_ok=True)
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+
+
+def _read_log(path: Path) -> str:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return ""
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return ""
+        return os.pread(fd, 1 << 16, max(0, os.fstat(fd).st_size - (1 << 16))).decode(errors="replace")
     finally:
         os.close(fd)
 
@@ -161,7 +217,7 @@ def _wait_started(procs: list[subprocess.Popen], root: Path) -> None:
         for pid, i in list(waiting.items()):
             rc = procs[i].poll()
             if rc is not None:
-                text = _log_path(root, i).read_text(errors="replace").strip().splitlines()
+                text = _read_log(_log_path(root, i)).strip().splitlines()
                 why = text[-1] if text else f"exit status {rc}"
                 raise SimError(why.removeprefix("neuron-sim runtime: error: "))
         if time.monotonic() > deadline:
@@ -196,7 +252,10 @@ def _pid_alive(pid: int | None, needle: str) -> bool:
 
 def stop(root: Path) -> tuple[SimInstance | None, int]:
     """SIGTERM every live runtime (and a foreground launcher), wait, then clean up."""
-    desc = read_instance(root)
+    try:
+        desc = read_instance(root)
+    except CorruptCounters:  # still stop the runtimes it would have named
+        desc = None
     pids = {h.pid for h in list_runtimes(root) if h.is_alive()}
     if desc is not None:
         pids |= {a["pid"] for a in desc.apps if a.get("pid") and _pid_alive(a["pid"], "device_model.runtime")}

@@ -12,6 +12,7 @@ life: a file nobody holds a lock on belongs to a dead runtime (safe against pid 
 from __future__ import annotations
 
 import fcntl
+import math
 import mmap
 import os
 import tempfile
@@ -104,6 +105,8 @@ class SimInstance:
 
     @classmethod
     def from_json(cls, data: bytes) -> "SimInstance":
+        """Parse and validate an instance description: every field of its type and in range,
+        else CorruptCounters naming the field."""
         try:
             d = orjson.loads(data)
         except orjson.JSONDecodeError as e:
@@ -114,19 +117,58 @@ class SimInstance:
         for name in cls.__slots__:
             if name not in d:
                 raise CorruptCounters(f"instance description lacks {name!r}")
-            kw[name] = d[name]
-        kw["connected_devices"] = tuple(tuple(int(x) for x in c) for c in d["connected_devices"])
-        kw["apps"] = tuple(dict(a) for a in d["apps"])
+            kw[name] = _instance_field(name, d[name])
         return cls(**kw)
+
+
+_INSTANCE_INTS = {"device_count": (0, 4096), "device_memory_bytes": (0, 1 << 50),
+                  "cores_per_device": (0, 64), "lnc": (1, 8), "seed": (-(1 << 63), 1 << 63),
+                  "launcher_pid": (0, 1 << 31)}
+_INSTANCE_FLOATS = {"speed": (0.0, 1e6), "started_at": (0.0, float(2 ** 53))}
+
+
+def _instance_field(name: str, v: Any) -> Any:
+    bad = CorruptCounters(f"instance description: {name!r} has a wrong type or is out of range")
+    if name in _INSTANCE_INTS:
+        lo, hi = _INSTANCE_INTS[name]
+        if type(v) is not int or not lo <= v < hi:
+            raise bad
+        return v
+    if name in _INSTANCE_FLOATS:
+        lo, hi = _INSTANCE_FLOATS[name]
+        if type(v) not in (int, float) or not (math.isfinite(v) and lo <= v <= hi):
+            raise bad
+        return float(v)
+    if name == "connected_devices":
+        if type(v) is not list or len(v) > 4096 or not all(
+                type(c) is list and len(c) <= 64 and all(type(x) is int and 0 <= x < 4096 for x in c)
+                for c in v):
+            raise bad
+        return tuple(tuple(c) for c in v)
+    if name == "apps":
+        if type(v) is not list or len(v) > 4096 or not all(
+                type(a) is dict and type(a.get("tag")) is str and type(a.get("workload", "")) is str
+                and (a.get("pid") is None or (type(a.get("pid")) is int and 0 < a["pid"] < 1 << 31))
+                for a in v):
+            raise bad
+        return tuple(dict(a) for a in v)
+    if type(v) is not str or len(v) > 4096:   # every other field is a name or an id
+        raise bad
+    return v
+
+
+MAX_INSTANCE_BYTES = 1 << 20
 
 
 def read_instance(root: Path | str | None = None) -> SimInstance | None:
     """The simulated instance in `root`, or None when none was started."""
     path = runtime_dir(root) / INSTANCE_FILE
     try:
-        data = path.read_bytes()
+        data = read_regular(path, MAX_INSTANCE_BYTES)
     except FileNotFoundError:
         return None
+    except OSError as e:
+        raise CorruptCounters(f"{INSTANCE_FILE}: cannot read ({e.strerror})") from None
     return SimInstance.from_json(data)
 
 
@@ -301,13 +343,41 @@ class CounterWriter:
 
 
 # ------------------------------------------------------------------------ reader
+def open_regular(path: Path) -> int:
+    """A read-only descriptor on `path` if it is a regular file (not a symlink, FIFO, socket or
+    device): opened non-blocking, so a FIFO planted where a file is expected cannot hang us."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise CorruptCounters(f"{path.name}: not a regular file")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_regular(path: Path, limit: int) -> bytes:
+    """The whole of a small regular file, read into memory (at most `limit` bytes)."""
+    fd = open_regular(path)
+    try:
+        data = os.pread(fd, limit + 1, 0)
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise CorruptCounters(f"{path.name}: larger than {limit} bytes")
+    return data
+
+
 class RuntimeHandle:
-    """The reader's side of one counter file."""
+    """The reader's side of one counter file.
+
+    The file is read with pread() into private bytes, never mapped: a file truncated or rewritten
+    while we read it gives a short read (a CorruptCounters), where a mapping would fault (SIGBUS)."""
 
     def __init__(self, path: Path, pid: int) -> None:
         self.path = path
         self.pid = pid
-        self._mm: mmap.mmap | None = None
+        self._fd: int | None = None
         self._header: dict | None = None
         self._layout: tuple[int, int, int, np.dtype] | None = None
         self._models: tuple[LoadedModel, ...] = ()
@@ -316,10 +386,11 @@ class RuntimeHandle:
         return f"RuntimeHandle(pid={self.pid}, path={str(self.path)!r})"
 
     def is_alive(self) -> bool:
-        """True while the runtime process holds its lock on the file."""
+        """True while the runtime process holds its lock on the file (a non-regular file is no
+        runtime's)."""
         try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW)
-        except OSError:
+            fd = open_regular(self.path)
+        except (OSError, CorruptCounters):
             return False
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
@@ -332,15 +403,20 @@ class RuntimeHandle:
         return False
 
     def remove(self) -> None:
-        """Delete the file of a dead runtime (no-op for a live one)."""
+        """Delete the file of a dead runtime (no-op for a live one, or for anything that is not
+        a regular file)."""
         self.close()
-        if not self.is_alive():
+        try:
+            regular = stat.S_ISREG(self.path.lstat().st_mode)
+        except OSError:
+            return
+        if regular and not self.is_alive():
             self.path.unlink(missing_ok=True)
 
     def close(self) -> None:
-        if self._mm is not None:
-            self._mm.close()
-            self._mm = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
     def header(self) -> dict:
         self._open()
@@ -348,91 +424,182 @@ class RuntimeHandle:
         return self._header
 
     def _open(self) -> None:
-        if self._mm is not None:
+        if self._fd is not None:
             return
         try:
-            with open(self.path, "rb") as f:
-                size = os.fstat(f.fileno()).st_size
-                if size < L.PREFIX_SIZE:
-                    raise CorruptCounters(f"{self.path.name}: truncated ({size} bytes)")
-                mm = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+            fd = open_regular(self.path)
         except FileNotFoundError:
             raise CorruptCounters(f"{self.path.name}: vanished") from None
+        except OSError as e:
+            raise CorruptCounters(f"{self.path.name}: cannot open ({e.strerror})") from None
         try:
-            self._header, self._layout = _parse_head(self.path.name, mm)
+            size = os.fstat(fd).st_size
+            if size < L.PREFIX_SIZE:
+                raise CorruptCounters(f"{self.path.name}: truncated ({size} bytes)")
+            head = os.pread(fd, L.PREFIX_SIZE + L.MAX_HEADER, 0)
+            self._header, self._layout = _parse_head(self.path.name, head, size)
             self._models = _parse_models(self._header)
         except BaseException:
-            mm.close()
+            os.close(fd)
             raise
-        self._mm = mm
+        self._fd = fd
 
     def read(self) -> RuntimeSnapshot:
         """A consistent copy of the current counters; CorruptCounters if the file is damaged."""
         self._open()
-        mm, h = self._mm, self._header
-        assert mm is not None and h is not None and self._layout is not None
+        fd, h = self._fd, self._header
+        assert fd is not None and h is not None and self._layout is not None
         slots_off, slot_size, record_size, dtype = self._layout
-        for _ in range(READ_ATTEMPTS):
-            slot = int.from_bytes(mm[L.GEN_OFFSET: L.GEN_OFFSET + 8], "little") % 2
-            off = slots_off + slot * slot_size
-            seq1 = int.from_bytes(mm[off: off + 8], "little")
-            if seq1 % 2:
-                continue
-            crc = int.from_bytes(mm[off + 8: off + 12], "little")
-            data = mm[off + L.SLOT_HEAD: off + L.SLOT_HEAD + record_size]
-            if int.from_bytes(mm[off: off + 8], "little") != seq1:
-                continue
-            if zlib.crc32(data) != crc:
-                raise CorruptCounters(f"{self.path.name}: checksum mismatch in slot {slot}")
-            return _snapshot(h, np.frombuffer(data, dtype=dtype, count=1)[0], self._models)
-        raise CorruptCounters(f"{self.path.name}: no consistent update after {READ_ATTEMPTS} attempts")
+        want = L.SLOT_HEAD + record_size
+        try:
+            for _ in range(READ_ATTEMPTS):
+                gen = os.pread(fd, 8, L.GEN_OFFSET)
+                if len(gen) != 8:
+                    break
+                slot = int.from_bytes(gen, "little") % 2
+                off = slots_off + slot * slot_size
+                data = os.pread(fd, want, off)
+                if len(data) != want:
+                    break
+                seq1 = int.from_bytes(data[:8], "little")
+                if seq1 % 2 or os.pread(fd, 8, off) != data[:8]:
+                    continue
+                record = data[L.SLOT_HEAD:]
+                if zlib.crc32(record) != int.from_bytes(data[8:12], "little"):
+                    raise CorruptCounters(f"{self.path.name}: checksum mismatch in slot {slot}")
+                r = np.frombuffer(record, dtype=dtype, count=1)[0]
+                _check_record(self.path.name, r, record)
+                return _snapshot(h, r, self._models)
+            else:
+                raise CorruptCounters(f"{self.path.name}: no consistent update after {READ_ATTEMPTS} attempts")
+        except OSError as e:
+            raise CorruptCounters(f"{self.path.name}: cannot read ({e.strerror})") from None
+        raise CorruptCounters(f"{self.path.name}: truncated while reading")
 
 
-def _parse_head(name: str, mm: mmap.mmap) -> tuple[dict, tuple[int, int, int, np.dtype]]:
+# Counters are cumulative seconds, bytes, FLOPs, counts and watts: finite and not negative, and
+# below bounds far beyond any real run (a value past them is damage, not a measurement): counts
+# below 2**60 so that sums of a few stay 64-bit integers, memory sizes below 2**48 bytes (256 TiB).
+MAX_COUNTER = float(2 ** 53)    # ids, times and sizes in headers
+MAX_FLOAT = 1e30
+MAX_COUNT = 2 ** 60
+MAX_MEMORY = 2 ** 48
+
+
+def _check_record(name: str, r: np.void, raw: bytes) -> None:
+    """Refuse a record whose values no runtime could have written (NaN, inf, negative, 1e300).
+    Every field is 8 bytes wide, so the record is checked as three flat views at once."""
+    kinds = _record_kinds(r.dtype)
+    f = np.frombuffer(raw, "<f8")[kinds.floats]
+    u = np.frombuffer(raw, "<u8")[kinds.counts]
+    i = np.frombuffer(raw, "<i8")[kinds.sizes]
+    with np.errstate(invalid="ignore"):
+        ok = (bool(np.all((f >= 0.0) & (f <= kinds.float_limits))) and bool(np.all(u <= MAX_COUNT))
+              and bool(np.all((i >= 0) & (i <= MAX_MEMORY))))
+    if not ok:
+        raise CorruptCounters(f"{name}: counter {_first_bad(r)!r} out of range")
+
+
+@dataclass(frozen=True, slots=True)
+class _Kinds:
+    floats: np.ndarray        # indices of the float64 words of a record
+    float_limits: np.ndarray
+    counts: np.ndarray        # uint64 words
+    sizes: np.ndarray         # int64 words
+
+
+_KINDS: dict[np.dtype, _Kinds] = {}
+
+
+def _record_kinds(dtype: np.dtype) -> _Kinds:
+    kinds = _KINDS.get(dtype)
+    if kinds is None:
+        words: dict[str, list[int]] = {"f": [], "u": [], "i": []}
+        limits: list[float] = []
+        for field in dtype.names:
+            sub, offset = dtype.fields[field][:2]
+            first, n = offset // 8, max(1, sub.itemsize // 8)
+            kind = sub.base.kind
+            words[kind].extend(range(first, first + n))
+            if kind == "f":
+                limits += [MAX_COUNTER if field in ("wall_time", "sim_time") else MAX_FLOAT] * n
+        kinds = _KINDS[dtype] = _Kinds(*(np.asarray(words[k], np.int64) for k in "f"),
+                                        np.asarray(limits), *(np.asarray(words[k], np.int64) for k in "ui"))
+    return kinds
+
+
+def _first_bad(r: np.void) -> str:
+    """The first field out of range (for the message; only on the error path)."""
+    for field in r.dtype.names:
+        v = np.asarray(r[field])
+        if v.size == 0:
+            continue
+        if v.dtype.kind == "f":
+            limit = MAX_COUNTER if field in ("wall_time", "sim_time") else MAX_FLOAT
+            ok = bool(np.isfinite(v).all()) and v.min() >= 0.0 and v.max() <= limit
+        else:
+            ok = v.min() >= 0 and v.max() <= (MAX_MEMORY if v.dtype.kind == "i" else MAX_COUNT)
+        if not ok:
+            return field
+    return "?"
+
+
+def _parse_head(name: str, buf: bytes, size: int) -> tuple[dict, tuple[int, int, int, np.dtype]]:
     try:
         magic, version, header_off, header_len, slots_off, slot_size, record_size = \
-            L.PREFIX.unpack_from(mm, 0)
+            L.PREFIX.unpack_from(buf, 0)
     except Exception:
         raise CorruptCounters(f"{name}: unreadable prefix") from None
     if magic != L.MAGIC:
         raise CorruptCounters(f"{name}: not a counter file (bad magic)")
     if version != L.VERSION:
         raise CorruptCounters(f"{name}: counter format version {version}; supported: {L.VERSION}")
-    if not (0 < header_len <= L.MAX_HEADER and header_off + header_len <= len(mm)):
+    if not (0 < header_len <= L.MAX_HEADER and L.PREFIX_SIZE <= header_off
+            and header_off + header_len <= min(size, len(buf))):
         raise CorruptCounters(f"{name}: header length {header_len} out of range")
     try:
-        h = orjson.loads(mm[header_off: header_off + header_len])
+        h = orjson.loads(buf[header_off: header_off + header_len])
         _check_header(h)
         dtype = L.record_dtype(*_header_dims(h))
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, OverflowError) as e:
         raise CorruptCounters(f"{name}: bad header ({e})") from None
     expected = slots_off + 2 * slot_size
-    if record_size != dtype.itemsize or slot_size != L.slot_size(record_size) or len(mm) != expected:
-        raise CorruptCounters(f"{name}: truncated or resized ({len(mm)} bytes, expected {expected})")
+    if record_size != dtype.itemsize or slot_size != L.slot_size(record_size) or size != expected \
+            or slots_off < header_off + header_len:
+        raise CorruptCounters(f"{name}: truncated or resized ({size} bytes, expected {expected})")
     return h, (slots_off, slot_size, record_size, dtype)
 
 
 _HEADER_TYPES = {"pid": int, "tag": str, "workload": str, "instance_type": str, "started_at": (int, float),
                  "cores": list, "lnc": int, "core_devices": list, "devices": list, "ring": int, "models": list}
+MAX_ID = 1 << 16   # core and device ids (an instance has at most a few hundred)
 
 
 def _check_header(h: Any) -> None:
     if not isinstance(h, dict):
         raise ValueError("header is not an object")
     for key, kind in _HEADER_TYPES.items():
-        if not isinstance(h.get(key), kind):
+        if not isinstance(h.get(key), kind) or isinstance(h.get(key), bool):
             raise ValueError(f"{key!r} missing or of the wrong type")
     if not (1 <= h["lnc"] <= 8 and 1 <= h["ring"] <= 1 << 16 and len(h["cores"]) <= 4096
             and len(h["devices"]) <= 4096 and len(h["core_devices"]) == len(h["cores"])):
         raise ValueError("sizes out of range")
-    if not all(isinstance(c, int) for c in h["cores"] + h["devices"] + h["core_devices"]):
-        raise ValueError("core and device ids must be integers")
+    if not all(type(c) is int and 0 <= c < MAX_ID for c in h["cores"] + h["devices"] + h["core_devices"]):
+        raise ValueError(f"core and device ids must be integers in [0, {MAX_ID})")
+    if not (0 < h["pid"] < 1 << 31 and math.isfinite(h["started_at"]) and 0 <= h["started_at"] <= MAX_COUNTER):
+        raise ValueError("pid or started_at out of range")
 
 
 def _parse_models(h: dict) -> tuple[LoadedModel, ...]:
     try:
-        return tuple(LoadedModel.from_dict(m) for m in h["models"])
-    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        models = tuple(LoadedModel.from_dict(m) for m in h["models"])
+        for m in models:
+            values = [m.model_id] + [v for sg in m.subgraphs for v in (
+                sg.core, sg.device, *sg.host_memory.values(), *sg.device_memory.values())]
+            if not all(0 <= v <= MAX_MEMORY for v in values):
+                    raise ValueError("a core, device, id or size out of range")
+        return models
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as e:
         raise CorruptCounters(f"runtime {h['pid']}: bad loaded model ({e})") from None
 
 
@@ -462,12 +629,19 @@ def _snapshot(h: dict, r: np.void, models: tuple[LoadedModel, ...]) -> RuntimeSn
 
 
 def list_runtimes(root: Path | str | None = None) -> list[RuntimeHandle]:
-    """Counter files in the runtime directory, live or dead, ordered by pid."""
+    """Counter files in the runtime directory, live or dead, ordered by pid. Anything else under
+    a counter file's name (a FIFO, a symlink, a folder) is no runtime's and is passed over."""
     out = []
     for path in runtime_dir(root).glob(RUNTIME_GLOB):
         digits = path.name[len("runtime-"): -len(".ctr")]
-        if digits.isdigit():
-            out.append(RuntimeHandle(path, int(digits)))
+        if not (digits.isascii() and digits.isdigit() and len(digits) <= 10):
+            continue
+        try:
+            if not stat.S_ISREG(path.lstat().st_mode):
+                continue
+        except OSError:
+            continue
+        out.append(RuntimeHandle(path, int(digits)))
     return sorted(out, key=lambda h: h.pid)
 
 

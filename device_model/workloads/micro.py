@@ -19,9 +19,19 @@ MATMUL_PARAMS = (
     Param("batch", parse_int, 1, help="batch of independent matmuls"),
     Param("dtype", str, "bf16", choices=DTYPE_NAMES),
 )
+MAX_RANKS = 1 << 20   # a million ranks: beyond any cluster; more would only exhaust the machine
+
+
+def parse_ranks(text: str) -> int:
+    value = parse_int(text)
+    if value > MAX_RANKS:
+        raise ValueError(text)
+    return value
+
+
 COLLECTIVE_PARAMS = (
     Param("bytes", parse_size, help="per-rank buffer, e.g. 64M"),
-    Param("ranks", parse_int, 2, help="number of ranks (logical cores)"),
+    Param("ranks", parse_ranks, 2, help=f"number of ranks (logical cores), at most {MAX_RANKS:,}"),
     Param("dtype", str, "fp32", choices=DTYPE_NAMES),
 )
 COLLECTIVE_KINDS = {"allreduce": "all_reduce", "allgather": "all_gather",

@@ -15,6 +15,9 @@ _PLACEMENT_KEYS = {"instance": str, "nodes": int, "lnc": int, "tp": int, "pp": i
                    "cores": int}
 
 
+_VS_MAX = {"nodes": 4096, "lnc": 8}   # as the command line's own limits
+
+
 def apply_vs(args: argparse.Namespace, text: str) -> argparse.Namespace:
     """A copy of the CLI arguments with `KEY=VALUE[,...]` applied: placement keys replace
     options, any other key replaces (or adds) a workload option."""
@@ -26,8 +29,9 @@ def apply_vs(args: argparse.Namespace, text: str) -> argparse.Namespace:
     for key, value in changes.items():
         if key in _PLACEMENT_KEYS:
             if _PLACEMENT_KEYS[key] is int:
-                if not value.isdigit() or int(value) < 1:
-                    raise SpecError(f"--vs {key}={value!r}: expected a positive integer")
+                if not (value.isascii() and value.isdigit()) or not 1 <= int(value) <= _VS_MAX.get(key, 1 << 20):
+                    raise SpecError(f"--vs {key}={value!r}: expected a positive integer, at most "
+                                    f"{_VS_MAX.get(key, 1 << 20):,}")
                 value = int(value)
             setattr(new, key, value)
             if key == "instance" and "lnc" not in changes:
@@ -127,6 +131,11 @@ def _number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+def ratio_text(va: Any, vb: Any) -> str:
+    """B/A as "1.95x"; "–" where it has no value (two zeros, or A zero)."""
+    return f"{vb / va:.2f}x" if _number(va) and _number(vb) and va else "\u2013"
+
+
 def format_comparison(a: dict, b: dict) -> str:
     lines = [f"A: {_title(a)}", f"B: {_title(b)}",
              f"  {'':<20} {'A':>22} {'B':>22} {'B/A':>8}"]
@@ -139,6 +148,6 @@ def format_comparison(a: dict, b: dict) -> str:
             lines.append(f"  {label:<20} A {fmt(va)}")
             lines.append(f"  {'':<20} B {fmt(vb)}")
             continue
-        ratio = f"{vb / va:.2f}x" if _number(va) and va else "-"
+        ratio = ratio_text(va, vb)
         lines.append(f"  {label:<20} {fmt(va):>22} {fmt(vb):>22} {ratio:>8}")
     return "\n".join(lines)

@@ -16,22 +16,30 @@ class Param:
     choices: tuple[str, ...] | None = None
 
 
+MAX_SIZE = 1 << 50        # 1 PiB: a buffer or count beyond this is a typo, not a workload
+MAX_INT = 1 << 40
+
+
 def parse_size(text: str) -> int:
-    """Integers with optional binary suffixes: 512, 4K, 16M, 1G (KiB/MiB/GiB)."""
+    """Integers with optional binary suffixes: 512, 4K, 16M, 1G (KiB/MiB/GiB), at most 1 PiB."""
     units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
     t = text.strip().lower().removesuffix("ib").removesuffix("b")
     scale = 1
     if t and t[-1] in units:
         scale, t = units[t[-1]], t[:-1]
+    if not t.isascii():
+        raise ValueError(text)
     value = float(t)
-    if value <= 0 or value * scale != int(value * scale):
+    if not 0 < value * scale <= MAX_SIZE or value * scale != int(value * scale):  # also inf, nan
         raise ValueError(text)
     return int(value * scale)
 
 
 def parse_int(text: str) -> int:
+    if not text.strip().isascii():
+        raise ValueError(text)
     value = int(text)
-    if value <= 0:
+    if not 0 < value <= MAX_INT:
         raise ValueError(text)
     return value
 
@@ -64,8 +72,9 @@ def bind(workload: str, raw: dict[str, str], params: tuple[Param, ...]) -> dict[
             raise SpecError(f"{workload}: {key}={text!r} not allowed; allowed: {', '.join(p.choices)}")
         try:
             out[key] = p.parse(text.lower() if p.choices else text)
-        except (ValueError, TypeError):
-            raise SpecError(f"{workload}: bad value {key}={text!r} ({p.help or 'positive number'})") from None
+        except (ValueError, TypeError, OverflowError):
+            raise SpecError(f"{workload}: bad value {key}={text!r} ({p.help or 'positive number'}"
+                            f"{', at most ' + format(MAX_SIZE if p.parse is parse_size else MAX_INT, ',') if p.parse in (parse_size, parse_int) else ''})") from None
     missing = [p.name for p in params if out[p.name] is None]
     if missing:
         raise SpecError(f"workload {workload!r} needs {', '.join(missing)}")
