@@ -30,8 +30,11 @@ def replacing(path: str | os.PathLike, *, mode: int = PRIVATE, apply_umask: bool
     the rename, the caller's to close."""
     target = Path(path)
     folder = target.parent if str(target.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}." if prefix is None else prefix,
-                               suffix=suffix, dir=folder)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}." if prefix is None else prefix,
+                                   suffix=suffix, dir=folder)
+    except OSError as e:  # name the folder the user gave, not our temporary's name
+        raise OSError(e.errno, e.strerror, str(folder)) from None
     fh = os.fdopen(fd, "wb", closefd=not keep_open)
     fh.raw.name = tmp                   # `file.name`: the temporary's path (a compiler writes there)
     try:
@@ -41,12 +44,14 @@ def replacing(path: str | os.PathLike, *, mode: int = PRIVATE, apply_umask: bool
             os.fsync(fd)
         os.chmod(tmp, mode & ~current_umask() if apply_umask else mode)
         os.replace(tmp, target)
-    except BaseException:
+    except BaseException as e:
         fh.close()
         if keep_open:
             os.close(fd)
         if os.path.exists(tmp):
             os.unlink(tmp)
+        if isinstance(e, OSError) and e.filename == tmp:  # the target is what the user knows
+            raise OSError(e.errno, e.strerror, str(target)) from None
         raise
     fh.close()
 

@@ -61,3 +61,13 @@ def test_a_relative_name_is_written_in_the_working_folder(tmp_path, monkeypatch)
     monkeypatch.chdir(tmp_path)
     write_atomic("plain", b"ok")
     assert (tmp_path / "plain").read_bytes() == b"ok"
+
+
+@pytest.mark.parametrize("folder", ["missing", "a-file"])
+def test_an_unusable_folder_is_named_not_the_temporary(tmp_path, folder):
+    (tmp_path / "a-file").write_bytes(b"")
+    target = tmp_path / folder / "out.json"
+    with pytest.raises(OSError) as caught:
+        write_atomic(target, b"{}")
+    assert caught.value.filename == str(target.parent)
+    assert ".tmp" not in str(caught.value)
