@@ -253,12 +253,12 @@ class PrometheusHostSource(Source):
 
     def __init__(self, client: PrometheusClient, instance_id: str, target: str, job: str, *,
                  period: float = 2.0, rate_window: float = 60.0, workers: int = 8,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, label: str | None = None) -> None:
         super().__init__()
         self.client = client
         self.instance_id = instance_id
         self.period = period
-        self.label = f"prometheus {client.url} · {instance_id}"
+        self.label = label or f"prometheus {client.url} · {instance_id}"
         self.last_error = ""
         self._queries = host_queries(instance_id, target, job, f"{int(max(rate_window, 1))}s")
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="promql-host")

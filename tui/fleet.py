@@ -167,18 +167,21 @@ class FleetScreen(Screen):
 class FleetApp(NeuronTopApp):
     """neuron-top over Prometheus: the fleet screen on top of the single-host screens."""
 
+    BINDINGS = [*NeuronTopApp.BINDINGS, Binding("escape", "fleet", "fleet")]
+
     def __init__(self, fleet: FleetQuery, *, selector: str = "", refresh: float = 2.0,
                  clock: Callable[[], float] = time.time, poll: bool = True,
-                 history_length: int = 300) -> None:
+                 history_length: int = 300, url_label: str | None = None) -> None:
         client: PrometheusClient = fleet.client
-        super().__init__(IdleSource(f"prometheus {client.url}"), clock=clock,
+        self.url_label = url_label or client.url   # how the server is named on screen
+        super().__init__(IdleSource(f"prometheus {self.url_label}"), clock=clock,
                          history_length=history_length)
         self.fleet = fleet
         self.client = client
         self.refresh_s = refresh
         self.poll = poll
         self.history_length = history_length
-        self.fleet_screen = FleetScreen(client.url, selector)
+        self.fleet_screen = FleetScreen(self.url_label, selector)
         self.opened: InstanceRow | None = None
         self._stop_polling = threading.Event()
         self._wake = threading.Event()
@@ -240,7 +243,8 @@ class FleetApp(NeuronTopApp):
         self.source.close()
         self.source = PrometheusHostSource(self.client, row.instance_id, row.target, row.job,
                                            period=max(1.0, min(self.refresh_s, 5.0)),
-                                           rate_window=max(4.0, 4 * interval), clock=self.clock)
+                                           rate_window=max(4.0, 4 * interval), clock=self.clock,
+                                           label=f"prometheus {self.url_label} · {row.instance_id}")
         self.opened = row
         self.report, self.pending, self.reports_seen = None, None, 0
         self.history = History(self.history_length)
@@ -252,12 +256,13 @@ class FleetApp(NeuronTopApp):
 
     def back_to_fleet(self) -> None:
         self.source.close()
-        self.source = IdleSource(f"prometheus {self.client.url}")
+        self.source = IdleSource(f"prometheus {self.url_label}")
         self.opened = None
         self.push_screen("fleet")
         self._wake.set()   # refresh the fleet at once
 
-    def key_escape(self) -> None:
+    def action_fleet(self) -> None:
+        """Escape on the host screens: clear the process filter first, else back to the fleet."""
         if not self._host_visible():
             return
         if self.query_one("#filter").has_class("-visible") or self.filter_text:

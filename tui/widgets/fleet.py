@@ -37,8 +37,8 @@ class FleetHeader(LineWidget):
             self.invalidate(layout=True)
 
     def build_lines(self, width: int) -> list[Strip]:
-        lines = [strip([(self.totals[:width], self.style_of("fleet--totals"))]),
-                 strip([(self.source[:width], self.style_of("fleet--source"))])]
+        lines = [strip([(text, self.style_of("fleet--totals"))]) for text in wrap(self.totals, width)]
+        lines += [strip([(text, self.style_of("fleet--source"))]) for text in wrap(self.source, width)]
         if self.banner:
             lines.append(strip([(f" {self.banner}"[:width].ljust(width), self.style_of("fleet--banner"))]))
         for note in self.notes[:3]:
@@ -174,6 +174,20 @@ class FleetTable(LineWidget, can_focus=True):
             self.invalidate()
             if event.chain >= 2:
                 self.action_open()
+
+
+def wrap(text: str, width: int, sep: str = " · ") -> list[str]:
+    """``text`` in lines of at most ``width`` cells, broken between its `` · `` parts."""
+    lines, current = [], ""
+    for part in text.split(sep):
+        candidate = f"{current}{sep}{part}" if current else part
+        if len(candidate) <= width or not current:
+            current = candidate
+        else:
+            lines.append(current)
+            current = part
+    lines.append(current)
+    return [line[:width] for line in lines if line]
 
 
 def _spark(history: np.ndarray, width: int) -> str:
