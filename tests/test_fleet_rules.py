@@ -6,6 +6,7 @@ import pathlib
 import re
 import shutil
 import subprocess
+import time
 
 import pytest
 
@@ -103,14 +104,19 @@ def _seconds(duration: str) -> int:
     return int(duration[:-1]) * (60 if duration.endswith("m") else 1)
 
 
-def test_instance_rules_are_the_fleet_screen_queries():
-    """neuron-top and the rules aggregate the same way: the screen's panel queries, verbatim."""
+def test_instance_rules_cover_the_fleet_screen_queries():
+    """Every aggregate panel of the screen has its recorded series; where the screen needs no
+    join, the rule is the screen's query verbatim."""
     gen = _fleet_gen()
-    by_expr = {r["expr"]: r["record"] for r in rules()}
-    for name in ("util_sum", "util_max", "runtimes", "engines", "flops", "mfu", "hbm",
-                 "memory_used", "power", "errors", "ecc"):
-        assert gen.screen(name) in by_expr, name
+    by_record = {r["record"]: r["expr"] for r in rules()}
+    assert set(gen.SCREEN_RECORDS) == set(QUERIES) - {"targets", "hardware", "up", "sample_age",
+                                                       "modelled"}
+    for name, record in gen.SCREEN_RECORDS.items():
         assert "$" not in gen.screen(name)
+        if "instance_info" not in gen.screen(name):
+            assert by_record[record] == gen.screen(name), name
+        else:  # aggregated per target before the join
+            assert "by (instance, job" in by_record[record], name
     assert gen.screen("hbm") != QUERIES["hbm"]  # placeholders really were filled in
 
 
@@ -158,3 +164,26 @@ def test_instance_rule_expressions_run_on_victoria_metrics(fleet, fleet_victoria
         if rule["record"].startswith("instance_id:"):
             fleet_victoria.wait_for(rule["expr"], lambda r: {
                 s["metric"]["instance_id"] for s in r} == ids, timeout=30)
+
+
+def test_rule_expressions_equal_the_screen_queries(fleet, fleet_prometheus):
+    """Over the same stored samples (one instant a few seconds back, fully ingested), each rule
+    and the screen's own query give the same numbers: aggregating per target before the join
+    changes the cost, not the answer."""
+    wait_fleet_up(fleet, fleet_prometheus)
+    gen = _fleet_gen()
+    by_record = {r["record"]: r["expr"] for r in rules()}
+    at = f"{time.time() - 3:.3f}"
+    for name, record in gen.SCREEN_RECORDS.items():
+        want = {_key(s): float(s["value"][1])
+                for s in fleet_prometheus.query(gen.screen(name), time=at)}
+        got = {_key(s): float(s["value"][1])
+               for s in fleet_prometheus.query(by_record[record], time=at)}
+        assert {dict(k)["instance_id"] for k in want} == set(fleet.instance_ids), name
+        assert got.keys() == want.keys(), name
+        for k, v in want.items():
+            assert got[k] == pytest.approx(v, rel=1e-9, abs=1e-12), (name, k)
+
+
+def _key(sample: dict) -> tuple:
+    return tuple(sorted((k, v) for k, v in sample["metric"].items() if k != "__name__"))
