@@ -198,3 +198,22 @@ async def test_no_neuron_metrics_is_one_line():
                 app.fleet_screen.table)
     finally:
         server.close()
+
+
+@run_async
+async def test_escape_on_the_host_screens_clears_a_process_filter_first(replay):
+    app = make_fleet_app(replay.url)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle_fleet(pilot, app)
+        await pilot.press("down", "enter")
+        await settle_host(pilot, app)
+        await pilot.press("slash", "s", "e", "r", "v", "enter")
+        assert app.filter_text == "serv" and app.view == "processes"
+        await pilot.press("escape")
+        assert app.filter_text == "" and not isinstance(app.screen, FleetScreen)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, FleetScreen)
+        await pilot.press("down", "enter")     # another instance: its own Report, fresh history
+        await settle_host(pilot, app)
+        assert app.report.instance.id == app.opened.instance_id
