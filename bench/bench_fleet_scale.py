@@ -228,7 +228,7 @@ def measure(kind: str, server, n: int, interval: float, runs: int, replay: Repla
         "rule_eval_s": own.get("prometheus_rule_group_last_duration_seconds:max"),
         "oldest_sample_s": float(age[0]["value"][1]) if age else None,
         "max_scrape_s": float(scrape[0]["value"][1]) if scrape else None,
-        "feed_s": max(feeds), "panels": panels,
+        "feed_s": max(feeds), "panels": panels, "load_average": os.getloadavg()[0],
     }
     holds = (rows_up == n and not snap.problems
              and (result["oldest_sample_s"] or 0) <= 2 * interval
@@ -284,7 +284,8 @@ def report(r: dict) -> None:
           f"evaluation, oldest sample {r['oldest_sample_s']:.1f} s, slowest scrape "
           f"{(r['max_scrape_s'] or 0) * ms:.0f} ms, feed {r['feed_s'] * ms:.0f} ms per period")
     print(f"  rows {r['rows']} ({r['rows_up']} up), problems {r['problems'] or 'none'}; "
-          f"holds: {'yes' if r['holds'] else 'NO'}")
+          f"holds: {'yes' if r['holds'] else 'NO'}; machine load average "
+          f"{r['load_average']:.1f} on {os.cpu_count()} CPUs")
 
 
 def main(argv: list[str] | None = None) -> int:
