@@ -13,7 +13,6 @@ they were last seen up.
 from __future__ import annotations
 
 import re
-import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -23,7 +22,7 @@ import numpy as np
 
 from monitor.promql import Matcher, PrometheusClient, PrometheusError, Sample, render_selector
 
-__all__ = ["QUERIES", "HISTORY_QUERY", "expand", "FleetConfig", "InstanceRow", "FleetTotals",
+__all__ = ["QUERIES", "HISTORY_QUERY", "RECORDED", "expand", "FleetConfig", "InstanceRow", "FleetTotals",
            "FleetSnapshot", "FleetQuery"]
 
 # ------------------------------------------------------------------------------ the queries
@@ -67,6 +66,25 @@ QUERIES: dict[str, str] = {
 }
 # range query behind each row's braille history (divided by the instance's cores)
 HISTORY_QUERY = "sum by (instance_id) (neuroncore_utilization_ratio{$SEL})"
+# The recorded series of dashboards/fleet-rules.yml that hold the same aggregate as a panel
+# (rate windows 1m, error/ECC windows 5m). When the server has them, FleetQuery reads these
+# instead: one series per instance, whatever the cores (tests check the names against the rules).
+RECORDED: dict[str, str] = {
+    "util_sum": "instance_id:neuroncore_utilization_ratio:sum",
+    "util_max": "instance_id:neuroncore_utilization_ratio:max",
+    "runtimes": "instance_id_runtime_tag:neuroncore_utilization_ratio:count",
+    "engines": "instance_id_engine:neuron_core_engine_utilization_ratio:avg",
+    "flops": "instance_id:neuron_core_model_flops:rate1m",
+    "mfu": "instance_id:neuron_core_model_flops_utilization_ratio:avg",
+    "hbm": "instance_id:neuron_device_hbm_bytes:rate1m",
+    "memory_used": "instance_id:neuron_runtime_memory_used_bytes:sum",
+    "power": "instance_id:neuron_device_power_watts:sum",
+    "errors": "instance_id:execution_errors:increase5m",
+    "ecc": "instance_id:hardware_ecc_events:increase5m",
+    "history": "instance_id:neuroncore_utilization_ratio:sum",
+}
+RECORDED_WINDOW = 300.0   # the errors/ECC records count over 5m: used only for that window
+RECORDED_PROBE = "count(instance_id:neuroncore_utilization_ratio:sum)"
 # panels that only neuronscope's exporter serves (AWS's exporter has none of these metrics)
 EXTENSION_PANELS = ("engines", "hbm", "power", "modelled", "flops", "mfu")
 
@@ -93,6 +111,7 @@ class FleetConfig:
     lookback: float = 900.0        # how long a vanished instance is still listed from the data
     scrape_interval: float | None = None  # None: ask /api/v1/targets, else 15 s
     workers: int = 8               # queries in flight at once
+    recorded: bool | None = None   # read fleet-rules.yml's series; None: when the server has them
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +169,7 @@ class FleetSnapshot:
     extensions: bool               # neuronscope metrics present (False: AWS's exporter only)
     elapsed: float                 # seconds the queries took
     queries: int
+    recorded: bool = False         # panels read the recorded series of fleet-rules.yml
 
 
 def _by(samples: list[Sample], *keys: str) -> dict:
@@ -181,7 +201,8 @@ class FleetQuery:
         self._last_up: dict[str, float] = {}
         self._interval: float | None = config.scrape_interval
         self._interval_checked = 0.0
-        self._lock = threading.Lock()
+        self._recorded: bool | None = None
+        self._recorded_checked = 0.0
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -197,7 +218,27 @@ class FleetQuery:
                 self._interval = found[len(found) // 2]
         return self._interval or 15.0
 
-    def expr(self, name: str, interval: float) -> str:
+    def use_recorded(self, now: float) -> bool:
+        """Whether the recorded series are there (asked once a minute, one cheap query)."""
+        if self.config.recorded is not None:
+            return self.config.recorded
+        if self._recorded is None or now - self._recorded_checked > 60:
+            self._recorded_checked = now
+            try:
+                found = self.client.query(RECORDED_PROBE, now)
+                self._recorded = bool(found) and found[0].value > 0
+            except PrometheusError:
+                self._recorded = False
+        return self._recorded
+
+    def expr(self, name: str, interval: float, recorded: bool = False) -> str:
+        record = RECORDED.get(name) if recorded else None
+        if record and (name not in ("errors", "ecc") or self.config.window == RECORDED_WINDOW):
+            if not self.config.matchers:
+                return record
+            # recorded series keep only instance_id: the selector applies through instance_info
+            return (f"{record} * on (instance_id) group_left () max by (instance_id) "
+                    f"(instance_info{{{render_selector(self.config.matchers)}}})")
         template = QUERIES.get(name, HISTORY_QUERY if name == "history" else name)
         return expand(template, self.config.matchers, lookback=self.config.lookback,
                       window=self.config.window, rate=max(4.0, 4 * interval))
@@ -209,14 +250,16 @@ class FleetQuery:
         started = time.perf_counter()
         now = self.clock()
         interval = self.scrape_interval(now)
+        recorded = self.use_recorded(now)
         points = max(2, history_points)
         step = max(interval, self.config.window / points)
         end = (now // step) * step   # aligned: neighbouring refreshes hit the same points
         start = end - step * (points - 1)
-        futures = {name: self._pool.submit(self.client.query, self.expr(name, interval), now)
+        futures = {name: self._pool.submit(self.client.query,
+                                           self.expr(name, interval, recorded), now)
                    for name in QUERIES}
-        history = self._pool.submit(self.client.query_range, self.expr("history", interval),
-                                    start, end, step)
+        history = self._pool.submit(self.client.query_range,
+                                    self.expr("history", interval, recorded), start, end, step)
         results: dict[str, list[Sample]] = {}
         problems: list[str] = []
         fatal: PrometheusError | None = None
@@ -241,7 +284,7 @@ class FleetQuery:
         extensions = any(results.get(name) for name in EXTENSION_PANELS)
         return FleetSnapshot(now, rows, _totals(rows), interval, self.config.window, step,
                              tuple(problems), extensions, time.perf_counter() - started,
-                             len(futures) + 1)
+                             len(futures) + 1, recorded)
 
     def _rows(self, results: dict[str, list[Sample]], series, now: float, interval: float,
               start: float, step: float, points: int) -> tuple[InstanceRow, ...]:
@@ -283,11 +326,16 @@ class FleetQuery:
             util_sum = _finite(values["util_sum"].get(iid)) if state else None
             mem_size = _int_label(hw, "neuron_device_memory_size")
             runtime_tags = tags.get(iid, {}) if state else {}
+            util_mean = None if util_sum is None else (min(1.0, util_sum / cores) if cores else None)
+            util_max = _finite(values["util_max"].get(iid)) if state else None
+            if util_mean is not None and util_max is not None:
+                # two series read at one instant may come from neighbouring evaluations
+                # (recorded series): the busiest core is never below the mean
+                util_max = max(util_max, util_mean)
             rows.append(InstanceRow(
                 iid, labels.get("instance_type", ""), labels.get("availability_zone", ""),
                 key[0], key[1], devices, cores, sum(runtime_tags.values()),
-                None if util_sum is None else (min(1.0, util_sum / cores) if cores else None),
-                _finite(values["util_max"].get(iid)) if state else None,
+                util_mean, util_max,
                 engines.get(iid, {}) if state else {},
                 *(_finite(values[n].get(iid)) if state else None for n in ("hbm", "memory_used")),
                 float(devices * mem_size) if mem_size else None,

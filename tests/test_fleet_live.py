@@ -102,3 +102,39 @@ def test_a_killed_exporter_is_down_within_three_scrape_intervals(fleet, fleet_se
         assert snapshot.totals.down == 1
     fetch_until(query, lambda s: all(r.up for r in s.rows if r.instance_id == victim), 45)
     query.close()
+
+
+def test_recorded_series_are_used_when_the_rules_are_loaded(fleet, fleet_prometheus):
+    """fleet_prometheus loads dashboards/fleet-rules.yml: the panels read its recorded series
+    (one per instance) and show what the raw queries show."""
+    wait_fleet_up(fleet, fleet_prometheus)
+    client = PrometheusClient(fleet_prometheus.base_url)
+    auto = FleetQuery(client, FleetConfig())
+    raw = FleetQuery(client, FleetConfig(recorded=False))
+    recorded = fetch_until(auto, complete(fleet.instance_ids), timeout=45)
+    plain = fetch_until(raw, complete(fleet.instance_ids))
+    assert recorded.recorded and not plain.recorded and recorded.problems == ()
+    mine, theirs = ({r.instance_id: r for r in s.rows} for s in (recorded, plain))
+    for iid in fleet.instance_ids:
+        a, b = mine[iid], theirs[iid]
+        assert (a.tags, a.cores_in_use, a.cores, set(a.engines)) == (b.tags, b.cores_in_use,
+                                                                      b.cores, set(b.engines))
+        for field in ("util_mean", "memory_used", "power_watts"):   # gauges: the same reading
+            x, y = getattr(a, field), getattr(b, field)
+            assert x is not None and y is not None and 0.5 * y <= x <= 2 * y, (field, x, y)
+        # rates: the rules' 1m window against the screen's 4 scrape intervals; bursty steps
+        assert a.flops_per_s > 0 and a.hbm_bytes_per_s > 0
+    zone = parse_selector(f'instance_type="{FLEET_INSTANCES[0][0]}"')
+    narrowed = fetch_until(FleetQuery(client, FleetConfig(matchers=zone)),
+                           complete([fleet.instance_ids[0]]))
+    assert narrowed.recorded and [r.instance_id for r in narrowed.rows] == [fleet.instance_ids[0]]
+    for q in (auto, raw):
+        q.close()
+
+
+def test_recorded_names_are_the_rules_names():
+    from fleet_env import FLEET_RULES
+    from monitor.fleet import RECORDED
+    rules = FLEET_RULES.read_text()
+    for name in set(RECORDED.values()):
+        assert f"record: {name}" in rules, name

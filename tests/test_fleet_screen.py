@@ -8,7 +8,7 @@ import pytest
 from tests.test_fleet_support import (AT, RECORDING, ReplayServer, aws_only, make_fleet_app,
                                       settle_fleet, settle_host)
 from tests.test_tui_support import run_async
-from monitor.fleet import QUERIES
+from monitor.fleet import QUERIES, RECORDED_PROBE
 from tui.fleet import FleetScreen
 from tui.fleet_view import SORT_KEYS
 from tui.widgets.engines import EngineView
@@ -56,7 +56,9 @@ def test_one_row_per_instance_with_totals_and_the_down_one_marked(replay):
 
 def test_few_queries_per_refresh(replay):
     _rows(replay.url)
-    fleet_queries = [k for k in replay.requests if "instance_id=\"" not in k]
+    fleet_queries = [k for k in replay.requests if "instance_id=\"" not in k
+                     and k != f"/api/v1/query {RECORDED_PROBE}"]
+    assert f"/api/v1/query {RECORDED_PROBE}" in replay.requests   # none here: raw queries
     # one instant query per panel and one range query, whatever the number of instances
     assert len([k for k in fleet_queries if k.startswith("/api/v1/query ")]) == len(QUERIES)
     assert len([k for k in fleet_queries if k.startswith("/api/v1/query_range")]) == 1

@@ -146,7 +146,8 @@ def source_line(url: str, selector: str, snapshot: FleetSnapshot | None) -> str:
         parts.append(f"{{{selector}}}")
     if snapshot is not None:
         parts.append(f"scrape {snapshot.scrape_interval:g}s")
-        parts.append(f"refreshed {clock_text(snapshot.at)} ({snapshot.queries} queries)")
+        parts.append(f"refreshed {clock_text(snapshot.at)} ({snapshot.queries} queries"
+                     f"{', recorded series' if snapshot.recorded else ''})")
         if not snapshot.extensions and snapshot.rows:
             parts.append("AWS metrics only: no engines, HBM, power, FLOP/s or MFU")
     return " · ".join(parts)
