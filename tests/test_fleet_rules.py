@@ -173,7 +173,8 @@ def test_rule_expressions_equal_the_screen_queries(fleet, fleet_prometheus):
     wait_fleet_up(fleet, fleet_prometheus)
     gen = _fleet_gen()
     by_record = {r["record"]: r["expr"] for r in rules()}
-    at = f"{time.time() - 3:.3f}"
+    time.sleep(4)  # `at` must fall after every target is back (an earlier test restarts one)
+    at = f"{time.time() - 2:.3f}"
     for name, record in gen.SCREEN_RECORDS.items():
         want = {_key(s): float(s["value"][1])
                 for s in fleet_prometheus.query(gen.screen(name), time=at)}
