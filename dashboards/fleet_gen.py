@@ -276,7 +276,7 @@ def _panel(n: int, entry: tuple, targets) -> dict:
         panel["transformations"] = [
             {"id": "merge", "options": {}},
             {"id": "organize", "options": {
-                "excludeByName": {"Time": True},
+                "excludeByName": {"Time": True, "Value #A": True},  # instance_info's 1
                 "renameByName": {f"Value #{t['refId']}": t["legendFormat"]
                                  for t in panel["targets"][1:]}}}]
         panel["options"] = {"showHeader": True, "sortBy": [{"displayName": "Mean util",
