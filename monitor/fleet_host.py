@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import CancelledError, ThreadPoolExecutor
 
 from monitor.errors import ReportError
 from monitor.promql import PrometheusClient, PrometheusError, Sample
@@ -288,6 +288,10 @@ class PrometheusHostSource(Source):
                 # the stale banner shows it; the last good report stays on screen
                 self.last_error = str(exc)
                 self.diagnostics.write(f"{exc}\n")
+            except (CancelledError, RuntimeError):   # closed while a refresh was in flight
+                if self._stop.is_set():
+                    return
+                raise
             if self._stop.wait(self.period):
                 return
 

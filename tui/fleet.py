@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import CancelledError
 
 from textual import work
 from textual.app import ComposeResult
@@ -215,6 +216,10 @@ class FleetApp(NeuronTopApp):
         except PrometheusError as exc:
             self.post_message(FleetFailed(str(exc), self.clock()))
             return
+        except (CancelledError, RuntimeError):   # the app closed while a refresh was in flight
+            if self._stop_polling.is_set():
+                return
+            raise
         self.post_message(FleetArrived(snapshot))
 
     def on_fleet_arrived(self, message: FleetArrived) -> None:
@@ -239,7 +244,8 @@ class FleetApp(NeuronTopApp):
             self.fleet_screen.redraw()
             return
         self.fleet_screen.note = ""
-        interval = self.fleet.scrape_interval(self.clock())
+        snapshot = self.fleet_screen.snapshot   # no network call on the UI thread
+        interval = snapshot.scrape_interval if snapshot else 15.0
         self.source.close()
         self.source = PrometheusHostSource(self.client, row.instance_id, row.target, row.job,
                                            period=max(1.0, min(self.refresh_s, 5.0)),
