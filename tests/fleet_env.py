@@ -218,18 +218,23 @@ class Fleet:
             exporter.close()
             self.exporters[i] = None
 
-    def restart_exporter(self, i: int) -> None:
-        """Starts exporter ``i`` again on its old port (the same Prometheus target)."""
+    def restart_exporter(self, i: int, settle_reports: int = 3) -> None:
+        """Starts exporter ``i`` again on its old port (the same Prometheus target) and returns
+        once it has served ``settle_reports`` reports: a fresh collector's first report covers
+        a different span than the steady ones, so its values are not the instance's usual."""
         if self.exporters[i] is None:
             deadline = time.monotonic() + 20
             while True:  # the killed listener's port may take a moment to be free again
                 try:
                     self.exporters[i] = self._exporter(i, self.ports[i])
-                    return
+                    break
                 except RuntimeError:
                     if time.monotonic() > deadline:
                         raise
                     time.sleep(0.5)
+        exporter = self.exporters[i]
+        exporter.wait_for(lambda: (exporter.value("neuron_exporter_reports_total") or 0)
+                          >= settle_reports, timeout=20, interval=0.25)
 
     @contextlib.contextmanager
     def exporter_down(self, i: int) -> Iterator[None]:
