@@ -21,6 +21,11 @@ last user is done, and at interpreter exit if pytest is interrupted. A missing b
 test with the reason. ``Fleet.kill_exporter(i)`` / ``restart_exporter(i)`` (same port, so the same
 target) and the ``exporter_down(i)`` context manager take a target down and bring it back.
 Every wait is bounded and fails with what it was waiting for.
+
+Readings move: the simulated jobs' utilization changes by up to ~30 % from one report to the next
+(more just after a start or an exporter restart), and a recorded series of fleet-rules.yml trails
+the raw query by up to one evaluation (1 s here). Compare recorded and raw values at one instant
+(``query(expr, time=T)`` for both), not from two fetches made at different moments.
 """
 from __future__ import annotations
 
