@@ -1,12 +1,14 @@
-"""Writes the two Grafana dashboards of this folder from the panel tables below.
+"""Writes the Grafana dashboards and the fleet recording rules of this folder from their tables.
 
-    python dashboards/generate.py          # rewrite neuron-monitor.json and neuronscope.json
+    python dashboards/generate.py          # rewrite neuron-monitor.json, neuronscope.json,
+                                           # neuronscope-fleet.json and fleet-rules.yml
     python dashboards/generate.py --check  # exit 1 if either file is out of date
 
 neuron-monitor.json reproduces AWS's example dashboard (src/examples/neuron-monitor/
 neuron-monitor-grafana.json: title, uid, datasource "Prometheus", adhoc "Filters" variable,
 panels and PromQL), so it works unmodified on our exporter. neuronscope.json adds what AWS's
-lacks. Only the standard library is used, so the file runs anywhere Grafana users are.
+lacks. neuronscope-fleet.json and fleet-rules.yml come from fleet_gen.py, which takes the fleet
+screen's queries from monitor/fleet.py (so it needs this repository on the path, as here).
 """
 from __future__ import annotations
 
@@ -211,24 +213,43 @@ def neuronscope_dashboard() -> dict:
             "panels": _layout(panels), "templating": {"list": variables}}
 
 
-DASHBOARDS = {"neuron-monitor.json": aws_dashboard, "neuronscope.json": neuronscope_dashboard}
+def neuronscope_fleet_dashboard() -> dict:
+    import fleet_gen  # the fleet's panels and rules (fleet_gen.py, beside this file)
+    return fleet_gen.fleet_dashboard(_layout, _targets)
+
+
+def fleet_rules() -> str:
+    import fleet_gen
+    return fleet_gen.rules_yaml()
+
+
+DASHBOARDS = {"neuron-monitor.json": aws_dashboard, "neuronscope.json": neuronscope_dashboard,
+              "neuronscope-fleet.json": neuronscope_fleet_dashboard}
+TEXT_FILES = {"fleet-rules.yml": fleet_rules}
 
 
 def render(build) -> str:
     return json.dumps(build(), indent=2) + "\n"
 
 
+def outputs() -> dict:
+    """file name -> function returning its text."""
+    out = {name: (lambda build=build: render(build)) for name, build in DASHBOARDS.items()}
+    return out | TEXT_FILES
+
+
 def main(argv: list[str]) -> int:
-    stale = [name for name, build in DASHBOARDS.items()
-             if not (HERE / name).exists() or (HERE / name).read_text() != render(build)]
+    files = {name: text() for name, text in outputs().items()}
+    stale = [name for name, text in files.items()
+             if not (HERE / name).exists() or (HERE / name).read_text() != text]
     if "--check" in argv:
         for name in stale:
             print(f"dashboards/{name} is out of date: run python dashboards/generate.py",
                   file=sys.stderr)
         return 1 if stale else 0
-    for name, build in DASHBOARDS.items():
+    for name, text in files.items():
         tmp = HERE / f".{name}.tmp"
-        tmp.write_text(render(build))
+        tmp.write_text(text)
         tmp.replace(HERE / name)
     return 0
 

@@ -32,6 +32,9 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--demo", action="store_true",
                         help="start the default simulated trn2.48xlarge instance (a Llama training "
                              "job and an inference service) and show it; it stops on quit")
+    from tui import fleet_cli  # the fleet view's flags (--prometheus, --selector, ...)
+
+    fleet_cli.add_arguments(parser, source)
     parser.add_argument("--speed", type=float, default=1.0, metavar="X",
                         help="replay speed factor (default 1.0)")
     parser.add_argument("--loop", action="store_true", help="replay: start over at the end")
@@ -127,6 +130,11 @@ def make_source(args: argparse.Namespace):
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    from tui import fleet_cli
+
+    url = fleet_cli.wanted(args)
+    if url is not None:
+        return fleet_cli.run(url, args, PROG)
     try:
         check_args(args)
         check_output(args)

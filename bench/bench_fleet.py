@@ -1,0 +1,177 @@
+"""neuron-top's fleet screen at 64 instances: refresh time and neuron-top's own CPU per refresh.
+
+    python bench/bench_fleet.py                 # 64 trn2.48xlarge instances, 5 s scrapes
+    python bench/bench_fleet.py --instances 16 --runs 9
+
+The fleet is bench/fleet_replay.py (the real exporter, one loopback port per instance, replaying
+a stream recorded from the simulator) scraped by a real Prometheus (Debian's), as in
+bench/bench_fleet_scale.py, which measures the Prometheus side. Here, per refresh of the real
+``FleetApp`` on Textual's headless driver at 160x50 (median of ``--runs``):
+
+- refresh wall time: every panel query and the history range query (``FleetQuery.fetch``, the
+  queries in flight at once) + the snapshot posted to the screen + layout and render;
+- neuron-top CPU per refresh (``process_time``: every thread of this process, Prometheus is
+  another process), split into the HTTP client (requests, orjson decoding), building the rows
+  from the answers, and the view (sort, filter, cell text, braille) plus render;
+- both ways of asking: the recorded series of dashboards/fleet-rules.yml (loaded here; what
+  neuron-top reads when the server has them) and the raw panel queries (without the rules);
+- baseline, same run: the raw panels queried the naive way, one query per instance per panel
+  (what a per-host tool polling N hosts does), wall time per refresh.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import pathlib
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "bench"))
+import fleet_env  # noqa: E402
+from bench_fleet_scale import Replay, record_stream  # noqa: E402
+from monitor.fleet import QUERIES, FleetConfig, FleetQuery, expand  # noqa: E402
+from monitor.promql import Matcher, PrometheusClient  # noqa: E402
+from tui.fleet import FleetApp, FleetArrived  # noqa: E402
+
+REFRESH_BUDGET_S = 0.25     # issue 15: refresh (queries + view + render) at 160x50
+CPU_BUDGET_S = 0.005        # issue 15: neuron-top CPU per refresh beyond the queries
+SIZE = (160, 50)
+
+
+def summary(values: list[float], scale: float = 1000.0) -> str:
+    return (f"{statistics.median(values) * scale:.1f} "
+            f"[{min(values) * scale:.1f}-{max(values) * scale:.1f}]")
+
+
+async def refreshes(base: str, interval: float, runs: int,
+                    recorded: bool) -> dict[str, list[float]]:
+    fleet = FleetQuery(PrometheusClient(base, timeout=10),
+                       FleetConfig(scrape_interval=interval, recorded=recorded))
+    app = FleetApp(fleet, poll=False)
+    out: dict[str, list[float]] = {k: [] for k in ("wall", "fetch_wall", "cpu", "client_cpu",
+                                                   "rows_cpu", "ui_cpu", "rows")}
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        points = app.fleet_screen.history_points()
+        for i in range(runs + 2):     # two warm-ups: imports, first layout
+            wall0, cpu0 = time.perf_counter(), time.process_time()
+            snapshot = fleet.fetch(points)
+            fetch_wall, fetch_cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+            ui0 = time.process_time()
+            app.post_message(FleetArrived(snapshot))
+            await pilot.pause()
+            ui_cpu = time.process_time() - ui0
+            wall = time.perf_counter() - wall0
+            rows_cpu = rows_time(fleet, snapshot, points)
+            if i >= 2:
+                out["wall"].append(wall)
+                out["fetch_wall"].append(fetch_wall)
+                out["cpu"].append(fetch_cpu + ui_cpu)
+                out["client_cpu"].append(fetch_cpu - rows_cpu)
+                out["rows_cpu"].append(rows_cpu)
+                out["ui_cpu"].append(ui_cpu)
+                out["rows"].append(len(snapshot.rows))
+            await asyncio.sleep(interval)   # every refresh sees new samples: rows change
+    fleet.close()
+    return out
+
+
+def rows_time(fleet: FleetQuery, snapshot, points: int, repeat: int = 5) -> float:
+    """CPU to turn the answers into rows (FleetQuery._rows), on answers fetched once more."""
+    now = time.time()
+    interval = snapshot.scrape_interval
+    recorded = snapshot.recorded
+    results = {name: fleet.client.query(fleet.expr(name, interval, recorded), now)
+               for name in QUERIES}
+    step = snapshot.step
+    end = (now // step) * step
+    start = end - step * (points - 1)
+    series = fleet.client.query_range(fleet.expr("history", interval, recorded), start, end, step)
+    t0 = time.process_time()
+    for _ in range(repeat):
+        fleet._rows(results, series, now, interval, start, step, points)
+    return (time.process_time() - t0) / repeat
+
+
+def naive(base: str, interval: float, ids: list[str], runs: int) -> list[float]:
+    """One query per instance per panel: each panel's expression with the selector
+    instance_id="<id>" (which every panel applies), sent instance after instance."""
+    client = PrometheusClient(base, timeout=10)
+    per_instance = [[expand(template, (Matcher("instance_id", "=", iid),), window=300.0,
+                            lookback=900.0, rate=max(4.0, 4 * interval))
+                     for template in QUERIES.values()] for iid in ids]
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        for exprs in per_instance:
+            for expr in exprs:
+                client.query(expr)
+        times.append(time.perf_counter() - t0)
+    return times
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--instances", type=int, default=64)
+    parser.add_argument("--interval", type=float, default=5.0, help="scrape interval (s)")
+    parser.add_argument("--runs", type=int, default=9)
+    args = parser.parse_args(argv)
+    if shutil.which("prometheus") is None:
+        print("needs Debian's prometheus package", file=sys.stderr)
+        return 2
+    workdir = pathlib.Path(tempfile.mkdtemp(prefix="bench-fleet-"))
+    replay = server = None
+    try:
+        stream = record_stream(workdir)
+        replay = Replay(stream, args.instances, args.interval, workdir)
+        server = fleet_env.start_prometheus(replay.targets, workdir / "prom",
+                                            rule_files=[fleet_env.FLEET_RULES],
+                                            interval_s=args.interval)
+        n = args.instances
+        fleet_env.wait_for(server.base_url, 'count(up{job="neuron"} == 1)',
+                           lambda r: r and int(float(r[0]["value"][1])) == n, 120 + n * 0.3)
+        time.sleep(4 * args.interval + 1)   # rate() windows filled
+        modes = {mode: asyncio.run(refreshes(server.base_url, args.interval, args.runs,
+                                             mode == "recorded"))
+                 for mode in ("recorded", "raw")}
+        ids = [r["metric"]["instance_id"] for r in fleet_env.query(server.base_url, "instance_info")]
+        base = naive(server.base_url, args.interval, ids, max(5, args.runs // 2))
+    finally:
+        if server is not None:
+            server.stop()
+        if replay is not None:
+            replay.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+    print(f"machine: {platform.machine()}, {len(os.sched_getaffinity(0))} CPUs, "
+          f"{time.strftime('%Y-%m-%d')}; {n} instances x 64 cores, scrape {args.interval:g} s, "
+          f"{SIZE[0]}x{SIZE[1]}, {args.runs} refreshes per mode, each seeing new samples")
+    for mode, out in modes.items():
+        wall = statistics.median(out["wall"])
+        beyond = [r + u for r, u in zip(out["rows_cpu"], out["ui_cpu"])]
+        print(f"[{mode} panels] rows shown {out['rows'][0]}")
+        print(f"  refresh wall (queries + view + render), ms: {summary(out['wall'])}  "
+              f"budget 250 ms: ratio {wall / REFRESH_BUDGET_S:.2f}")
+        print(f"    of which the queries (FleetQuery.fetch), ms: {summary(out['fetch_wall'])}")
+        print(f"  neuron-top CPU per refresh, all, ms: {summary(out['cpu'])}")
+        print(f"    HTTP client + decoding, ms: {summary(out['client_cpu'])}")
+        print(f"    beyond the queries (rows + view + render), ms: {summary(beyond)}  "
+              f"budget 5 ms: ratio {statistics.median(beyond) / CPU_BUDGET_S:.2f}")
+        print(f"      rows from the answers, ms: {summary(out['rows_cpu'])}")
+        print(f"      view + layout + render, ms: {summary(out['ui_cpu'])}")
+    raw = statistics.median(modes["raw"]["fetch_wall"])
+    print(f"baseline: one raw query per instance per panel ({len(ids) * len(QUERIES)} queries), "
+          f"wall ms: {summary(base)}  ratio baseline / ours (raw): "
+          f"{statistics.median(base) / raw:.1f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,381 @@
+"""The fleet: every Trainium host a Prometheus scrapes, one row per instance, from a few queries.
+
+Each panel of the fleet screen is ONE instant query aggregated ``by (instance_id)`` (never one
+query per instance), plus one range query for the utilization history; they run concurrently
+with the client's timeout. ``FleetQuery.fetch`` turns the answers into a ``FleetSnapshot``:
+frozen rows a screen only has to sort, filter and draw.
+
+A target is ``down`` when its ``up`` is 0, when it has no ``up`` sample any more (Prometheus
+marks vanished targets stale), or when its newest sample is older than three scrape intervals
+(a remote-write backend that never marks staleness). Down instances stay listed with the time
+they were last seen up.
+"""
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from monitor.promql import Matcher, PrometheusClient, PrometheusError, Sample, render_selector
+
+__all__ = ["QUERIES", "HISTORY_QUERY", "RECORDED", "expand", "FleetConfig", "InstanceRow", "FleetTotals",
+           "FleetSnapshot", "FleetQuery"]
+
+# ------------------------------------------------------------------------------ the queries
+# The fleet screen's PromQL, one expression per panel. The recording rules
+# (dashboards/fleet-rules.yml) and the fleet dashboard reuse these expressions: keep them here,
+# once. Placeholders, filled by expand():
+#   $SEL       the user's label matchers (--selector), e.g. instance_type="trn2.48xlarge";
+#              an empty selector leaves `{}` / `,}` behind, which expand() tidies up
+#   $LOOKBACK  how far back a down instance is still remembered (default 15m)
+#   $WINDOW    the window of the error and ECC counts (default 5m)
+#   $RATE      rate() window: four scrape intervals, at least 4s
+# AWS's metrics carry the instance labels (instance_id, instance_type, availability_zone, ...);
+# neuronscope's own metrics do not, so they are joined to instance_info on the target
+# (`* on (instance, job) group_left (instance_id) instance_info{$SEL}`), which also applies the
+# selector to them. Every expression answers at most one series per instance (engines: per
+# instance and engine; runtimes: per instance and tag).
+_JOIN = "* on (instance, job) group_left (instance_id) instance_info{$SEL}"
+_KNOWN = "max by (instance, job) (last_over_time(instance_info{$SEL}[$LOOKBACK]))"
+QUERIES: dict[str, str] = {
+    # every instance seen within the lookback, with its labels (type, AZ, target)
+    "targets": "last_over_time(instance_info{$SEL}[$LOOKBACK])",
+    "hardware": "last_over_time(neuron_hardware_info{$SEL}[$LOOKBACK])",
+    # per target (instance, job): 1 up, 0 failed scrape; absent = no sample (stale)
+    "up": f"up and on (instance, job) {_KNOWN}",
+    "sample_age": f"time() - timestamp(up) and on (instance, job) {_KNOWN}",
+    "util_sum": "sum by (instance_id) (neuroncore_utilization_ratio{$SEL})",
+    "util_max": "max by (instance_id) (neuroncore_utilization_ratio{$SEL})",
+    # cores per runtime tag: the tags column and the cores in use
+    "runtimes": "count by (instance_id, runtime_tag) (neuroncore_utilization_ratio{$SEL})",
+    "engines": f"avg by (instance_id, engine) (neuron_core_engine_utilization_ratio {_JOIN})",
+    "hbm": "sum by (instance_id) ((rate(neuron_device_hbm_read_bytes_total[$RATE]) + "
+           f"rate(neuron_device_hbm_write_bytes_total[$RATE])) {_JOIN})",
+    "memory_used": 'sum by (instance_id) '
+                   '(neuron_runtime_memory_used_bytes{memory_location="neuron_device",$SEL})',
+    "power": f"sum by (instance_id) (neuron_device_power_watts {_JOIN})",
+    "modelled": f"max by (instance_id) (neuron_device_modelled {_JOIN})",
+    "flops": f"sum by (instance_id) (rate(neuron_core_model_flops_total[$RATE]) {_JOIN})",
+    "mfu": f"avg by (instance_id) (neuron_core_model_flops_utilization_ratio {_JOIN})",
+    "errors": "sum by (instance_id) (increase(execution_errors_total{$SEL}[$WINDOW]))",
+    "ecc": "sum by (instance_id) (increase(hardware_ecc_events_total{$SEL}[$WINDOW]))",
+}
+# range query behind each row's braille history (divided by the instance's cores)
+HISTORY_QUERY = "sum by (instance_id) (neuroncore_utilization_ratio{$SEL})"
+# The recorded series of dashboards/fleet-rules.yml that hold the same aggregate as a panel
+# (rate windows 1m, error/ECC windows 5m). When the server has them, FleetQuery reads these
+# instead: one series per instance, whatever the cores (tests check the names against the rules).
+RECORDED: dict[str, str] = {
+    "util_sum": "instance_id:neuroncore_utilization_ratio:sum",
+    "util_max": "instance_id:neuroncore_utilization_ratio:max",
+    "runtimes": "instance_id_runtime_tag:neuroncore_utilization_ratio:count",
+    "engines": "instance_id_engine:neuron_core_engine_utilization_ratio:avg",
+    "flops": "instance_id:neuron_core_model_flops:rate1m",
+    "mfu": "instance_id:neuron_core_model_flops_utilization_ratio:avg",
+    "hbm": "instance_id:neuron_device_hbm_bytes:rate1m",
+    "memory_used": "instance_id:neuron_runtime_memory_used_bytes:sum",
+    "power": "instance_id:neuron_device_power_watts:sum",
+    "errors": "instance_id:execution_errors:increase5m",
+    "ecc": "instance_id:hardware_ecc_events:increase5m",
+    "history": "instance_id:neuroncore_utilization_ratio:sum",
+}
+RECORDED_WINDOW = 300.0   # the errors/ECC records count over 5m: used only for that window
+RECORDED_PROBE = "count(instance_id:neuroncore_utilization_ratio:sum)"
+# panels that only neuronscope's exporter serves (AWS's exporter has none of these metrics)
+EXTENSION_PANELS = ("engines", "hbm", "power", "modelled", "flops", "mfu")
+
+
+def _duration(seconds: float) -> str:
+    return f"{int(seconds)}s" if seconds >= 1 else f"{int(seconds * 1000)}ms"
+
+
+def expand(template: str, matchers: tuple[Matcher, ...] = (), *, lookback: float = 900.0,
+           window: float = 300.0, rate: float = 60.0) -> str:
+    """A QUERIES template with its placeholders filled in."""
+    expr = (template.replace("$SEL", render_selector(matchers))
+            .replace("$LOOKBACK", _duration(lookback)).replace("$WINDOW", _duration(window))
+            .replace("$RATE", _duration(rate)))
+    expr = re.sub(r",\s*}", "}", expr)
+    return expr.replace("{}", "")
+
+
+# ------------------------------------------------------------------------------ the data
+@dataclass(frozen=True, slots=True)
+class FleetConfig:
+    matchers: tuple[Matcher, ...] = ()
+    window: float = 300.0          # history, errors and ECC window (seconds)
+    lookback: float = 900.0        # how long a vanished instance is still listed from the data
+    scrape_interval: float | None = None  # None: ask /api/v1/targets, else 15 s
+    workers: int = 8               # queries in flight at once
+    recorded: bool | None = None   # read fleet-rules.yml's series; None: when the server has them
+
+
+@dataclass(frozen=True, slots=True)
+class InstanceRow:
+    instance_id: str
+    instance_type: str
+    zone: str
+    target: str                    # Prometheus's instance label (host:port of the exporter)
+    job: str
+    devices: int
+    cores: int                     # logical NeuronCores of the instance
+    cores_in_use: int              # cores some runtime reports
+    util_mean: float | None        # ratio, over every core of the instance
+    util_max: float | None
+    engines: Mapping[str, float]   # engine -> mean busy ratio over the cores in use
+    hbm_bytes_per_s: float | None
+    memory_used: float | None      # device memory (HBM) bytes, all runtimes
+    memory_total: float | None
+    power_watts: float | None
+    modelled: bool
+    flops_per_s: float | None      # model FLOP/s
+    mfu: float | None              # mean over the cores in use
+    errors: float | None           # execution errors in the window
+    ecc: float | None              # ECC events in the window
+    tags: tuple[str, ...]
+    up: bool
+    down_reason: str               # "" when up
+    since: float | None            # down: last seen up (unix s), None when not known
+    history: np.ndarray = field(default_factory=lambda: np.zeros(0))  # mean utilization per step
+
+
+@dataclass(frozen=True, slots=True)
+class FleetTotals:
+    up: int
+    down: int
+    cores: int
+    cores_busy: float              # sum of utilization: busy core-equivalents
+    flops_per_s: float | None
+    mfu: float | None
+    power_watts: float | None
+    hbm_bytes_per_s: float | None
+    errors: float
+    ecc: float
+
+
+@dataclass(frozen=True, slots=True)
+class FleetSnapshot:
+    at: float
+    rows: tuple[InstanceRow, ...]
+    totals: FleetTotals
+    scrape_interval: float
+    window: float
+    step: float
+    problems: tuple[str, ...]      # panels whose query failed, one line each
+    extensions: bool               # neuronscope metrics present (False: AWS's exporter only)
+    elapsed: float                 # seconds the queries took
+    queries: int
+    recorded: bool = False         # panels read the recorded series of fleet-rules.yml
+
+
+def _by(samples: list[Sample], *keys: str) -> dict:
+    if len(keys) == 1:
+        return {s.labels.get(keys[0], ""): s.value for s in samples}
+    return {tuple(s.labels.get(k, "") for k in keys): s.value for s in samples}
+
+
+def _finite(value: float | None) -> float | None:
+    return None if value is None or not np.isfinite(value) else float(value)
+
+
+def _int_label(labels: Mapping[str, str], key: str) -> int:
+    try:
+        return max(0, int(float(labels.get(key, "0"))))
+    except ValueError:
+        return 0
+
+
+class FleetQuery:
+    """Runs the panel queries against one server and remembers when each instance was up."""
+
+    def __init__(self, client: PrometheusClient, config: FleetConfig = FleetConfig(),
+                 clock: Callable[[], float] = time.time) -> None:
+        self.client = client
+        self.config = config
+        self.clock = clock
+        self._pool = ThreadPoolExecutor(max_workers=config.workers, thread_name_prefix="promql")
+        self._last_up: dict[str, float] = {}
+        self._interval: float | None = config.scrape_interval
+        self._interval_checked = 0.0
+        self._recorded: bool | None = None
+        self._recorded_checked = 0.0
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    # ------------------------------------------------------------------ helpers
+    def scrape_interval(self, now: float) -> float:
+        if self.config.scrape_interval is not None:
+            return self.config.scrape_interval
+        if self._interval is None or now - self._interval_checked > 60:
+            self._interval_checked = now
+            found = sorted(self.client.scrape_intervals().values())
+            if found:
+                self._interval = found[len(found) // 2]
+        return self._interval or 15.0
+
+    def use_recorded(self, now: float) -> bool:
+        """Whether the recorded series are there (asked once a minute, one cheap query)."""
+        if self.config.recorded is not None:
+            return self.config.recorded
+        if self._recorded is None or now - self._recorded_checked > 60:
+            self._recorded_checked = now
+            try:
+                found = self.client.query(RECORDED_PROBE, now)
+                self._recorded = bool(found) and found[0].value > 0
+            except PrometheusError:
+                self._recorded = False
+        return self._recorded
+
+    def expr(self, name: str, interval: float, recorded: bool = False) -> str:
+        record = RECORDED.get(name) if recorded else None
+        if record and (name not in ("errors", "ecc") or self.config.window == RECORDED_WINDOW):
+            if not self.config.matchers:
+                return record
+            # recorded series keep only instance_id: the selector applies through instance_info
+            return (f"{record} * on (instance_id) group_left () max by (instance_id) "
+                    f"(instance_info{{{render_selector(self.config.matchers)}}})")
+        template = QUERIES.get(name, HISTORY_QUERY if name == "history" else name)
+        return expand(template, self.config.matchers, lookback=self.config.lookback,
+                      window=self.config.window, rate=max(4.0, 4 * interval))
+
+    # ------------------------------------------------------------------ the fetch
+    def fetch(self, history_points: int = 60) -> FleetSnapshot:
+        """Every panel query once (concurrently) -> a snapshot. Raises PrometheusError when the
+        server cannot be reached or is not Prometheus; a failing panel is only a problem line."""
+        started = time.perf_counter()
+        now = self.clock()
+        interval = self.scrape_interval(now)
+        recorded = self.use_recorded(now)
+        points = max(2, history_points)
+        step = max(interval, self.config.window / points)
+        end = (now // step) * step   # aligned: neighbouring refreshes hit the same points
+        start = end - step * (points - 1)
+        futures = {name: self._pool.submit(self.client.query,
+                                           self.expr(name, interval, recorded), now)
+                   for name in QUERIES}
+        history = self._pool.submit(self.client.query_range,
+                                    self.expr("history", interval, recorded), start, end, step)
+        results: dict[str, list[Sample]] = {}
+        problems: list[str] = []
+        fatal: PrometheusError | None = None
+        for name, future in futures.items():
+            try:
+                results[name] = future.result()
+            except PrometheusError as exc:
+                if exc.kind != "query":
+                    fatal = fatal or exc
+                problems.append(f"{name}: {exc}")
+                results[name] = []
+        try:
+            series = history.result()
+        except PrometheusError as exc:
+            if exc.kind != "query":
+                fatal = fatal or exc
+            problems.append(f"history: {exc}")
+            series = []
+        if fatal is not None:
+            raise fatal
+        rows = self._rows(results, series, now, interval, start, step, points)
+        extensions = any(results.get(name) for name in EXTENSION_PANELS)
+        return FleetSnapshot(now, rows, _totals(rows), interval, self.config.window, step,
+                             tuple(problems), extensions, time.perf_counter() - started,
+                             len(futures) + 1, recorded)
+
+    def _rows(self, results: dict[str, list[Sample]], series, now: float, interval: float,
+              start: float, step: float, points: int) -> tuple[InstanceRow, ...]:
+        targets: dict[str, Mapping[str, str]] = {}
+        for sample in results["targets"]:
+            iid = sample.labels.get("instance_id", "")
+            if iid:
+                targets[iid] = sample.labels
+        hardware = {s.labels.get("instance_id", ""): s.labels for s in results["hardware"]}
+        up = _by(results["up"], "instance", "job")
+        age = _by(results["sample_age"], "instance", "job")
+        values = {name: _by(results[name], "instance_id") for name in
+                  ("util_sum", "util_max", "hbm", "memory_used", "power", "modelled", "flops",
+                   "mfu", "errors", "ecc")}
+        engines: dict[str, dict[str, float]] = {}
+        for s in results["engines"]:
+            engines.setdefault(s.labels.get("instance_id", ""), {})[s.labels.get("engine", "")] = s.value
+        tags: dict[str, dict[str, int]] = {}
+        for s in results["runtimes"]:
+            tags.setdefault(s.labels.get("instance_id", ""), {})[s.labels.get("runtime_tag", "")] = int(s.value)
+        histories: dict[str, np.ndarray] = {}
+        for s in series:
+            grid = np.full(points, np.nan)
+            index = np.rint((s.times - start) / step).astype(int)
+            keep = (index >= 0) & (index < points)
+            grid[index[keep]] = s.values[keep]
+            histories[s.labels.get("instance_id", "")] = grid
+        rows = []
+        for iid, labels in targets.items():
+            hw = hardware.get(iid, {})
+            devices = _int_label(hw, "neuron_device_count")
+            cores = devices * _int_label(hw, "neuroncore_per_device_count")
+            key = (labels.get("instance", ""), labels.get("job", ""))
+            state, reason = self._state(up.get(key), age.get(key), interval)
+            history = histories.get(iid, np.full(points, np.nan))
+            if state:
+                self._last_up[iid] = now
+            since = None if state else self._last_up.get(iid, _last_seen(history, start, step))
+            util_sum = _finite(values["util_sum"].get(iid)) if state else None
+            mem_size = _int_label(hw, "neuron_device_memory_size")
+            runtime_tags = tags.get(iid, {}) if state else {}
+            util_mean = None if util_sum is None else (min(1.0, util_sum / cores) if cores else None)
+            util_max = _finite(values["util_max"].get(iid)) if state else None
+            if util_mean is not None and util_max is not None:
+                # two series read at one instant may come from neighbouring evaluations
+                # (recorded series): the busiest core is never below the mean
+                util_max = max(util_max, util_mean)
+            rows.append(InstanceRow(
+                iid, labels.get("instance_type", ""), labels.get("availability_zone", ""),
+                key[0], key[1], devices, cores, sum(runtime_tags.values()),
+                util_mean, util_max,
+                engines.get(iid, {}) if state else {},
+                *(_finite(values[n].get(iid)) if state else None for n in ("hbm", "memory_used")),
+                float(devices * mem_size) if mem_size else None,
+                _finite(values["power"].get(iid)) if state else None,
+                bool(values["modelled"].get(iid, 0)),
+                *(_finite(values[n].get(iid)) if state else None
+                  for n in ("flops", "mfu", "errors", "ecc")),
+                tuple(sorted(runtime_tags)), state, reason, since,
+                history / cores if cores else history))
+        return tuple(rows)
+
+    @staticmethod
+    def _state(up: float | None, age: float | None, interval: float) -> tuple[bool, str]:
+        if up is None:
+            return False, "no sample"
+        if up == 0:
+            return False, "up == 0"
+        if age is not None and age > 3 * interval:
+            return False, f"no sample for {age:.0f}s"
+        return True, ""
+
+
+def _last_seen(history: np.ndarray, start: float, step: float) -> float | None:
+    seen = np.flatnonzero(np.isfinite(history))
+    return float(start + seen[-1] * step) if seen.size else None
+
+
+def _sum(values) -> float | None:
+    present = [v for v in values if v is not None]
+    return float(sum(present)) if present else None
+
+
+def _totals(rows: tuple[InstanceRow, ...]) -> FleetTotals:
+    live = [r for r in rows if r.up]
+    in_use = sum(r.cores_in_use for r in live if r.mfu is not None)
+    mfu = (sum(r.mfu * r.cores_in_use for r in live if r.mfu is not None) / in_use
+           if in_use else None)
+    return FleetTotals(
+        len(live), len(rows) - len(live), sum(r.cores for r in live),
+        sum((r.util_mean or 0.0) * r.cores for r in live),
+        _sum(r.flops_per_s for r in live), mfu, _sum(r.power_watts for r in live),
+        _sum(r.hbm_bytes_per_s for r in live), sum(r.errors or 0.0 for r in live),
+        sum(r.ecc or 0.0 for r in live))

@@ -1,0 +1,300 @@
+"""One instance of the fleet as a Report, built from instant queries: the drill-down's input.
+
+The single-host screens read nothing but Reports, so the fleet's drill-down rebuilds the
+neuron-monitor document from what the exporter exposes and parses it with ``Report.from_dict``
+(the one parser). Counters become per-period counts (``increase``/``rate`` over the refresh
+period). What the exposition does not carry stays out: runtime pids (0), loaded models and the
+per-CPU breakdown. With AWS's exporter only AWS's metrics exist, so the neuronscope extension
+groups (engine counters, device counters) are left out and the screens say so.
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import CancelledError, ThreadPoolExecutor
+
+from monitor.errors import ReportError
+from monitor.promql import PrometheusClient, PrometheusError, Sample
+from monitor.report import Report
+from monitor.sources import Source
+from monitor.vocab import CORE_MEMORY
+
+__all__ = ["host_queries", "host_report", "PrometheusHostSource"]
+
+
+def host_queries(instance_id: str, target: str, job: str, rate: str) -> dict[str, str]:
+    """The drill-down's queries for one instance: AWS's metrics by instance_id, neuronscope's by
+    the exporter's target (they carry no instance labels)."""
+    aws = f'instance_id="{_esc(instance_id)}"'
+    own = f'instance="{_esc(target)}",job="{_esc(job)}"'
+    memory = "|".join(CORE_MEMORY)
+    return {
+        "info": f"instance_info{{{aws}}}",
+        "hardware": f"neuron_hardware_info{{{aws}}}",
+        "util": f"neuroncore_utilization_ratio{{{aws}}}",
+        "errors": f"rate(execution_errors_total{{{aws}}}[{rate}])",
+        "statuses": f"rate(execution_status_total{{{aws}}}[{rate}])",
+        "latency": f"execution_latency_seconds{{{aws}}}",
+        "runtime_memory": f"neuron_runtime_memory_used_bytes{{{aws}}}",
+        "core_memory": f'{{__name__=~"neuroncore_memory_usage_({memory})",{aws}}}',
+        "runtime_vcpu": f"neuron_runtime_vcpu_usage_ratio{{{aws}}}",
+        "ecc": f"rate(hardware_ecc_events_total{{{aws}}}[{rate}])",
+        "system": f'{{__name__=~"system_(vcpu_count|vcpu_usage_ratio|memory_total_bytes|'
+                  f'memory_used_bytes|swap_total_bytes|swap_used_bytes)",{aws}}}',
+        "engine_util": f"neuron_core_engine_utilization_ratio{{{own}}}",
+        "model_flops": f"rate(neuron_core_model_flops_total{{{own}}}[{rate}])",
+        "hardware_flops": f"rate(neuron_core_hardware_flops_total{{{own}}}[{rate}])",
+        "dma": f"rate(neuron_core_dma_bytes_total{{{own}}}[{rate}])",
+        "collective_bytes": f"rate(neuron_core_collective_bytes_total{{{own}}}[{rate}])",
+        "collective_seconds": f"rate(neuron_core_collective_seconds_total{{{own}}}[{rate}])",
+        "device": f'{{__name__=~"neuron_device_(hbm_bandwidth_utilization_ratio|power_watts|'
+                  f'temperature_celsius|throttle_ratio|modelled)",{own}}}',
+        "hbm_read": f"rate(neuron_device_hbm_read_bytes_total{{{own}}}[{rate}])",
+        "hbm_write": f"rate(neuron_device_hbm_write_bytes_total{{{own}}}[{rate}])",
+        "energy": f"rate(neuron_device_energy_joules_total{{{own}}}[{rate}])",
+    }
+
+
+def _esc(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _n(value: float, scale: float = 1.0) -> float:
+    return value * scale if math.isfinite(value) else 0.0
+
+
+def _count(value: float) -> int:
+    return max(0, int(round(value))) if math.isfinite(value) else 0
+
+
+def _idx(labels: Mapping[str, str], key: str) -> int | None:
+    text = labels.get(key, "")
+    return int(text) if text.isdigit() else None
+
+
+def host_report(results: Mapping[str, list[Sample]], period: float,
+                received_at: float | None = None) -> Report:
+    """The Report of one instance from the answers to ``host_queries``; ReportError when the
+    answers do not make one (no instance_info: the instance is gone)."""
+    if not results.get("info"):
+        raise ReportError("instance_info: the instance has no current series (down or gone)")
+    info = dict(results["info"][0].labels)
+    hw = results["hardware"][0].labels if results.get("hardware") else {}
+    runtimes: dict[str, dict] = {}
+
+    def group(tag: str, name: str) -> dict:
+        report = runtimes.setdefault(tag, {})
+        return report.setdefault(name, {"period": period, "error": ""})
+
+    for s in results.get("util", ()):
+        core = _idx(s.labels, "neuroncore")
+        if core is not None:
+            group(s.labels.get("runtime_tag", ""), "neuroncore_counters").setdefault(
+                "neuroncores_in_use", {})[str(core)] = {"neuroncore_utilization": _n(s.value, 100),
+                                                        "flops": 0}
+    _execution(results, group, period)
+    _memory(results, group)
+    for s in results.get("runtime_vcpu", ()):
+        g = group(s.labels.get("runtime_tag", ""), "neuron_runtime_vcpu_usage")
+        g.setdefault("vcpu_usage", {"user": 0.0, "system": 0.0})[s.labels.get("usage_type", "user")] = _n(s.value, 100)
+    engines = _engines(results, period)
+    for tag, cores in engines.items():
+        group(tag, "neuroncore_engine_counters")["neuroncores_in_use"] = cores
+        counters = runtimes[tag].get("neuroncore_counters", {}).get("neuroncores_in_use", {})
+        for core, values in cores.items():   # the grid's FLOP/s: model FLOPs per second
+            if core in counters:
+                counters[core]["flops"] = _count(values["model_flops"] / period)
+    document = {
+        "neuron_runtime_data": [{"pid": 0, "neuron_runtime_tag": tag, "error": "", "report": rep}
+                                for tag, rep in sorted(runtimes.items())],
+        "system_data": _system(results, period),
+        "instance_info": {"instance_name": info.get("instance_name", ""),
+                          "instance_id": info.get("instance_id", ""),
+                          "instance_type": info.get("instance_type", ""),
+                          "instance_availability_zone": info.get("availability_zone", ""),
+                          "instance_region": info.get("region", ""),
+                          "subnet_id": info.get("subnet_id", ""), "error": ""},
+        "neuron_hardware_info": {key: _count(float(hw.get(key, "0") or 0)) for key in (
+            "neuron_device_count", "neuron_device_memory_size", "neuroncore_per_device_count")}
+        | {"error": ""},
+    }
+    return Report.from_dict(document, received_at=received_at)
+
+
+def _execution(results, group, period: float) -> None:
+    for name, key, label in (("errors", "error_summary", "error_type"),
+                             ("statuses", "execution_summary", "status_type")):
+        for s in results.get(name, ()):
+            g = group(s.labels.get("runtime_tag", ""), "execution_stats")
+            g.setdefault(key, {})[s.labels.get(label, "")] = _count(s.value * period)
+    for s in results.get("latency", ()):
+        g = group(s.labels.get("runtime_tag", ""), "execution_stats")
+        g.setdefault("latency_stats", {"total_latency": {}})["total_latency"][
+            s.labels.get("percentile", "")] = max(0.0, _n(s.value))
+
+
+def _memory(results, group) -> None:
+    for s in results.get("runtime_memory", ()):
+        g = group(s.labels.get("runtime_tag", ""), "memory_used")
+        used = g.setdefault("neuron_runtime_used_bytes", {"host": 0, "neuron_device": 0,
+                                                          "usage_breakdown": {"host": {}, "neuroncore_memory_usage": {}}})
+        used[s.labels.get("memory_location", "host")] = _count(s.value)
+    for s in results.get("core_memory", ()):
+        core = _idx(s.labels, "neuroncore")
+        kind = s.labels.get("__name__", "").removeprefix("neuroncore_memory_usage_")
+        if core is None or kind not in CORE_MEMORY:
+            continue
+        g = group(s.labels.get("runtime_tag", ""), "memory_used")
+        used = g.setdefault("neuron_runtime_used_bytes", {"host": 0, "neuron_device": 0,
+                                                          "usage_breakdown": {"host": {}, "neuroncore_memory_usage": {}}})
+        used["usage_breakdown"]["neuroncore_memory_usage"].setdefault(str(core), {})[kind] = _count(s.value)
+
+
+def _engines(results, period: float) -> dict[str, dict[str, dict]]:
+    out: dict[str, dict[str, dict]] = {}
+
+    def core_of(s: Sample) -> dict | None:
+        core = _idx(s.labels, "neuroncore")
+        if core is None:
+            return None
+        return out.setdefault(s.labels.get("runtime_tag", ""), {}).setdefault(str(core), {
+            "engine_utilization": {}, "model_flops": 0, "hardware_flops": 0, "hbm_read_bytes": 0,
+            "hbm_write_bytes": 0, "dma_bytes": {}, "collective_bytes": 0, "collective_time": 0.0})
+
+    for s in results.get("engine_util", ()):
+        c = core_of(s)
+        if c is not None:
+            c["engine_utilization"][s.labels.get("engine", "")] = max(0.0, _n(s.value, 100))
+    for name, key in (("model_flops", "model_flops"), ("hardware_flops", "hardware_flops"),
+                      ("collective_bytes", "collective_bytes")):
+        for s in results.get(name, ()):
+            c = core_of(s)
+            if c is not None:
+                c[key] = _count(s.value * period)
+    for s in results.get("collective_seconds", ()):
+        c = core_of(s)
+        if c is not None:
+            c["collective_time"] = max(0.0, _n(s.value * period))
+    for s in results.get("dma", ()):
+        c = core_of(s)
+        if c is not None:
+            c["dma_bytes"][s.labels.get("purpose", "")] = _count(s.value * period)
+    return out
+
+
+def _system(results, period: float) -> dict:
+    system: dict[str, dict] = {}
+    values = {s.labels.get("__name__", "") + "/" + s.labels.get("usage_type", ""): s.value
+              for s in results.get("system", ())}
+    if "system_vcpu_usage_ratio/user" in values:
+        user, sys_ = values["system_vcpu_usage_ratio/user"], values.get("system_vcpu_usage_ratio/system", 0.0)
+        system["vcpu_usage"] = {"period": period, "error": "", "context_switch_count": 0,
+                                "average_usage": {"user": _n(user, 100), "nice": 0.0,
+                                                  "system": _n(sys_, 100), "idle": max(0.0, 100 - _n(user, 100) - _n(sys_, 100)),
+                                                  "io_wait": 0.0, "irq": 0.0, "soft_irq": 0.0},
+                                "usage_data": {}}
+    if "system_memory_total_bytes/" in values:
+        system["memory_info"] = {"period": period, "error": "", **{
+            f"{area}_{stat}": _count(values.get(f"system_{area}_{stat}/", 0.0))
+            for area in ("memory", "swap") for stat in ("total_bytes", "used_bytes")}}
+    ecc: dict[int, dict] = {}
+    for s in results.get("ecc", ()):
+        device = _idx(s.labels, "neuron_device_index")
+        if device is not None:
+            ecc.setdefault(device, {"neuron_device_index": device, "mem_ecc_corrected": 0,
+                                    "mem_ecc_uncorrected": 0, "sram_ecc_corrected": 0,
+                                    "sram_ecc_uncorrected": 0})[s.labels.get("event_type", "")] = _count(s.value * period)
+    if ecc:
+        system["neuron_hw_counters"] = {"period": period, "error": "",
+                                        "neuron_devices": [ecc[d] for d in sorted(ecc)]}
+    devices: dict[int, dict] = {}
+
+    def device_of(s: Sample) -> dict | None:
+        index = _idx(s.labels, "neuron_device_index")
+        if index is None:
+            return None
+        return devices.setdefault(index, {
+            "neuron_device_index": index, "hbm_read_bytes": 0, "hbm_write_bytes": 0,
+            "hbm_bandwidth_utilization": 0.0, "power_watts": 0.0, "energy_joules": 0.0,
+            "temperature_celsius": 0.0, "throttle_ratio": 0.0, "modelled": False})
+
+    fields = {"neuron_device_hbm_bandwidth_utilization_ratio": ("hbm_bandwidth_utilization", 100.0),
+              "neuron_device_power_watts": ("power_watts", 1.0),
+              "neuron_device_temperature_celsius": ("temperature_celsius", 1.0),
+              "neuron_device_throttle_ratio": ("throttle_ratio", 1.0)}
+    for s in results.get("device", ()):
+        d = device_of(s)
+        name = s.labels.get("__name__", "")
+        if d is None:
+            continue
+        if name == "neuron_device_modelled":
+            d["modelled"] = s.value == 1
+        elif name in fields:
+            key, scale = fields[name]
+            d[key] = max(0.0, _n(s.value, scale))
+    for name, key in (("hbm_read", "hbm_read_bytes"), ("hbm_write", "hbm_write_bytes")):
+        for s in results.get(name, ()):
+            d = device_of(s)
+            if d is not None:
+                d[key] = _count(s.value * period)
+    for s in results.get("energy", ()):
+        d = device_of(s)
+        if d is not None:
+            d["energy_joules"] = max(0.0, _n(s.value * period))
+    if devices:
+        system["neuron_device_counters"] = {"period": period, "error": "",
+                                            "neuron_devices": [devices[d] for d in sorted(devices)]}
+    return system
+
+
+class PrometheusHostSource(Source):
+    """Reports of one instance of the fleet, one per ``period``, from instant queries."""
+
+    def __init__(self, client: PrometheusClient, instance_id: str, target: str, job: str, *,
+                 period: float = 2.0, rate_window: float = 60.0, workers: int = 8,
+                 clock: Callable[[], float] = time.time, label: str | None = None) -> None:
+        super().__init__()
+        self.client = client
+        self.instance_id = instance_id
+        self.period = period
+        self.label = label or f"prometheus {client.url} · {instance_id}"
+        self.last_error = ""
+        self._queries = host_queries(instance_id, target, job, f"{int(max(rate_window, 1))}s")
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="promql-host")
+        self._clock = clock
+
+    def fetch(self) -> Report:
+        now = self._clock()
+        futures = {name: self._pool.submit(self.client.query, expr, now)
+                   for name, expr in self._queries.items()}
+        results = {}
+        for name, future in futures.items():
+            try:
+                results[name] = future.result()
+            except PrometheusError as exc:
+                if exc.kind != "query" or name == "info":
+                    raise
+                results[name] = []   # one panel's error leaves that panel empty
+        return host_report(results, self.period, received_at=now)
+
+    def reports(self) -> Iterator[Report]:
+        while not self._stop.is_set():
+            try:
+                report = self.fetch()
+                self.last_error = ""
+                yield report
+            except (PrometheusError, ReportError) as exc:
+                # the stale banner shows it; the last good report stays on screen
+                self.last_error = str(exc)
+                self.diagnostics.write(f"{exc}\n")
+            except (CancelledError, RuntimeError):   # closed while a refresh was in flight
+                if self._stop.is_set():
+                    return
+                raise
+            if self._stop.wait(self.period):
+                return
+
+    def close(self) -> None:
+        super().close()
+        self._pool.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,286 @@
+"""A small client for the Prometheus HTTP API (Prometheus, VictoriaMetrics, Thanos, Mimir).
+
+Only the standard library (urllib) and orjson: instant queries, range queries and the targets
+list, each with a timeout. Every failure becomes a ``PrometheusError`` whose message is one line
+that says what went wrong and where (unreachable, not a Prometheus API, a query error), so a CLI
+or a screen can print it as is.
+
+``parse_selector`` validates the label matchers a user adds on the command line
+(``instance_type="trn2.48xlarge",availability_zone=~"us-east-2[ab]"``) and gives them back in a
+canonical form to splice into PromQL selectors.
+"""
+from __future__ import annotations
+
+import math
+import re
+import socket
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import orjson
+
+__all__ = ["PrometheusError", "Sample", "Series", "PrometheusClient", "Matcher", "parse_selector",
+           "render_selector", "check_url", "parse_duration"]
+
+MAX_BODY = 64 * 1024 * 1024  # a bounded query never returns more; anything larger is refused
+
+
+class PrometheusError(Exception):
+    """One line for the user; ``kind`` is unreachable, timeout, not_prometheus or query."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One element of an instant vector."""
+    labels: Mapping[str, str]
+    value: float
+    timestamp: float
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    """One element of a range query's matrix: timestamps (unix seconds) and values."""
+    labels: Mapping[str, str]
+    times: np.ndarray
+    values: np.ndarray
+
+
+def _float(text: str) -> float:
+    # The API writes values as strings: "1.5", "NaN", "+Inf", "-Inf".
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def check_url(url: str) -> str:
+    """The base URL without a trailing slash; ValueError (one line) when it cannot be one."""
+    parts = urllib.parse.urlsplit(url.strip())
+    if parts.scheme not in ("http", "https"):
+        raise ValueError(f"{url!r} is not an http:// or https:// URL")
+    if not parts.hostname:
+        raise ValueError(f"{url!r} has no host")
+    try:
+        parts.port
+    except ValueError:
+        raise ValueError(f"{url!r} has a bad port") from None
+    if parts.query or parts.fragment:
+        raise ValueError(f"{url!r}: give the server's base URL, without ?query or #fragment")
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
+
+
+class PrometheusClient:
+    """The HTTP API of one server. Thread-safe: each call opens its own request."""
+
+    def __init__(self, url: str, *, timeout: float = 5.0) -> None:
+        self.url = check_url(url)
+        self.timeout = timeout
+        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+    # ------------------------------------------------------------------ transport
+    def _get(self, path: str, params: Mapping[str, str] | None = None, *,
+             post: bool = True) -> object:
+        body = urllib.parse.urlencode(params or {})
+        url = self.url + path if post or not body else f"{self.url}{path}?{body}"
+        request = urllib.request.Request(
+            url, data=body.encode() if post and body else None,
+            headers={"Accept": "application/json",
+                     "Content-Type": "application/x-www-form-urlencoded"})
+        where = self.url
+        try:
+            with self._opener.open(request, timeout=self.timeout) as response:
+                raw = response.read(MAX_BODY + 1)
+        except urllib.error.HTTPError as exc:
+            raw = exc.read(MAX_BODY + 1) if exc.fp is not None else b""
+            data = self._decode(raw)
+            if isinstance(data, dict) and data.get("status") == "error":
+                raise self._query_error(data) from None
+            if exc.code in (502, 503, 504):   # a proxy without its backend, a server starting
+                raise PrometheusError("unreachable", f"cannot reach Prometheus at {where}: "
+                                      f"HTTP {exc.code} {exc.reason}") from None
+            raise PrometheusError("not_prometheus", f"{where} does not serve the Prometheus "
+                                  f"HTTP API ({path}: HTTP {exc.code} {exc.reason})") from None
+        except (TimeoutError, socket.timeout):
+            raise PrometheusError("timeout", f"Prometheus at {where} did not answer within "
+                                  f"{self.timeout:g}s") from None
+        except urllib.error.URLError as exc:
+            reason = exc.reason
+            if isinstance(reason, (TimeoutError, socket.timeout)):
+                raise PrometheusError("timeout", f"Prometheus at {where} did not answer within "
+                                      f"{self.timeout:g}s") from None
+            text = getattr(reason, "strerror", None) or str(reason)
+            raise PrometheusError("unreachable", f"cannot reach Prometheus at {where}: "
+                                  f"{text}") from None
+        except (OSError, ValueError) as exc:  # reset connections, bad status lines, ...
+            raise PrometheusError("unreachable", f"cannot reach Prometheus at {where}: "
+                                  f"{exc}") from None
+        if len(raw) > MAX_BODY:
+            raise PrometheusError("query", f"{where}{path}: answer larger than "
+                                  f"{MAX_BODY >> 20} MiB")
+        data = self._decode(raw)
+        if not isinstance(data, dict) or "status" not in data:
+            raise PrometheusError("not_prometheus", f"{where} does not serve the Prometheus HTTP "
+                                  f"API ({path} did not answer with its JSON)")
+        if data["status"] != "success":
+            raise self._query_error(data)
+        return data.get("data")
+
+    @staticmethod
+    def _decode(raw: bytes) -> object:
+        try:
+            return orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            return None
+
+    @staticmethod
+    def _query_error(data: dict) -> PrometheusError:
+        text = " ".join(str(data.get("error", "unknown error")).split())
+        kind = data.get("errorType") or "error"
+        return PrometheusError("query", f"query failed ({kind}): {text[:300]}")
+
+    # ------------------------------------------------------------------ API
+    def query(self, expr: str, at: float | None = None) -> list[Sample]:
+        """An instant query; a scalar answer comes back as one sample without labels."""
+        params = {"query": expr}
+        if at is not None:
+            params["time"] = f"{at:.3f}"
+        if self.timeout:
+            params["timeout"] = f"{self.timeout:g}s"
+        data = self._get("/api/v1/query", params)
+        if not isinstance(data, dict):
+            raise PrometheusError("not_prometheus", f"{self.url}: /api/v1/query answered without data")
+        kind, result = data.get("resultType"), data.get("result")
+        if kind == "scalar" and isinstance(result, list) and len(result) == 2:
+            return [Sample({}, _float(result[1]), float(result[0]))]
+        if kind != "vector" or not isinstance(result, list):
+            raise PrometheusError("query", f"query returned a {kind}, not an instant vector: {expr[:80]}")
+        out = []
+        for item in result:
+            try:
+                ts, value = item["value"]
+                out.append(Sample(item.get("metric", {}), _float(value), float(ts)))
+            except (KeyError, TypeError, ValueError):
+                raise PrometheusError("not_prometheus", f"{self.url}: malformed vector in the "
+                                      "answer to /api/v1/query") from None
+        return out
+
+    def query_range(self, expr: str, start: float, end: float, step: float) -> list[Series]:
+        params = {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"}
+        if self.timeout:
+            params["timeout"] = f"{self.timeout:g}s"
+        data = self._get("/api/v1/query_range", params)
+        if not isinstance(data, dict) or data.get("resultType") != "matrix":
+            raise PrometheusError("query", f"range query did not return a matrix: {expr[:80]}")
+        out = []
+        for item in data.get("result") or ():
+            try:
+                points = item["values"]
+                times = np.fromiter((float(p[0]) for p in points), float, len(points))
+                values = np.fromiter((_float(p[1]) for p in points), float, len(points))
+            except (KeyError, TypeError, ValueError, IndexError):
+                raise PrometheusError("not_prometheus", f"{self.url}: malformed matrix in the "
+                                      "answer to /api/v1/query_range") from None
+            out.append(Series(item.get("metric", {}), times, values))
+        return out
+
+    def scrape_intervals(self) -> dict[tuple[str, str], float]:
+        """(job, instance) -> scrape interval in seconds, from /api/v1/targets where offered."""
+        try:
+            data = self._get("/api/v1/targets", {"state": "active"}, post=False)
+        except PrometheusError:
+            return {}
+        out = {}
+        for target in (data or {}).get("activeTargets") or () if isinstance(data, dict) else ():
+            labels = target.get("labels") or {}
+            interval = target.get("scrapeInterval") or (target.get("discoveredLabels") or {}).get(
+                "__scrape_interval__")
+            seconds = parse_duration(interval) if isinstance(interval, str) else None
+            if seconds:
+                out[(labels.get("job", ""), labels.get("instance", ""))] = seconds
+        return out
+
+
+# ---------------------------------------------------------------------- durations and selectors
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")
+_UNIT = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
+
+
+def parse_duration(text: str) -> float | None:
+    """Prometheus durations (``15s``, ``1m30s``, ``500ms``) in seconds; None when not one."""
+    text = text.strip()
+    pos, total = 0, 0.0
+    for match in _DURATION.finditer(text):
+        if match.start() != pos:
+            return None
+        total += float(match.group(1)) * _UNIT[match.group(2)]
+        pos = match.end()
+    return total if pos == len(text) and pos > 0 else None
+
+
+@dataclass(frozen=True, slots=True)
+class Matcher:
+    label: str
+    op: str  # = != =~ !~
+    value: str
+
+    def promql(self) -> str:
+        return f"{self.label}{self.op}{orjson.dumps(self.value).decode()}"
+
+
+_MATCHER = re.compile(r"""\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|`[^`]*`)\s*(,|$)""")
+
+
+def _unquote(token: str) -> str:
+    if token[0] == "`":
+        return token[1:-1]
+    body = token[1:-1]
+    if token[0] == "'":  # PromQL's single quotes escape the same way; JSON needs double quotes
+        body = body.replace('\\\'', "'").replace('"', '\\"')
+    try:
+        value = orjson.loads(f'"{body}"')
+    except orjson.JSONDecodeError:
+        raise ValueError(f"bad escape in {token}") from None
+    return value
+
+
+def parse_selector(text: str) -> tuple[Matcher, ...]:
+    """Label matchers, comma-separated, optionally in braces; ValueError (one line) when bad."""
+    body = text.strip()
+    if body.startswith("{") and body.endswith("}"):
+        body = body[1:-1]
+    if not body.strip():
+        return ()
+    matchers, pos = [], 0
+    while pos < len(body):
+        match = _MATCHER.match(body, pos)
+        if match is None:
+            rest = body[pos:].strip()
+            raise ValueError(f"bad label matcher at {rest[:40]!r}: expected label=\"value\" "
+                             "(operators = != =~ !~, values in quotes)")
+        label, op, token = match.group(1), match.group(2), match.group(3)
+        if label == "__name__":
+            raise ValueError("the selector filters instances; it cannot match metric names")
+        value = _unquote(token)
+        if op in ("=~", "!~"):
+            try:
+                re.compile(value)
+            except re.error as exc:
+                raise ValueError(f"bad regular expression for {label}: {exc}") from None
+        matchers.append(Matcher(label, op, value))
+        pos = match.end()
+        if match.group(4) == "" and pos < len(body):
+            raise ValueError(f"bad label matcher at {body[pos:][:40]!r}")
+    return tuple(matchers)
+
+
+def render_selector(matchers: tuple[Matcher, ...]) -> str:
+    """The matchers joined with commas, ready to go inside ``{...}`` (empty when none)."""
+    return ",".join(m.promql() for m in matchers)

@@ -1,0 +1,133 @@
+"""The fleet dashboard: generated, its panels cover the fleet view, and every query answers on a
+real Prometheus scraping several exporters with the fleet recording rules loaded."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from exporters import metrics_table as mt
+from fleet_env import DASHBOARDS, api, fleet, fleet_prometheus, wait_fleet_up  # noqa: F401
+
+yaml = pytest.importorskip("yaml")
+pytestmark = pytest.mark.timeout(240)
+NAME = "neuronscope-fleet.json"
+PROMETHEUS_OWN = {"up"}
+PROMQL_WORDS = {"sum", "avg", "max", "min", "count", "by", "on", "and", "or", "topk", "bottomk",
+                "group_left", "vector", "last_over_time", "e12"}
+# Grafana's variables as a user with everything selected has them
+VARIABLES = {"$zone": ".+", "$instance_type": ".+", "$topk": "10"}
+
+
+def dashboard() -> dict:
+    return json.loads((DASHBOARDS / NAME).read_text())
+
+
+def panels() -> list[dict]:
+    return [p for p in dashboard()["panels"] if p["type"] != "row"]
+
+
+def substitute(expr: str) -> str:
+    for name in sorted(VARIABLES, key=len, reverse=True):
+        expr = expr.replace(name, VARIABLES[name])
+    assert "$" not in expr, expr
+    return expr
+
+
+def recorded() -> set[str]:
+    rules = yaml.safe_load((DASHBOARDS / "fleet-rules.yml").read_text())
+    return {r["record"] for g in rules["groups"] for r in g["rules"]}
+
+
+def names_in(expr: str) -> set[str]:
+    expr = re.sub(r'"[^"]*"', '""', expr)
+    expr = re.sub(r"\{[^}]*\}|\[[^\]]*\]|(by|on|group_left) \([^)]*\)", "", expr)
+    return {w for w in re.findall(r"[a-zA-Z_][a-zA-Z0-9_:]*", expr) if w not in PROMQL_WORDS}
+
+
+def test_dashboard_has_the_fleet_panels():
+    d = dashboard()
+    assert (d["uid"], d["title"]) == ("neuronscope-fleet", "neuronscope fleet")
+    rows = [p["title"] for p in d["panels"] if p["type"] == "row"]
+    assert rows == ["Fleet", "Instances", "Utilization", "Errors and ECC", "Per availability zone"]
+    by_title = {p["title"]: p for p in panels()}
+    table = by_title["Instances"]
+    assert table["type"] == "table" and all(t["instant"] for t in table["targets"])
+    assert table["transformations"][0]["id"] == "merge"  # one row per instance_id
+    assert by_title["Utilization by instance"]["type"] == "status-history"
+    assert "topk(" in by_title["Busiest instances"]["targets"][0]["expr"]
+    assert "bottomk(" in by_title["Idlest instances"]["targets"][0]["expr"]
+    for title in ("HBM traffic per zone", "Power per zone"):
+        assert "availability_zone:" in by_title[title]["targets"][0]["expr"]
+    assert {v["name"] for v in d["templating"]["list"]} == {"datasource", "zone",
+                                                            "instance_type", "topk"}
+
+
+def test_dashboard_reads_recorded_series_and_exported_metrics_only():
+    known = {s.name for s in mt.ALL_METRICS} | PROMETHEUS_OWN | recorded()
+    used = set()
+    for panel in panels():
+        for target in panel["targets"]:
+            names = names_in(target["expr"])
+            assert names <= known, (panel["title"], names - known)
+            used |= names
+    # per-core series are never read directly: at fleet scale the rules did that work
+    assert not used & {"neuroncore_utilization_ratio", "neuron_core_engine_utilization_ratio",
+                       "neuron_device_power_watts"}
+
+
+def test_panels_do_not_overlap():
+    cells = set()
+    for p in dashboard()["panels"]:
+        g = p["gridPos"]
+        assert g["x"] + g["w"] <= 24
+        mine = {(x, y) for x in range(g["x"], g["x"] + g["w"])
+                for y in range(g["y"], g["y"] + g["h"])}
+        assert not cells & mine, p["title"]
+        cells |= mine
+
+
+def test_every_panel_query_answers_on_the_real_fleet(fleet, fleet_prometheus):
+    wait_fleet_up(fleet, fleet_prometheus)
+    fleet_prometheus.wait_for("instance_id:execution_errors:rate5m",
+                              lambda r: len(r) == len(fleet.instances), 30)
+    ids = set(fleet.instance_ids)
+    empty = []
+    for panel in panels():
+        for target in panel["targets"]:
+            expr = substitute(target["expr"])
+            per_instance = "{{instance_id}}" in target["legendFormat"] or panel["type"] == "table"
+
+            def answered(result, per_instance=per_instance):
+                return result and (not per_instance or
+                                   {s["metric"].get("instance_id") for s in result} == ids)
+            try:  # every query succeeds; a recorded series may need one more evaluation
+                fleet_prometheus.wait_for(expr, answered, timeout=15)
+            except AssertionError as exc:
+                empty.append((panel["title"], str(exc)[:300]))
+    assert empty == []
+
+
+def test_zone_and_type_filters_narrow_the_panels(fleet, fleet_prometheus):
+    wait_fleet_up(fleet, fleet_prometheus)
+    first = fleet.instances[0]
+    busiest = next(p for p in panels() if p["title"] == "Busiest instances")
+    expr = busiest["targets"][0]["expr"].replace("$topk", "10").replace(
+        "$zone", first.availability_zone).replace("$instance_type", first.instance_type)
+    result = fleet_prometheus.wait_for(expr, timeout=30)
+    assert [s["metric"]["instance_id"] for s in result] == [first.instance_id]
+
+
+def test_template_variables_have_the_fleet_values(fleet, fleet_prometheus):
+    wait_fleet_up(fleet, fleet_prometheus)
+    want = {"zone": {i.availability_zone for i in fleet.instances},
+            "instance_type": {i.instance_type for i in fleet.instances}}
+    for var in dashboard()["templating"]["list"]:
+        if var["type"] != "query":
+            continue
+        m = re.fullmatch(r"label_values\((.+),\s*(\w+)\)", var["definition"])
+        assert m, var["definition"]
+        values = api(fleet_prometheus.base_url, f"/api/v1/label/{m.group(2)}/values",
+                     **{"match[]": substitute(m.group(1))})["data"]
+        assert set(values) == want[var["name"]], var["name"]

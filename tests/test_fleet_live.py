@@ -1,0 +1,140 @@
+"""The fleet view against real servers: Prometheus and VictoriaMetrics scraping one exporter per
+simulated instance (tests/fleet_env.py). Rows, the selector, the drill-down Report, and a killed
+exporter marked down within three scrape intervals."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from fleet_env import (FLEET_INSTANCES, SCRAPE_INTERVAL_S, fleet, fleet_prometheus,  # noqa: F401
+                       fleet_server, fleet_victoria, wait_fleet_up)
+from monitor.fleet import FleetConfig, FleetQuery
+from monitor.fleet_host import PrometheusHostSource
+from monitor.promql import PrometheusClient, parse_selector
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def fetch_until(query: FleetQuery, predicate, timeout: float = 30.0, pause: float = 0.25):
+    deadline = time.monotonic() + timeout
+    while True:
+        snapshot = query.fetch(28)
+        if predicate(snapshot):
+            return snapshot
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out; last rows: {snapshot.rows}, problems: "
+                                 f"{snapshot.problems}")
+        time.sleep(pause)
+
+
+def complete(ids):
+    def check(snapshot):
+        rows = {r.instance_id: r for r in snapshot.rows}
+        return all(i in rows and rows[i].up and rows[i].flops_per_s and rows[i].engines
+                   and rows[i].hbm_bytes_per_s and np.isfinite(rows[i].history).any()
+                   for i in ids)
+    return check
+
+
+def test_rows_and_drill_down_from_a_real_server(fleet, fleet_server):
+    wait_fleet_up(fleet, fleet_server)
+    client = PrometheusClient(fleet_server.base_url)
+    query = FleetQuery(client, FleetConfig())
+    snapshot = fetch_until(query, complete(fleet.instance_ids))
+    assert snapshot.problems == () and snapshot.extensions
+    assert snapshot.scrape_interval == SCRAPE_INTERVAL_S      # from /api/v1/targets
+    rows = {r.instance_id: r for r in snapshot.rows}
+    for inst, (itype, _) in zip(fleet.instances, FLEET_INSTANCES):
+        row = rows[inst.instance_id]
+        assert row.instance_type == itype and row.zone == inst.availability_zone
+        assert row.devices > 0 and row.cores % row.devices == 0
+        assert 0 < row.util_mean <= 1 and row.util_mean <= row.util_max + 1e-9
+        assert 0 < row.memory_used < row.memory_total and row.power_watts > 0 and row.modelled
+        assert set(row.engines) == {"tensor", "vector", "scalar", "gpsimd", "dma"}
+        assert row.tags and row.cores_in_use <= row.cores
+        seen = row.history[np.isfinite(row.history)]
+        assert row.history.size == 28 and ((seen >= 0) & (seen <= 1)).all()
+        report = PrometheusHostSource(client, row.instance_id, row.target, row.job,
+                                      rate_window=4 * snapshot.scrape_interval).fetch()
+        assert report.instance.id == row.instance_id and report.instance.type == itype
+        assert report.hardware.device_count == row.devices
+        cores = {c for r in report.runtimes for c in r.neuroncore_counters.cores}
+        assert len(cores) == row.cores_in_use
+        assert {r.tag for r in report.runtimes} == set(row.tags)
+        assert report.system.device_counters is not None and report.runtimes[0].engine_counters
+    totals = snapshot.totals
+    assert totals.up == len(fleet.instance_ids) and totals.down == 0
+    assert totals.cores == sum(rows[i].cores for i in fleet.instance_ids)
+    query.close()
+
+
+def test_the_selector_is_applied_by_the_server(fleet, fleet_server):
+    wait_fleet_up(fleet, fleet_server)
+    wanted = FLEET_INSTANCES[1][0]
+    query = FleetQuery(PrometheusClient(fleet_server.base_url),
+                       FleetConfig(matchers=parse_selector(f'instance_type="{wanted}"')))
+    snapshot = fetch_until(query, complete([fleet.instance_ids[1]]))
+    assert [r.instance_type for r in snapshot.rows] == [wanted]
+    assert snapshot.totals.cores == snapshot.rows[0].cores   # joined panels filtered too
+    query.close()
+
+
+def test_a_killed_exporter_is_down_within_three_scrape_intervals(fleet, fleet_server):
+    wait_fleet_up(fleet, fleet_server)
+    query = FleetQuery(PrometheusClient(fleet_server.base_url), FleetConfig())
+    victim = fleet.instance_ids[1]
+    fetch_until(query, complete([victim]))
+    with fleet.exporter_down(1):
+        killed = time.monotonic()
+        # three scrape intervals, plus one refresh of the screen for the answer to arrive
+        snapshot = fetch_until(query, lambda s: any(r.instance_id == victim and not r.up
+                                                    for r in s.rows),
+                               timeout=3 * SCRAPE_INTERVAL_S + 1.0, pause=0.1)
+        elapsed = time.monotonic() - killed
+        row = next(r for r in snapshot.rows if r.instance_id == victim)
+        assert row.down_reason in ("up == 0", "no sample") and row.since is not None
+        assert row.since <= time.time() and elapsed <= 3 * SCRAPE_INTERVAL_S + 1.0
+        assert row.util_mean is None and row.instance_type == FLEET_INSTANCES[1][0]
+        others = [r for r in snapshot.rows if r.instance_id != victim]
+        assert others and all(r.up for r in others)
+        assert snapshot.totals.down == 1
+    fetch_until(query, lambda s: all(r.up for r in s.rows if r.instance_id == victim), 45)
+    query.close()
+
+
+def test_recorded_series_are_used_when_the_rules_are_loaded(fleet, fleet_prometheus):
+    """fleet_prometheus loads dashboards/fleet-rules.yml: the panels read its recorded series
+    (one per instance) and show what the raw queries show."""
+    wait_fleet_up(fleet, fleet_prometheus)
+    client = PrometheusClient(fleet_prometheus.base_url)
+    auto = FleetQuery(client, FleetConfig())
+    raw = FleetQuery(client, FleetConfig(recorded=False))
+    recorded = fetch_until(auto, complete(fleet.instance_ids), timeout=45)
+    plain = fetch_until(raw, complete(fleet.instance_ids))
+    assert recorded.recorded and not plain.recorded and recorded.problems == ()
+    mine, theirs = ({r.instance_id: r for r in s.rows} for s in (recorded, plain))
+    for iid in fleet.instance_ids:
+        a, b = mine[iid], theirs[iid]
+        assert (a.tags, a.cores_in_use, a.cores, set(a.engines)) == (b.tags, b.cores_in_use,
+                                                                      b.cores, set(b.engines))
+        for field in ("util_mean", "memory_used", "power_watts"):   # gauges: the same reading
+            x, y = getattr(a, field), getattr(b, field)
+            assert x is not None and y is not None and 0.5 * y <= x <= 2 * y, (field, x, y)
+        # rates: the rules' 1m window against the screen's 4 scrape intervals; bursty steps
+        assert a.flops_per_s > 0 and a.hbm_bytes_per_s > 0
+    zone = parse_selector(f'instance_type="{FLEET_INSTANCES[0][0]}"')
+    narrowed = fetch_until(FleetQuery(client, FleetConfig(matchers=zone)),
+                           complete([fleet.instance_ids[0]]))
+    assert narrowed.recorded and [r.instance_id for r in narrowed.rows] == [fleet.instance_ids[0]]
+    for q in (auto, raw):
+        q.close()
+
+
+def test_recorded_names_are_the_rules_names():
+    from fleet_env import FLEET_RULES
+    from monitor.fleet import RECORDED
+    rules = FLEET_RULES.read_text()
+    for name in set(RECORDED.values()):
+        assert f"record: {name}" in rules, name

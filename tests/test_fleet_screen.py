@@ -1,0 +1,221 @@
+"""Pilot tests of the fleet screen over a recorded Prometheus: rows, totals, down instances,
+sort, filter, Enter/Escape into the host screens, an outage banner, a failing panel, AWS's
+exporter only."""
+from __future__ import annotations
+
+import pytest
+
+from tests.test_fleet_support import (AT, RECORDING, ReplayServer, aws_only, make_fleet_app,
+                                      settle_fleet, settle_host)
+from tests.test_tui_support import run_async
+from monitor.fleet import QUERIES, RECORDED_PROBE
+from tui.fleet import FleetScreen
+from tui.fleet_view import SORT_KEYS
+from tui.widgets.engines import EngineView
+from tui.widgets.fleet import FleetHeader, FleetTable
+from tui.widgets.panels import TitleBar
+
+UP = ("i-e2583a0625220499b", "i-f3b2721b8a60e300b")
+DOWN = "i-8fc4237f41827d5a8"
+
+
+def text(widget) -> str:
+    return "\n".join(line.text for line in widget.lines_for(widget.size.width))
+
+
+@pytest.fixture
+def replay():
+    server = ReplayServer(RECORDING)
+    yield server
+    server.close()
+
+
+def ids(app) -> list[str]:
+    return [r.instance_id for r in app.fleet_screen.table.rows]
+
+
+@run_async
+async def _rows(url):
+    app = make_fleet_app(url)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle_fleet(pilot, app)
+        return text(app.fleet_screen.header), text(app.fleet_screen.table), ids(app)
+
+
+def test_one_row_per_instance_with_totals_and_the_down_one_marked(replay):
+    header, table, order = _rows(replay.url)
+    assert order == sorted([*UP, DOWN])
+    assert "2 up, 1 down" in header and "NeuronCores busy" in header and "MFU" in header
+    assert "FLOP/s model" in header and "(modelled)" in header
+    down_line = next(line for line in table.splitlines() if DOWN in line)
+    assert "down " in down_line and ":" in down_line.split("down ")[1][:8]
+    for iid in UP:
+        line = next(line for line in table.splitlines() if iid in line)
+        assert " up " in line and "%" in line and "W " in line and "llama" in line
+
+
+def test_few_queries_per_refresh(replay):
+    _rows(replay.url)
+    fleet_queries = [k for k in replay.requests if "instance_id=\"" not in k
+                     and k != f"/api/v1/query {RECORDED_PROBE}"]
+    assert f"/api/v1/query {RECORDED_PROBE}" in replay.requests   # none here: raw queries
+    # one instant query per panel and one range query, whatever the number of instances
+    assert len([k for k in fleet_queries if k.startswith("/api/v1/query ")]) == len(QUERIES)
+    assert len([k for k in fleet_queries if k.startswith("/api/v1/query_range")]) == 1
+
+
+@run_async
+async def test_sort_reverse_and_filter(replay):
+    app = make_fleet_app(replay.url)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle_fleet(pilot, app)
+        screen = app.fleet_screen
+        await pilot.press("s")            # next column: state (down first)
+        assert screen.sort_key == SORT_KEYS[1] and ids(app)[0] == DOWN
+        assert "STATE▲" in text(screen.table)
+        await pilot.press("r")
+        assert ids(app)[-1] == DOWN and "STATE▼" in text(screen.table)
+        for _ in range(4):                # ... util_mean: highest last unless reversed
+            await pilot.press("s")
+        assert screen.sort_key == "util_mean"
+        utils = [r.util_mean for r in screen.table.rows if r.util_mean is not None]
+        assert utils == sorted(utils, reverse=True) and ids(app)[-1] == DOWN  # missing last
+        await pilot.press("slash")
+        for key in "trn1":
+            await pilot.press(key)
+        await pilot.press("enter")
+        assert screen.filter_text == "trn1" and ids(app) == ["i-e2583a0625220499b"]
+        await pilot.press("escape")
+        assert screen.filter_text == "" and len(ids(app)) == 3
+        await pilot.press("slash", "d", "o", "w", "n", "enter")
+        assert ids(app) == [DOWN]
+        await pilot.press("slash", "z", "z", "enter")
+        assert "no instance matches 'zz'" in text(screen.table)
+
+
+@run_async
+async def test_enter_opens_the_host_screens_and_escape_returns(replay):
+    app = make_fleet_app(replay.url)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle_fleet(pilot, app)
+        table = app.fleet_screen.table
+        target = table.rows.index(next(r for r in table.rows if r.instance_id == UP[1]))
+        for _ in range(target):
+            await pilot.press("down")
+        await pilot.press("enter")
+        await settle_host(pilot, app)
+        assert not isinstance(app.screen, FleetScreen)
+        assert app.report.instance.id == UP[1] and app.report.instance.type == "trn2.48xlarge"
+        assert f"running on {UP[1]} (trn2.48xlarge)" in text(app.query_one(TitleBar))
+        assert {r.tag for r in app.report.runtimes} == {"llama-serve", "llama-train"}
+        await pilot.press("e")            # the engines view has the extension data
+        assert "Tensor" in text(app.query_one(EngineView))
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, FleetScreen)
+        assert app.opened is None and table.selected.instance_id == UP[1]
+
+
+@run_async
+async def test_enter_on_a_down_instance_says_so(replay):
+    app = make_fleet_app(replay.url)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle_fleet(pilot, app)
+        await pilot.press("enter")        # the first row (sorted by id) is the down one
+        assert isinstance(app.screen, FleetScreen)
+        assert f"{DOWN} is down since" in text(app.fleet_screen.header)
+
+
+@run_async
+async def test_unreachable_prometheus_banner_keeps_the_last_data():
+    server = ReplayServer(RECORDING)
+    app = make_fleet_app(server.url)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle_fleet(pilot, app)
+        server.close()
+        app.fetch_once()
+        await pilot.pause(0.05)
+        header = text(app.fleet_screen.header)
+        assert "cannot reach Prometheus at http://127.0.0.1:" in header
+        assert "showing data from" in header and len(ids(app)) == 3
+
+
+@run_async
+async def test_a_failing_panel_is_one_line_and_only_that_column_is_empty():
+    broken = {k: v for k, v in RECORDING.items() if "neuron_device_power_watts" not in k}
+    server = ReplayServer(broken)
+    app = make_fleet_app(server.url)
+    try:
+        async with app.run_test(size=(160, 50)) as pilot:
+            await settle_fleet(pilot, app)
+            header = text(app.fleet_screen.header)
+            assert "power: query failed (bad_data)" in header
+            assert all(r.power_watts is None for r in app.fleet_screen.table.rows)
+            assert any(r.util_mean is not None for r in app.fleet_screen.table.rows)
+    finally:
+        server.close()
+
+
+@run_async
+async def test_aws_exporter_only_says_so_instead_of_zeros():
+    server = ReplayServer(aws_only(RECORDING))
+    app = make_fleet_app(server.url)
+    try:
+        async with app.run_test(size=(160, 50)) as pilot:
+            await settle_fleet(pilot, app)
+            header = text(app.fleet_screen.header)
+            assert "AWS metrics only: no engines, HBM, power, FLOP/s or MFU" in header
+            assert "MFU" not in header.splitlines()[0]
+            line = next(l for l in text(app.fleet_screen.table).splitlines() if UP[0] in l)
+            assert "%" in line and " 0W" not in line
+            table = app.fleet_screen.table
+            for _ in range(table.rows.index(next(r for r in table.rows if r.instance_id == UP[0]))):
+                await pilot.press("down")
+            await pilot.press("enter")
+            await settle_host(pilot, app)
+            assert all(r.engine_counters is None for r in app.report.runtimes)
+            assert app.report.system.device_counters is None
+            await pilot.press("e")
+            engines = text(app.query_one(EngineView))
+            assert "no neuroncore_engine_counters" in engines
+            assert "no neuron_device_counters" in engines
+    finally:
+        server.close()
+
+
+@run_async
+async def test_no_neuron_metrics_is_one_line():
+    empty = dict(RECORDING)   # a Prometheus that scrapes no neuron exporter: empty answers
+    for key, entry in RECORDING.items():
+        if key.startswith("/api/v1/query"):
+            data = entry["body"]["data"]
+            empty[key] = {"status": 200, "body": {"status": "success", "data": {
+                "resultType": data["resultType"], "result": []}}}
+    server = ReplayServer(empty)
+    app = make_fleet_app(server.url)
+    try:
+        async with app.run_test(size=(160, 50)) as pilot:
+            await settle_fleet(pilot, app)
+            assert f"no neuron metrics at {server.url}: no instance_info series" in text(
+                app.fleet_screen.table)
+    finally:
+        server.close()
+
+
+@run_async
+async def test_escape_on_the_host_screens_clears_a_process_filter_first(replay):
+    app = make_fleet_app(replay.url)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle_fleet(pilot, app)
+        await pilot.press("down", "enter")
+        await settle_host(pilot, app)
+        await pilot.press("slash", "s", "e", "r", "v", "enter")
+        assert app.filter_text == "serv" and app.view == "processes"
+        await pilot.press("escape")
+        assert app.filter_text == "" and not isinstance(app.screen, FleetScreen)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, FleetScreen)
+        await pilot.press("down", "enter")     # another instance: its own Report, fresh history
+        await settle_host(pilot, app)
+        assert app.report.instance.id == app.opened.instance_id

@@ -1,0 +1,48 @@
+"""Pure pieces of the fleet screen: down/stale states, column layout, wrapping, and the
+vectorised braille rows drawing exactly what tui.braille draws."""
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, strategies as st
+from hypothesis.extra.numpy import arrays
+
+from monitor.fleet import FleetQuery
+from tui.braille import braille_rows
+from tui.fleet_view import COLUMNS, layout
+from tui.widgets.fleet import _fit, spark_rows, wrap
+
+RATIOS = st.one_of(st.floats(0, 1), st.just(float("nan")), st.floats(1, 3), st.floats(-1, 0))
+
+
+@given(arrays(float, st.tuples(st.integers(1, 6), st.integers(0, 40)), elements=RATIOS),
+       st.integers(1, 20))
+def test_spark_rows_draw_what_braille_rows_draws(histories, width):
+    fitted = np.array([_fit(h, 2 * width) for h in histories])
+    assert spark_rows(fitted, width) == [braille_rows(h, width, 1, top=1.0)[0] for h in histories]
+
+
+def test_states():
+    state = FleetQuery._state
+    assert state(1.0, 0.5, 1.0) == (True, "")
+    assert state(0.0, 0.5, 1.0) == (False, "up == 0")
+    assert state(None, None, 1.0) == (False, "no sample")
+    assert state(1.0, 3.5, 1.0) == (False, "no sample for 4s")     # older than 3 intervals
+    assert state(1.0, 2.9, 1.0) == (True, "")
+
+
+def test_layout_fits_and_keeps_the_important_columns():
+    for width in (60, 80, 120, 160, 240):
+        cols = layout(width)
+        assert sum(w for _, w in cols) + len(cols) - 1 <= width
+        keys = [k for k, _ in cols]
+        assert keys[:2] == ["instance_id", "state"] and "util_mean" in keys
+        assert keys == [k for k, *_ in COLUMNS if k in keys]   # table order kept
+    assert len(layout(240)) == len(COLUMNS)
+
+
+def test_wrap_breaks_between_parts():
+    text = "2 up, 0 down · 93.4 of 96 NeuronCores busy (97%) · MFU 27.9%"
+    assert wrap(text, 200) == [text]
+    lines = wrap(text, 40)
+    assert lines == ["2 up, 0 down", "93.4 of 96 NeuronCores busy (97%)", "MFU 27.9%"]
+    assert all(len(line) <= 10 for line in wrap(text, 10))

@@ -1,0 +1,153 @@
+"""The fleet table as data: columns, sorting, filtering and cell text, from a FleetSnapshot.
+
+Pure functions, no Textual: the widgets only draw what these return.
+"""
+from __future__ import annotations
+
+import time
+
+from monitor.fleet import FleetSnapshot, FleetTotals, InstanceRow
+from monitor.vocab import ENGINES
+from tui.fmt import fit, human_bytes, human_rate
+
+# (key, header, width, right-aligned, priority): narrow terminals drop the lowest priority
+# first; width 0 = the rest (at least 8). "history" is the braille graph.
+COLUMNS = (("instance_id", "INSTANCE", 19, False, 10), ("state", "STATE", 13, False, 10),
+           ("instance_type", "TYPE", 13, False, 7), ("zone", "AZ", 10, False, 3),
+           ("cores", "ND/NC", 6, True, 5), ("util_mean", "UTIL", 6, True, 10),
+           ("util_max", "MAX", 6, True, 6), ("engines", "T/V/S/G/D %", 14, False, 2),
+           ("hbm_bytes_per_s", "HBM", 9, True, 4), ("memory_used", "DEV MEM", 12, True, 5),
+           ("power_watts", "POWER", 6, True, 4), ("errors", "ERR", 4, True, 8),
+           ("ecc", "ECC", 4, True, 8), ("history", "UTIL HISTORY", 14, False, 9),
+           ("tags", "RUNTIMES", 0, False, 1))
+SORT_KEYS = ("instance_id", "state", "instance_type", "zone", "cores", "util_mean", "util_max",
+             "hbm_bytes_per_s", "memory_used", "power_watts", "errors", "ecc")
+HEADERS = {key: header for key, header, *_ in COLUMNS}
+
+
+def layout(width: int) -> list[tuple[str, int]]:
+    """(column key, width) that fit in ``width`` cells, one space apart, in table order."""
+    chosen = [c for c in COLUMNS]
+    def total(cols):
+        return sum(max(w, 8) if w == 0 else w for _, _, w, _, _ in cols) + len(cols) - 1
+    while total(chosen) > width and len(chosen) > 1:
+        drop = min(chosen, key=lambda c: c[4])
+        chosen.remove(drop)
+    fixed = sum(w for _, _, w, _, _ in chosen if w) + len(chosen) - 1
+    return [(key, w if w else max(8, width - fixed)) for key, _, w, _, _ in chosen]
+
+
+def _sort_value(row: InstanceRow, key: str):
+    if key == "state":
+        return (row.up, row.since or 0.0)
+    return getattr(row, key)
+
+
+def fleet_rows(snapshot: FleetSnapshot | None, sort_key: str = "instance_id",
+               reverse: bool = False, query: str = "") -> list[InstanceRow]:
+    """Rows matching ``query`` (substring of id, type, AZ, state or a runtime tag), sorted;
+    missing values last, ties by instance id."""
+    if snapshot is None:
+        return []
+    rows = list(snapshot.rows)
+    if query:
+        needle = query.lower()
+        rows = [r for r in rows if needle in r.instance_id.lower() or needle in
+                r.instance_type.lower() or needle in r.zone.lower() or
+                needle in ("up" if r.up else "down") or any(needle in t.lower() for t in r.tags)]
+    rows.sort(key=lambda r: r.instance_id)
+    present = [r for r in rows if _sort_value(r, sort_key) is not None]
+    missing = [r for r in rows if _sort_value(r, sort_key) is None]
+    present.sort(key=lambda r: _sort_value(r, sort_key), reverse=reverse)
+    return present + missing
+
+
+def clock_text(seconds: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(seconds))
+
+
+def _pct(ratio: float | None) -> str:
+    return "–" if ratio is None else f"{ratio * 100:.1f}%"
+
+
+def _count(value: float | None) -> str:
+    return "–" if value is None else f"{round(value):d}"
+
+
+def _short_bytes(value: float | None) -> str:
+    if value is None:
+        return "–"
+    return human_bytes(value).replace("B", "").replace(".0", "")
+
+
+def cell(row: InstanceRow, key: str) -> str:
+    """The text of one cell (the history column is drawn by the widget)."""
+    if key == "state":
+        if row.up:
+            return "up"
+        return f"down {clock_text(row.since)}" if row.since else "down"
+    if key == "cores":
+        return f"{row.devices}/{row.cores}"
+    if key in ("util_mean", "util_max"):
+        return _pct(getattr(row, key))
+    if key == "engines":
+        if not row.engines:
+            return "–"
+        return "/".join(f"{row.engines[e] * 100:.0f}" if e in row.engines else "-" for e in ENGINES)
+    if key == "hbm_bytes_per_s":
+        return "–" if row.hbm_bytes_per_s is None else human_rate(row.hbm_bytes_per_s)
+    if key == "memory_used":
+        if row.memory_used is None and row.memory_total is None:
+            return "–"
+        return f"{_short_bytes(row.memory_used)}/{_short_bytes(row.memory_total)}"
+    if key == "power_watts":
+        return "–" if row.power_watts is None else f"{row.power_watts:.0f}W"
+    if key in ("errors", "ecc"):
+        return _count(getattr(row, key))
+    if key == "tags":
+        return ",".join(row.tags) if row.tags else ("–" if row.up else "")
+    return str(getattr(row, key, ""))
+
+
+def header_cell(key: str, width: int, right: bool, sort_key: str, reverse: bool) -> str:
+    text = HEADERS[key] + (("▼" if reverse else "▲") if key == sort_key else "")
+    return fit(text, width) if not right else text[:width].rjust(width)
+
+
+def _si(value: float, unit: str) -> str:
+    for prefix, scale in (("E", 1e18), ("P", 1e15), ("T", 1e12), ("G", 1e9), ("k", 1e3)):
+        if abs(value) >= scale:
+            return f"{value / scale:.2f} {prefix}{unit}"
+    return f"{value:.0f} {unit}"
+
+
+def totals_line(totals: FleetTotals, snapshot: FleetSnapshot) -> str:
+    busy = (f"{totals.cores_busy:.1f} of {totals.cores} NeuronCores busy "
+            f"({totals.cores_busy / totals.cores * 100:.0f}%)" if totals.cores else "no NeuronCores")
+    parts = [f"{totals.up} up, {totals.down} down", busy]
+    if snapshot.extensions:
+        modelled = any(r.modelled for r in snapshot.rows if r.up)
+        if totals.flops_per_s is not None:
+            parts.append(f"{_si(totals.flops_per_s, 'FLOP/s')} model")
+        if totals.mfu is not None:
+            parts.append(f"MFU {totals.mfu * 100:.1f}%")
+        if totals.power_watts is not None:
+            parts.append(f"{_si(totals.power_watts, 'W')}{' (modelled)' if modelled else ''}")
+        if totals.hbm_bytes_per_s is not None:
+            parts.append(f"HBM {human_rate(totals.hbm_bytes_per_s)}")
+    window = f"{snapshot.window / 60:g}m" if snapshot.window >= 60 else f"{snapshot.window:g}s"
+    parts.append(f"errors {totals.errors:.0f} · ECC {totals.ecc:.0f} in {window}")
+    return " · ".join(parts)
+
+
+def source_line(url: str, selector: str, snapshot: FleetSnapshot | None) -> str:
+    parts = [f"prometheus {url}"]
+    if selector:
+        parts.append(f"{{{selector}}}")
+    if snapshot is not None:
+        parts.append(f"scrape {snapshot.scrape_interval:g}s")
+        parts.append(f"refreshed {clock_text(snapshot.at)} ({snapshot.queries} queries"
+                     f"{', recorded series' if snapshot.recorded else ''})")
+        if not snapshot.extensions and snapshot.rows:
+            parts.append("AWS metrics only: no engines, HBM, power, FLOP/s or MFU")
+    return " · ".join(parts)

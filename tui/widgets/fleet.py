@@ -1,0 +1,293 @@
+"""The fleet screen's widgets: the totals header and the instance table (line API)."""
+from __future__ import annotations
+
+import numpy as np
+from textual import events
+from textual.binding import Binding
+from textual.message import Message
+from textual.strip import Strip
+
+from monitor.fleet import FleetSnapshot, InstanceRow
+from rich.segment import Segment
+from rich.style import Style
+from textual.geometry import Region
+
+from tui.braille import _GLYPHS, _LEFT, _RIGHT  # the braille dot tables, shared
+from tui.fleet_view import COLUMNS, cell, header_cell, layout
+from tui.widgets.base import LineWidget, strip
+
+RIGHT = {key for key, _, _, right, _ in COLUMNS if right}
+
+
+class FleetHeader(LineWidget):
+    """Attributes down: the totals line, the source line and the banner (problems, outages)."""
+
+    COMPONENT_CLASSES = {"fleet--totals", "fleet--source", "fleet--banner", "fleet--note"}
+    DEFAULT_CSS = """
+    FleetHeader { height: auto; }
+    FleetHeader > .fleet--totals { text-style: bold; color: $text-accent; }
+    FleetHeader > .fleet--source { color: $text-muted; }
+    FleetHeader > .fleet--banner { background: $error; color: $text; text-style: bold; }
+    FleetHeader > .fleet--note { color: $warning; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.totals, self.source, self.banner, self.notes = "", "", "", ()
+
+    def show(self, totals: str, source: str, banner: str, notes: tuple[str, ...]) -> None:
+        if (totals, source, banner, notes) != (self.totals, self.source, self.banner, self.notes):
+            self.totals, self.source, self.banner, self.notes = totals, source, banner, notes
+            self.invalidate(layout=True)
+
+    def build_lines(self, width: int) -> list[Strip]:
+        lines = [strip([(text, self.style_of("fleet--totals"))]) for text in wrap(self.totals, width)]
+        lines += [strip([(text, self.style_of("fleet--source"))]) for text in wrap(self.source, width)]
+        if self.banner:
+            lines.append(strip([(f" {self.banner}"[:width].ljust(width), self.style_of("fleet--banner"))]))
+        for note in self.notes[:3]:
+            lines.append(strip([(f" {note}"[:width], self.style_of("fleet--note"))]))
+        return lines
+
+
+class FleetTable(LineWidget, can_focus=True):
+    """Attributes down: rows, sort and filter. Messages up: Opened (enter), SortChanged (click)."""
+
+    COMPONENT_CLASSES = {"fleet--header", "fleet--sorted", "fleet--cursor", "fleet--down",
+                         "fleet--muted", "fleet--graph"}
+    DEFAULT_CSS = """
+    FleetTable { height: 1fr; }
+    FleetTable > .fleet--header { text-style: bold; background: $panel; }
+    FleetTable > .fleet--sorted { text-style: bold underline; background: $panel; color: $text-accent; }
+    FleetTable > .fleet--cursor { background: $accent 40%; }
+    FleetTable:focus > .fleet--cursor { background: $accent; color: $text; }
+    FleetTable > .fleet--down { color: $error; text-style: bold; }
+    FleetTable > .fleet--muted { color: $text-muted; }
+    FleetTable > .fleet--graph { color: $success; }
+    """
+    BINDINGS = [
+        Binding("up", "cursor(-1)", show=False),
+        Binding("down", "cursor(1)", show=False),
+        Binding("pageup", "cursor(-10)", show=False),
+        Binding("pagedown", "cursor(10)", show=False),
+        Binding("home", "cursor(-1000000)", show=False),
+        Binding("end", "cursor(1000000)", show=False),
+        Binding("enter", "open", "open instance"),
+    ]
+
+    class Opened(Message):
+        def __init__(self, row: InstanceRow) -> None:
+            super().__init__()
+            self.row = row
+
+    class SortChanged(Message):
+        def __init__(self, key: str) -> None:
+            super().__init__()
+            self.key = key
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.rows: list[InstanceRow] = []
+        self.sort_key, self.reverse, self.query = "instance_id", False, ""
+        self.empty_text = "waiting for Prometheus…"
+        self.cursor = 0
+        self._cursor_id = ""
+        self._header_spans: list[tuple[int, int, str]] = []
+        self._row_strips: dict[tuple, Strip] = {}
+        self._styles_key: tuple | None = None
+
+    def show(self, rows: list[InstanceRow], sort_key: str, reverse: bool, query: str,
+             empty_text: str) -> None:
+        self.rows, self.sort_key, self.reverse, self.query = rows, sort_key, reverse, query
+        self.empty_text = empty_text
+        ids = [r.instance_id for r in rows]
+        # the cursor follows its instance when the order changes
+        self.cursor = ids.index(self._cursor_id) if self._cursor_id in ids else min(
+            self.cursor, max(0, len(rows) - 1))
+        self._cursor_id = ids[self.cursor] if ids else ""
+        self._repaint()
+
+    def _repaint(self) -> None:
+        """Rebuild, then repaint only the lines that changed (unchanged rows keep their Strip)."""
+        before, top = self._lines, self.top_row
+        self._version += 1
+        width = self.size.width
+        if not width:
+            return
+        after = self.lines_for(width)
+        if len(after) != len(before):
+            self._line_count = len(after)
+            self.refresh(layout=True)
+            return
+        visible = max(1, self.size.height - 1)
+        new_top = max(0, self.cursor - visible + 1) if self.rows else 0
+        if new_top != top:
+            self.refresh()
+            return
+        for index, (old, line) in enumerate(zip(before, after)):
+            if old is not line:
+                y = index if index == 0 else index - top
+                if 0 <= y < self.size.height:
+                    self.refresh(Region(0, y, width, 1))
+
+    def history_width(self, width: int) -> int:
+        return dict(layout(width)).get("history", 0)
+
+    @property
+    def selected(self) -> InstanceRow | None:
+        return self.rows[self.cursor] if 0 <= self.cursor < len(self.rows) else None
+
+    def lines_for(self, width: int) -> list[Strip]:
+        key = (width, self._version, self.app.theme, self.has_focus)
+        if key != self._cache_key:
+            base = self._base_style = self.rich_style
+            styles_key = (width, self.app.theme, self.has_focus)
+            if styles_key != self._styles_key:   # a new theme or focus: every style changes
+                self._styles_key, self._row_strips = styles_key, {}
+            self._lines = self._build(width, base)
+            self._cache_key = key
+        return self._lines
+
+    def _build(self, width: int, base) -> list[Strip]:
+        columns = layout(width)
+        header, spans, x = [], [], 0
+        for key, w in columns:
+            style = "fleet--sorted" if key == self.sort_key else "fleet--header"
+            header.append((header_cell(key, w, key in RIGHT, self.sort_key, self.reverse) + " ",
+                           self.style_of(style)))
+            spans.append((x, x + w, key))
+            x += w + 1
+        self._header_spans = spans
+        lines = [strip(header).apply_style(base).adjust_cell_length(width, base)]
+        if not self.rows:
+            text = f"  no instance matches {self.query!r}" if self.query else f"  {self.empty_text}"
+            return lines + [strip([(text[:width], self.style_of("fleet--muted"))])
+                            .apply_style(base).adjust_cell_length(width, base)]
+        graph_w = dict(columns).get("history", 0)
+        sparks = spark_rows(np.array([_fit(r.history, 2 * graph_w) for r in self.rows]),
+                            graph_w) if graph_w else [""] * len(self.rows)
+        components = {name: self.style_of(f"fleet--{name}") for name in ("muted", "graph", "down")}
+        cursor = self.style_of("fleet--cursor")
+        styles = {name: base + style for name, style in components.items()} | {"plain": base}
+        on_cursor = {name: base + cursor + style for name, style in components.items()} | {
+            "plain": base + cursor}
+        cache, used = self._row_strips, {}
+        for index, (row, spark) in enumerate(zip(self.rows, sparks)):
+            texts = tuple(_cell_text(row, key, w) for key, w in columns if key != "history")
+            row_key = (texts, spark, row.up, index == self.cursor)
+            line = cache.get(row_key)
+            if line is None:
+                line = _row_strip(columns, texts, spark, row.up,
+                                  on_cursor if index == self.cursor else styles, width)
+            used[row_key] = line
+            lines.append(line)
+        self._row_strips = used   # only what is on screen stays cached
+        return lines
+
+    def render_line(self, y: int) -> Strip:
+        # the header stays on line 0; the rows scroll under it to keep the cursor in view
+        width = self.size.width
+        lines = self.lines_for(width)
+        if y == 0:
+            return lines[0] if lines else Strip.blank(width, self._base_style)
+        visible = max(1, self.size.height - 1)
+        self.top_row = max(0, self.cursor - visible + 1) if self.rows else 0
+        index = y + self.top_row
+        return lines[index] if 0 <= index < len(lines) else Strip.blank(width, self._base_style)
+
+    def action_cursor(self, step: int) -> None:
+        if self.rows:
+            self.cursor = min(max(self.cursor + step, 0), len(self.rows) - 1)
+            self._cursor_id = self.rows[self.cursor].instance_id
+            self._repaint()
+
+    def action_open(self) -> None:
+        if self.selected is not None:
+            self.post_message(self.Opened(self.selected))
+
+    def on_click(self, event: events.Click) -> None:
+        if event.y == 0:
+            for start, end, key in self._header_spans:
+                if start <= event.x < end and key not in ("history", "tags", "engines"):
+                    self.post_message(self.SortChanged(key))
+            return
+        index = event.y - 1 + self.top_row
+        if 0 <= index < len(self.rows):
+            self.cursor = index
+            self._cursor_id = self.rows[index].instance_id
+            self.invalidate()
+            if event.chain >= 2:
+                self.action_open()
+
+
+def wrap(text: str, width: int, sep: str = " · ") -> list[str]:
+    """``text`` in lines of at most ``width`` cells, broken between its `` · `` parts."""
+    lines, current = [], ""
+    for part in text.split(sep):
+        candidate = f"{current}{sep}{part}" if current else part
+        if len(candidate) <= width or not current:
+            current = candidate
+        else:
+            lines.append(current)
+            current = part
+    lines.append(current)
+    return [line[:width] for line in lines if line]
+
+
+def _fit(history: np.ndarray, points: int) -> np.ndarray:
+    """The newest ``points`` samples, NaN-padded on the left (no reading = no dots)."""
+    out = np.full(points, np.nan)
+    recent = np.asarray(history, dtype=float)[-points:] if points else history[:0]
+    if recent.size:
+        out[points - recent.size:] = recent
+    return out
+
+
+def spark_rows(histories: np.ndarray, width: int) -> list[str]:
+    """One line of braille per row of ``histories`` (ratios, 2 samples per cell), all rows in
+    one vectorised pass: the same drawing as tui.braille.braille_rows at height 1."""
+    if width <= 0 or histories.size == 0:
+        return [""] * len(histories)
+    values = np.nan_to_num(histories, nan=0.0)
+    levels = np.rint(np.clip(values, 0.0, 1.0) * 4).astype(np.int32)
+    levels[(levels == 0) & (values > 0)] = 1
+    codes = _LEFT[levels[:, 0::2]] | _RIGHT[levels[:, 1::2]]
+    return ["".join(row) for row in _GLYPHS[codes]]
+
+
+def _row_strip(columns, texts, spark: str, up: bool, styles: dict, width: int) -> Strip:
+    """One row as few segments (plain cells run together; state and graph carry their colours),
+    the base style already in, exactly ``width`` cells: every character here is one cell wide."""
+    plain = styles["plain"] if up else styles["muted"]
+    parts: list[tuple[str, Style]] = []
+    run: list[str] = []
+    cells = iter(texts)
+    for key, _ in columns:
+        if key == "history":
+            parts.append(("".join(run), plain))
+            run.clear()
+            parts.append((spark + " ", styles["graph"] if up else styles["muted"]))
+        elif key == "state" and not up:
+            parts.append(("".join(run), plain))
+            run.clear()
+            parts.append((next(cells) + " ", styles["down"]))
+        else:
+            run.append(next(cells) + " ")
+    parts.append(("".join(run), plain))
+    used = sum(len(text) for text, _ in parts)
+    if used < width:
+        parts.append((" " * (width - used), styles["plain"]))
+    segments, left = [], width
+    for text, style in parts:
+        if text and left > 0:
+            text = text[:left]
+            segments.append(Segment(text, style))
+            left -= len(text)
+    return Strip(segments, width)
+
+
+def _cell_text(row: InstanceRow, key: str, width: int) -> str:
+    raw = cell(row, key)
+    if key in RIGHT:
+        return raw[:width].rjust(width)
+    return (raw if len(raw) <= width else raw[:width - 1] + "…").ljust(width)
