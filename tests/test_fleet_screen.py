@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from tests.test_fleet_support import (AT, RECORDING, ReplayServer, aws_only, make_fleet_app,
+from tests.test_fleet_support import (RECORDING, ReplayServer, aws_only, make_fleet_app,
                                       settle_fleet, settle_host)
 from tests.test_tui_support import run_async
 from monitor.fleet import QUERIES, RECORDED_PROBE
 from tui.fleet import FleetScreen
 from tui.fleet_view import SORT_KEYS
 from tui.widgets.engines import EngineView
-from tui.widgets.fleet import FleetHeader, FleetTable
 from tui.widgets.panels import TitleBar
 
 UP = ("i-e2583a0625220499b", "i-f3b2721b8a60e300b")

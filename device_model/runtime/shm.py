@@ -15,6 +15,7 @@ import fcntl
 import math
 import mmap
 import os
+import stat
 import tempfile
 import time
 import zlib

@@ -12,7 +12,6 @@ import numpy as np
 from ..core import Instance
 from ..engine.isa import COMPUTE_ENGINES, E_CC, E_DMA, ENGINES
 from ..program import Program
-from ..runtime.layout import ENGINES as ENGINE_KEYS
 
 _N_ENGINES = len(ENGINES)
 _COMPUTE = [ENGINES.index(e) for e in COMPUTE_ENGINES]

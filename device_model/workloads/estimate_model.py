@@ -9,7 +9,8 @@ from ..core import Instance
 from ..errors import SpecError
 from ..program import Program
 from ..catalog.specs import check_dtype
-from .cost import ENGINE_KEYS, Cost
+from ..runtime.layout import ENGINES as ENGINE_KEYS
+from .cost import Cost
 from .inference import InferencePlan, InferSpec
 from .memory import CHECKPOINTS, Memory
 from .parallel import Layout, resolve_layout

@@ -4,7 +4,6 @@ from __future__ import annotations
 import numpy as np
 import orjson
 
-from ..console import count
 from ..model.profile import PHASES, Profile
 from .ranks import rank_keys, rank_views
 from .summary import OpStat, summarize, top_operators

@@ -25,7 +25,6 @@ import argparse
 import contextlib
 import copy
 import io
-import math
 import os
 import random
 import sys

@@ -7,7 +7,7 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.strip import Strip
 
-from monitor.fleet import FleetSnapshot, InstanceRow
+from monitor.fleet import InstanceRow
 from rich.segment import Segment
 from rich.style import Style
 from textual.geometry import Region
