@@ -58,18 +58,31 @@ class Shard:
     vocab: int
 
 
-def make_shard(cfg: ModelConfig, tp: int, sp: bool) -> Shard:
-    if cfg.heads % tp:
+def padded_heads(cfg: ModelConfig, tp: int) -> tuple[int, int]:
+    """Query and KV head counts as inference shards them: NxD Inference and transformers-neuronx
+    pad the query heads with zero heads up to a multiple of tp (and, for multi-head attention,
+    the K and V heads alike), so every rank computes and reads as many heads as the largest
+    share. The zero heads cost what real ones do: TensorE work, weight reads and KV cache."""
+    heads = -(-cfg.heads // tp) * tp
+    kv = heads if cfg.kv_heads == cfg.heads else cfg.kv_heads
+    return heads, kv
+
+
+def make_shard(cfg: ModelConfig, tp: int, sp: bool, *, pad: bool = False) -> Shard:
+    """One rank's share. `pad`: heads that tp does not divide are padded (inference);
+    otherwise (training: NxD's parallel layers need an even split) it is an error."""
+    heads, kv_heads = padded_heads(cfg, tp) if pad else (cfg.heads, cfg.kv_heads)
+    if heads % tp:
         raise SpecError(f"{cfg.name}: {cfg.heads} attention heads are not divisible by tp={tp}")
-    if cfg.kv_heads % tp == 0:
-        kv = cfg.kv_heads // tp
-    elif tp % cfg.kv_heads == 0:
+    if kv_heads % tp == 0:
+        kv = kv_heads // tp
+    elif tp % kv_heads == 0:
         kv = 1                                    # replicated KV heads
     else:
         raise SpecError(f"{cfg.name}: {cfg.kv_heads} KV heads and tp={tp} do not divide each other")
     if cfg.ffn % tp:
         raise SpecError(f"{cfg.name}: FFN width {cfg.ffn} is not divisible by tp={tp}")
-    return Shard(tp, sp and tp > 1, cfg.heads // tp, kv, cfg.head_dim, cfg.ffn // tp,
+    return Shard(tp, sp and tp > 1, heads // tp, kv, cfg.head_dim, cfg.ffn // tp,
                  math.ceil(cfg.vocab / tp))
 
 
