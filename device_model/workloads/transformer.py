@@ -142,7 +142,9 @@ def layer_recipe(cfg: ModelConfig, sh: Shard, prec: Precision, batch: int, q_len
                     cfg.causal and q_len > 1)
         r.tag = ""
     else:
-        _unfused_attention(r, cfg, sh, batch, q_len, kv_len, drop)
+        # decode reads K and V from the cache: one position's KV heads x head_dim per run
+        run = sh.kv_heads * d * int(prec.act_bytes) if cache_write and q_len == 1 else 0
+        _unfused_attention(r, cfg, sh, batch, q_len, kv_len, drop, run)
     r.linear("attn_out", tokens, sh.heads * d, h)
     _tp_pair(r, "attn", tokens, cfg, sh, group, False, prec)
     if drop:
@@ -209,14 +211,14 @@ def head_recipe(cfg: ModelConfig, sh: Shard, prec: Precision, tokens: int,
 
 
 def _unfused_attention(r: Recipe, cfg: ModelConfig, sh: Shard, batch: int, q_len: int,
-                       kv_len: int, drop: bool) -> None:
+                       kv_len: int, drop: bool, cache_run: int = 0) -> None:
     """Scores, softmax, dropout and context as separate ops (what selective checkpointing
     recomputes). Query heads sharing a KV head are stacked as rows (GQA)."""
     d, group_q = sh.head_dim, sh.heads // sh.kv_heads
     r.tag = "attn"
-    r.bmm("scores", batch * sh.kv_heads, group_q * q_len, d, kv_len)
+    r.bmm("scores", batch * sh.kv_heads, group_q * q_len, d, kv_len, cache_run)
     r.softmax("softmax", batch * sh.heads * q_len, kv_len, cfg.causal and q_len > 1)
     if drop:
         r.binary("attn_dropout", "mul", batch * sh.heads * q_len * kv_len)
-    r.bmm("context", batch * sh.kv_heads, group_q * q_len, kv_len, d)
+    r.bmm("context", batch * sh.kv_heads, group_q * q_len, kv_len, d, cache_run)
     r.tag = ""
