@@ -65,3 +65,18 @@ def test_new_presets_match_published_sizes(name, params):
 def test_encoder_presets_run_single_core_inference(name):
     r = estimate(f"{name}:mode=infer,batch=1,seq=128", instance("trn1.2xlarge"), Placement(cores=1))
     assert 0 < r["latency_s"] < 5e-3
+
+
+def test_fp32_with_the_compilers_default_matmul_autocast():
+    """neuronx-cc casts FP32 matmuls to BF16 by default; `autocast=matmul` models that: faster
+    than pure FP32 (a quarter-rate TensorE on NC-v2), slower than BF16 (FP32 elementwise work,
+    weights, gradients), and refused where it means nothing."""
+    spec = "bert-large:seq=128,mbs=8,gbs=8192,dtype={}"
+    pl = Placement(dp=32)
+    pure = estimate(spec.format("fp32"), TRN1, pl)["sequences_per_s"]
+    cast = estimate(spec.format("fp32,autocast=matmul"), TRN1, pl)["sequences_per_s"]
+    bf16 = estimate(spec.format("bf16"), TRN1, pl)["sequences_per_s"]
+    assert pure < cast < bf16
+    assert estimate(spec.format("fp32,autocast=none"), TRN1, pl)["sequences_per_s"] == pure
+    with pytest.raises(SpecError, match="autocast"):
+        estimate(spec.format("bf16,autocast=matmul"), TRN1, pl)
