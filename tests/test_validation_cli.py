@@ -40,6 +40,8 @@ def test_validate_takes_overrides(tmp_path, capsys):
 def test_estimate_text_states_the_validation_median(capsys):
     assert main(["estimate", "-w", "matmul:m=1024,k=1024,n=1024", "-i", "trn1.2xlarge"]) == 0
     out = capsys.readouterr().out
-    assert "median of" in out and "published AWS measurements" in out
+    assert "median" in out and "published AWS measurements" in out
+    assert "calibrated on" in out and "held-out" in out     # both medians
+    assert max(len(line) for line in out.splitlines()) <= 80
     assert main(["estimate", "-w", "matmul:m=1024,k=1024,n=1024", "--json"]) == 0
     assert "median" not in capsys.readouterr().out

@@ -30,6 +30,10 @@ class CostParams:
     # --- DMA ----------------------------------------------------------------------------
     dma_eta_half_bytes: float = 512.0      # assumption: eta(s) = s/(s+512 B), s = bytes/partition
     dma_transfer_bytes: int = 1 << 20      # assumption: compiler's transfer size for big tensors
+    # Decode reads the KV cache stored position-major ([positions, batch, KV heads, head_dim], as
+    # transformers-neuronx keeps it): each partition of a cache load gets one position's KV heads
+    # x head_dim run (256 B for one BF16 head of 128), so eta() of that run, not of the transfer.
+    kv_cache_position_major: float = 1.0   # assumption: 1 = as above; 0 = one contiguous tensor
     dma_packet_bytes: int = 4096           # N5, C4: default DMA packet 4 KiB (queues switch per packet)
     cc_dma_packet_bytes: int = 65536       # C4: collective DMA packets default to 64 KiB
     # --- tiling -------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..catalog.dtypes import get_dtype
 from ..engine.isa import L_ACT, L_DVE, L_PE_LS, L_PE_MM, OP, Q_INPUT, Q_OUTPUT, Q_WEIGHT
-from .dma import chunk, load_stage, store_stage
+from .dma import PARTITIONS, chunk, load_stage, store_stage
 from ..program import Op
 from .stages import INPUTS, PREFETCH, CoreContext, Dep, Stage, spread, tile_sizes
 
@@ -130,7 +130,13 @@ def lower_matmul(op: Op, ctx: CoreContext) -> list[Stage]:
     sizes = np.concatenate([left, right])[order]
     is_weight = (order >= len(left)) if weights else np.zeros(len(order), dtype=bool)
     queue = Q_WEIGHT if weights and right_b >= left_b else Q_INPUT
-    loads = load_stage(sizes, queue, ctx, (Dep(INPUTS, mask=~is_weight), Dep(PREFETCH, mask=is_weight)))
+    per_partition = np.maximum(sizes / PARTITIONS, 1.0)
+    run = op.get("run_bytes", 0)
+    if run and costs.kv_cache_position_major:     # the cache arrives one run per partition
+        is_right = order >= len(left)
+        per_partition[is_right] = np.minimum(per_partition[is_right], float(run))
+    loads = load_stage(sizes, queue, ctx, (Dep(INPUTS, mask=~is_weight), Dep(PREFETCH, mask=is_weight)),
+                       per_partition=per_partition)
 
     ls_deps = (Dep(0, spread(len(ls_pos), len(sizes))),) if len(sizes) else ()
     if resident:

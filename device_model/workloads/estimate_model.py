@@ -53,9 +53,11 @@ MODEL_PARAMS = (
     Param("tkg_bucket", _bucket, -1, help="token-generation bucket: pow2 or a length multiple"),
     Param("attn", str, "", choices=("flash", "unfused"), help="attention kernel"),
     Param("head", str, "", choices=("on", "off", "1", "0"), help="run the output head"),
+    Param("autocast", str, "", choices=("matmul", "none"),
+          help="dtype=fp32: matmul = neuronx-cc's default cast of FP32 matmuls to BF16"),
 )
 _UNSET = {"seq": 0, "mbs": 0, "gbs": 0, "zero1": "", "ckpt": "", "sp": "", "batch": 0, "in": 0,
-          "out": 0, "bucket": -1, "tkg_bucket": -1, "attn": "", "head": ""}
+          "out": 0, "bucket": -1, "tkg_bucket": -1, "attn": "", "head": "", "autocast": ""}
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +90,12 @@ def _check_keys(cfg: ModelConfig, opts: dict[str, Any]) -> None:
         raise SpecError(f"{cfg.name} is an encoder; allowed modes: train, prefill")
 
 
+def _autocast(opts: dict) -> bool:
+    if opts["autocast"] and opts["dtype"] != "fp32":
+        raise SpecError(f"option 'autocast' applies to dtype=fp32 only (dtype={opts['dtype']})")
+    return opts["autocast"] == "matmul"
+
+
 def _flash(cfg: ModelConfig, opts: dict) -> bool:
     """Fused attention unless asked otherwise or the model trains with attention dropout."""
     if opts["attn"]:
@@ -104,7 +112,7 @@ def train_plan(cfg: ModelConfig, inst: Instance, opts: dict, placement) -> Train
     lay = _layout(cfg, inst, opts, placement)
     mbs = opts["mbs"] or 1
     spec = TrainSpec(cfg, opts["seq"] or cfg.default_seq, mbs, opts["gbs"] or mbs * lay.dp,
-                     precision(opts["dtype"], True), opts["zero1"] != "off" and lay.dp > 1,
+                     precision(opts["dtype"], True, _autocast(opts)), opts["zero1"] != "off" and lay.dp > 1,
                      opts["ckpt"] or "none", opts["sp"] not in ("off", "0"), lay, _flash(cfg, opts))
     return TrainingPlan(inst, spec)
 
@@ -117,7 +125,7 @@ def infer_plan(cfg: ModelConfig, inst: Instance, opts: dict, placement) -> Infer
     head = _on_off(opts["head"]) if opts["head"] else not (encoder and cfg.family == "bert")
     spec = InferSpec(cfg, opts["batch"] or 1, prompt,
                      opts["out"] or (128 if opts["mode"] == "decode" else 1),
-                     max(0, opts["bucket"]), precision(opts["dtype"], False), lay, _flash(cfg, opts),
+                     max(0, opts["bucket"]), precision(opts["dtype"], False, _autocast(opts)), lay, _flash(cfg, opts),
                      tkg_bucket=opts["tkg_bucket"] if opts["tkg_bucket"] >= 0 else -1,
                      sp=_on_off(opts["sp"]), head=head)
     return InferencePlan(inst, spec)

@@ -18,7 +18,7 @@ from .parallel import Layout
 from .presets import ModelConfig
 from .recipe import emit_forward
 from .transformer import (Precision, embedding_recipe, head_recipe, layer_recipe, make_shard,
-                          shard_layer_params)
+                          padded_heads, shard_layer_params)
 
 MIN_BUCKET = 128      # assumption: smallest compiled length (transformers-neuronx default)
 _RESIDENT_KINDS = ("binary", "activation", "layernorm", "rmsnorm", "softmax", "reduce", "cast",
@@ -91,8 +91,14 @@ class InferencePlan:
         warning = cfg.check_length(total, f"in+out-1 = {total} tokens")
         self.warnings = (warning,) if warning else ()
         self.inst, self.spec, self.cfg = inst, spec, cfg
-        self.shard = make_shard(cfg, spec.layout.tp, False)
-        self.prefill_shard = make_shard(cfg, spec.layout.tp, spec.sp)
+        tp = spec.layout.tp
+        heads, kv = padded_heads(cfg, tp)
+        if heads != cfg.heads:
+            self.warnings += (f"{cfg.name}: {cfg.heads} attention heads padded to {heads} "
+                              f"({kv} KV heads) for tp={tp}, as NxD Inference does; the zero "
+                              f"heads' compute, weights and KV cache are charged",)
+        self.shard = make_shard(cfg, tp, False, pad=True)
+        self.prefill_shard = make_shard(cfg, tp, spec.sp, pad=True)
         self.limit = cfg.max_seq if total <= cfg.max_seq else 1 << 62
         self.prefill_len = padded(spec.input_len, spec.bucket, self.limit)
         # decode step i (i = 1 .. out-1) attends to in + i positions of the cache

@@ -3,6 +3,11 @@
 Sources: Llama 2 paper (Touvron et al. 2023, table 1) and its `config.json` files; Llama 3 / 3.1
 / 3.3 model cards (Meta 2024: 3.1 and 3.3 share 3's shapes with a 128k context); GPT-3 paper (Brown et al. 2020, table 2.1) for 175B and the Neuron
 NeMo-Megatron `gpt_23b` configuration; BERT paper (Devlin et al. 2018) for base and large.
+RoBERTa (roberta-base/-large), DistilBERT (distilbert-base-uncased), ELECTRA
+(google/electra-base-discriminator), ALBERT (albert-base-v2), Mistral-7B-Instruct-v0.2 and
+CodeLlama-13b-hf: their Hugging Face `config.json` files. Not modelled: ALBERT's factorised
+128-wide embedding and its sharing of one layer's weights across layers (each layer still reads
+its weights, as a compiled graph does), DistilBERT's lack of token-type embeddings (a few KiB).
 """
 from __future__ import annotations
 
@@ -84,8 +89,8 @@ def _gpt(name, hidden, layers, heads, ffn, vocab=50257, max_seq=2048):
                        mlp="gelu", norm="layer", bias=True, rope=False, tied_embeddings=True)
 
 
-def _bert(name, hidden, layers, heads):
-    return ModelConfig(name, "bert", hidden, layers, heads, heads, 4 * hidden, 30522, 512, 128,
+def _bert(name, hidden, layers, heads, vocab=30522):
+    return ModelConfig(name, "bert", hidden, layers, heads, heads, 4 * hidden, vocab, 512, 128,
                        mlp="gelu", norm="layer", causal=False, bias=True, rope=False,
                        tied_embeddings=True, dropout=True)
 
@@ -104,6 +109,14 @@ PRESETS: dict[str, ModelConfig] = {c.name: c for c in (
     _gpt("gpt3-175b", 12288, 96, 96, 49152),
     _bert("bert-base", 768, 12, 12),
     _bert("bert-large", 1024, 24, 16),
+    # encoders of the same block as BERT, from their Hugging Face config.json files
+    _bert("roberta-base", 768, 12, 12, vocab=50265),
+    _bert("roberta-large", 1024, 24, 16, vocab=50265),
+    _bert("distilbert-base", 768, 6, 12),
+    _bert("electra-base", 768, 12, 12),
+    _bert("albert-base", 768, 12, 12, vocab=30000),
+    _llama("mistral-7b", 4096, 32, 32, 8, 14336, 32000, 32768, 8192),
+    _llama("codellama-13b", 5120, 40, 40, 40, 13824, 32016, 16384, 4096),
 )}
 
 

@@ -50,10 +50,12 @@ class Recipe:
                   [_call("matmul", m, n, k, dt, name=f"{name}.dx"),
                    _call("matmul", k, m, n, dt, weights=False, out_dtype=self.grad, name=f"{name}.dw")])
 
-    def bmm(self, name: str, batch: int, m: int, k: int, n: int) -> None:
-        """Activation @ activation (attention): both operands get gradients."""
+    def bmm(self, name: str, batch: int, m: int, k: int, n: int, run_bytes: int = 0) -> None:
+        """Activation @ activation (attention): both operands get gradients. `run_bytes`: the
+        right operand comes from the KV cache in runs of that many bytes per partition."""
         dt = self.mm_dtype
-        self._add(name, [_call("matmul", m, k, n, dt, batch=batch, weights=False, name=name)],
+        extra = {"run_bytes": run_bytes} if run_bytes else {}
+        self._add(name, [_call("matmul", m, k, n, dt, batch=batch, weights=False, name=name, **extra)],
                   [_call("matmul", m, n, k, dt, batch=batch, weights=False, name=f"{name}.da"),
                    _call("matmul", k, m, n, dt, batch=batch, weights=False, name=f"{name}.db")])
 

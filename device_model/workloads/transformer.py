@@ -36,9 +36,13 @@ class Precision:
 PRECISIONS = ("fp32", "bf16", "fp8")
 
 
-def precision(name: str, training: bool) -> Precision:
+def precision(name: str, training: bool, autocast: bool = False) -> Precision:
+    """`autocast`: neuronx-cc's default for an FP32 model ("by default, the Neuron Compiler will
+    automatically cast FP32 matrix multiplication operations to BF16; the remaining operations
+    are performed in the data type specified by the model": neuronx-cc mixed-precision guide).
+    Weights, gradients, optimizer state and elementwise work stay FP32."""
     if name == "fp32":
-        return Precision("fp32", "fp32", "fp32", 4, 4, 8)
+        return Precision("fp32", "bf16" if autocast else "fp32", "fp32", 4, 4, 8)
     if name == "bf16":
         return Precision("bf16", "bf16", "bf16", 2, 4, 12)
     if name == "fp8":     # FP8 matmuls; training keeps BF16 weights and casts per matmul
@@ -58,18 +62,31 @@ class Shard:
     vocab: int
 
 
-def make_shard(cfg: ModelConfig, tp: int, sp: bool) -> Shard:
-    if cfg.heads % tp:
+def padded_heads(cfg: ModelConfig, tp: int) -> tuple[int, int]:
+    """Query and KV head counts as inference shards them: NxD Inference and transformers-neuronx
+    pad the query heads with zero heads up to a multiple of tp (and, for multi-head attention,
+    the K and V heads alike), so every rank computes and reads as many heads as the largest
+    share. The zero heads cost what real ones do: TensorE work, weight reads and KV cache."""
+    heads = -(-cfg.heads // tp) * tp
+    kv = heads if cfg.kv_heads == cfg.heads else cfg.kv_heads
+    return heads, kv
+
+
+def make_shard(cfg: ModelConfig, tp: int, sp: bool, *, pad: bool = False) -> Shard:
+    """One rank's share. `pad`: heads that tp does not divide are padded (inference);
+    otherwise (training: NxD's parallel layers need an even split) it is an error."""
+    heads, kv_heads = padded_heads(cfg, tp) if pad else (cfg.heads, cfg.kv_heads)
+    if heads % tp:
         raise SpecError(f"{cfg.name}: {cfg.heads} attention heads are not divisible by tp={tp}")
-    if cfg.kv_heads % tp == 0:
-        kv = cfg.kv_heads // tp
-    elif tp % cfg.kv_heads == 0:
+    if kv_heads % tp == 0:
+        kv = kv_heads // tp
+    elif tp % kv_heads == 0:
         kv = 1                                    # replicated KV heads
     else:
         raise SpecError(f"{cfg.name}: {cfg.kv_heads} KV heads and tp={tp} do not divide each other")
     if cfg.ffn % tp:
         raise SpecError(f"{cfg.name}: FFN width {cfg.ffn} is not divisible by tp={tp}")
-    return Shard(tp, sp and tp > 1, cfg.heads // tp, kv, cfg.head_dim, cfg.ffn // tp,
+    return Shard(tp, sp and tp > 1, heads // tp, kv, cfg.head_dim, cfg.ffn // tp,
                  math.ceil(cfg.vocab / tp))
 
 
@@ -129,7 +146,9 @@ def layer_recipe(cfg: ModelConfig, sh: Shard, prec: Precision, batch: int, q_len
                     cfg.causal and q_len > 1)
         r.tag = ""
     else:
-        _unfused_attention(r, cfg, sh, batch, q_len, kv_len, drop)
+        # decode reads K and V from the cache: one position's KV heads x head_dim per run
+        run = sh.kv_heads * d * int(prec.act_bytes) if cache_write and q_len == 1 else 0
+        _unfused_attention(r, cfg, sh, batch, q_len, kv_len, drop, run)
     r.linear("attn_out", tokens, sh.heads * d, h)
     _tp_pair(r, "attn", tokens, cfg, sh, group, False, prec)
     if drop:
@@ -196,14 +215,14 @@ def head_recipe(cfg: ModelConfig, sh: Shard, prec: Precision, tokens: int,
 
 
 def _unfused_attention(r: Recipe, cfg: ModelConfig, sh: Shard, batch: int, q_len: int,
-                       kv_len: int, drop: bool) -> None:
+                       kv_len: int, drop: bool, cache_run: int = 0) -> None:
     """Scores, softmax, dropout and context as separate ops (what selective checkpointing
     recomputes). Query heads sharing a KV head are stacked as rows (GQA)."""
     d, group_q = sh.head_dim, sh.heads // sh.kv_heads
     r.tag = "attn"
-    r.bmm("scores", batch * sh.kv_heads, group_q * q_len, d, kv_len)
+    r.bmm("scores", batch * sh.kv_heads, group_q * q_len, d, kv_len, cache_run)
     r.softmax("softmax", batch * sh.heads * q_len, kv_len, cfg.causal and q_len > 1)
     if drop:
         r.binary("attn_dropout", "mul", batch * sh.heads * q_len * kv_len)
-    r.bmm("context", batch * sh.kv_heads, group_q * q_len, kv_len, d)
+    r.bmm("context", batch * sh.kv_heads, group_q * q_len, kv_len, d, cache_run)
     r.tag = ""

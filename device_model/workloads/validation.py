@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import statistics
 import textwrap
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 from ..catalog.costs import DEFAULT_COSTS, CostParams
 from ..core import Instance, instance
@@ -98,6 +98,146 @@ ROWS: tuple[Row, ...] = (
         Placement(tp=64), "tpot_s", 37.93e-3, "NxD Inference 405B tutorial (2024-12)", lnc=2),
 )
 
+# Held-out rows: AWS's published figures of the same kinds as the calibration rows, never used
+# to set a constant. Each names its file in the aws-neuron-sdk repository and the SDK release.
+# Inclusion rule: every row of those files whose layout and model the chip model can express
+# (all sizes of the nccom-test multi-instance table 16x apart, the calibrated ones excluded);
+# what is left out and why: docs/fidelity.md.
+_SDK = "aws-neuron-sdk "
+_TRAIN_DEC = _SDK + "about-neuron/benchmarks/trn1/training_data_decoder.csv, SDK 2.24"
+_TRAIN_DEC_OLD = _SDK + "general/benchmarks/trn1/training_data_decoder.csv, SDK "
+_TRAIN_ENC = _SDK + "about-neuron/benchmarks/trn1/training_data_encoder.csv, SDK 2.27"
+_LAT_DEC = _SDK + "about-neuron/benchmarks/trn1/latency_data_decoder.csv, SDK "
+_LAT_LLM = _SDK + "general/benchmarks/trn1/trn1_latency_data_LLM.csv, SDK 2.14"
+_LAT_ENC = _SDK + "about-neuron/benchmarks/trn1/latency_data_encoder.csv, SDK "
+_L70_TRN2 = (_SDK + "libraries/nxd-inference/tutorials/llama70b_perf_comparison.csv "
+             "(trn2 Llama-3.3-70B tutorial, no speculation)")
+
+
+def _held(row_id: str, figure: str, spec: str, inst: str, placement: Placement, metric: str,
+          published: float, source: str, lnc: int | None = None) -> Row:
+    return Row(row_id, figure, spec, inst, placement, metric, published, source,
+               role=HELD_OUT, bound=0.25, lnc=lnc)
+
+
+def _train(row_id, figure, spec, nodes, tp, pp, dp, published, source) -> Row:
+    return _held(row_id, figure, spec, "trn1.32xlarge", Placement(nodes=nodes, tp=tp, pp=pp, dp=dp),
+                 "sequences_per_s", published, source)
+
+
+def _tnx(row_id, model, compiled, n_in, n_out, ttft_ms, tpot_ms, sdk) -> tuple[Row, Row]:
+    """A transformers-neuronx row of the trn1 decoder latency table: TP32, batch 1."""
+    spec = f"{model}:mode=decode,batch=1,in={n_in},out={n_out}"
+    what = f"{model} {n_in} in / {n_out} out (compiled {compiled})"
+    return (_held(row_id, what + ", time to first token", spec, "trn1.32xlarge", _TP32, "ttft_s",
+                  ttft_ms * 1e-3, _LAT_DEC + sdk),
+            _held(row_id, what + ", time per output token", spec, "trn1.32xlarge", _TP32,
+                  "tpot_s", tpot_ms * 1e-3, _LAT_DEC + sdk))
+
+
+def _encoder(row_id, model, hf_name, ms, sdk) -> Row:
+    return _held(row_id, f"{hf_name} inference, seq 128, batch 1",
+                 f"{model}:mode=infer,batch=1,seq=128", "trn1.2xlarge", Placement(cores=1),
+                 "latency_s", ms * 1e-3, _LAT_ENC + sdk)
+
+
+def _c3_held(size: str, seconds: float) -> Row:
+    return _held("HC1", f"all-reduce 64 ranks over 2 instances, {size}",
+                 f"allreduce:bytes={size},ranks=64", "trn1.32xlarge", Placement(nodes=2), "time_s",
+                 seconds, _SDK + "tools/neuron-sys-tools/nccom-test.rst, multi-instance example, "
+                 "SDK 2.10")
+
+
+_L33 = "llama3.3-70b:mode=decode,batch=1,in=10000,out=1501,bucket=4096,tkg_bucket=12800,sp=1"
+
+HELD_OUT_ROWS: tuple[Row, ...] = (
+    _train("HT1", "Llama-3.1-70B pre-training, seq 8192", "llama3.1-70b:seq=8192,mbs=1,gbs=1024,"
+           "ckpt=selective", 32, 32, 8, 4, 7.94, _TRAIN_DEC),
+    _train("HT2", "Llama-2-70B pre-training, seq 4096", "llama2-70b:seq=4096,mbs=1,gbs=1024,"
+           "ckpt=selective", 32, 32, 4, 8, 15.34, _TRAIN_DEC_OLD + "2.16"),
+    _train("HT3", "Llama-2-13B pre-training, seq 4096", "llama2-13b:seq=4096,mbs=1,gbs=1024,"
+           "ckpt=selective", 32, 8, 4, 32, 85.65, _TRAIN_DEC_OLD + "2.16"),
+    _train("HT4", "GPT-3 23B pre-training (NeMo Megatron), seq 2048",
+           "gpt3-23b:seq=2048,mbs=1,gbs=1024", 32, 8, 4, 32, 102.0, _TRAIN_DEC_OLD + "2.16"),
+    _train("HT5", "GPT-3 175B pre-training (NeMo Megatron), seq 2048",
+           "gpt3-175b:seq=2048,mbs=1,gbs=1024", 32, 32, 8, 4, 13.3, _TRAIN_DEC_OLD + "2.15.2"),
+    _train("HT6", "BERT-large phase 1 pre-training, BF16, 16 instances",
+           "bert-large:seq=128,mbs=16,gbs=1048576", 16, 1, 1, 512, 56923.6521, _TRAIN_ENC),
+    # FP32 model compiled with neuronx-cc's default: FP32 matmuls cast to BF16
+    _train("HT6", "BERT-large phase 1 pre-training, FP32 (matmuls auto-cast), 16 instances",
+           "bert-large:seq=128,mbs=8,gbs=1048576,dtype=fp32,autocast=matmul", 16, 1, 1, 512,
+           32752.7891, _TRAIN_ENC),
+    *_tnx("HI1", "llama3-70b", 4096, 2048, 2048, 547.0, 26.2, "2.18.1"),
+    *_tnx("HI1", "llama3-70b", 1152, 128, 1024, 53.2, 24.48, "2.18.1"),
+    *_tnx("HI1", "llama3-70b", 256, 128, 128, 52.53, 26.48, "2.18.1"),
+    *_tnx("HI2", "llama2-7b", 8192, 128, 8064, 13.32402229, 6.69956207, "2.18.0"),
+    *_tnx("HI3", "llama2-13b", 8192, 4096, 4096, 864.1381264, 9.84406471, "2.18.0"),
+    *_tnx("HI3", "llama2-13b", 16384, 8192, 8192, 2367.928505, 13.40842247, "2.18.0"),
+    *_tnx("HI4", "llama2-70b", 512, 256, 256, 81.882, 25.26712, "2.18.0"),
+    *_tnx("HI4", "llama2-70b", 1152, 128, 1024, 57.75213, 25.44856, "2.18.0"),
+    *_tnx("HI4", "llama2-70b", 2048, 1024, 1024, 232.47981, 26.03793, "2.18.0"),
+    *_tnx("HI4", "llama2-70b", 3072, 1024, 2048, 236.78207, 26.62468, "2.18.0"),
+    *_tnx("HI5", "mistral-7b", 16384, 8192, 8192, 1322.874308, 9.89246368, "2.18.0"),
+    *_tnx("HI6", "codellama-13b", 8192, 4096, 4096, 868.635416, 9.86456871, "2.18.0"),
+    *_tnx("HI6", "codellama-13b", 16384, 8192, 8192, 2372.928381, 13.3998394, "2.18.0"),
+    _held("HI7", "llama2-13b 64 in / 192 out (compiled 256), time per output token",
+          "llama2-13b:mode=decode,batch=1,in=64,out=192", "trn1.32xlarge", _TP32, "tpot_s",
+          6.6e-3, _LAT_LLM),
+    _encoder("HE1", "bert-base", "bert-base-uncased", 0.94294548, "2.26"),
+    _encoder("HE2", "roberta-base", "roberta-base", 0.95796585, "2.27"),
+    _encoder("HE3", "roberta-large", "roberta-large", 2.66981125, "2.27"),
+    _encoder("HE4", "distilbert-base", "distilbert-base-uncased", 0.54264069, "2.27"),
+    _encoder("HE5", "electra-base", "google/electra-base-discriminator", 0.93317032, "2.27"),
+    _encoder("HE6", "albert-base", "albert-base-v2", 0.85997581, "2.27"),
+    _held("HJ1", "Llama-3.3-70B 10000 in (bucket 12288), time to first token", _L33,
+          "trn2.48xlarge", Placement(tp=64), "ttft_s", 575.6e-3, _L70_TRN2, lnc=2),
+    _held("HJ1", "Llama-3.3-70B decode (token bucket 12800), time per output token", _L33,
+          "trn2.48xlarge", Placement(tp=64), "tpot_s", 19.8e-3, _L70_TRN2, lnc=2),
+    _c3_held("16", 520e-6), _c3_held("256", 709e-6), _c3_held("4K", 916e-6),
+    _c3_held("64K", 1315e-6), _c3_held("1M", 1328e-6), _c3_held("16M", 2138e-6),
+    _c3_held("256M", 11954e-6),
+)
+
+# Held-out rows the model misses by more than the issue's 25%: each keeps the honest bound it
+# meets today (|error| rounded up to 5%), so a regression still fails and a fix must tighten it
+# (tests/test_validation.py). What each gap is: docs/fidelity.md, "Held-out rows".
+HELD_OUT_TARGET = 0.25
+KNOWN_GAPS: dict[tuple[str, str, str], float] = {
+    ('HI2', 'llama2-7b:mode=decode,batch=1,in=128,out=8064',
+     'ttft_s'): 0.35,   # -30.3%
+    ('HI3', 'llama2-13b:mode=decode,batch=1,in=4096,out=4096',
+     'ttft_s'): 0.60,   # -56.7%
+    ('HI3', 'llama2-13b:mode=decode,batch=1,in=8192,out=8192',
+     'ttft_s'): 0.70,   # -67.7%
+    ('HI4', 'llama2-70b:mode=decode,batch=1,in=1024,out=1024',
+     'ttft_s'): 0.35,   # +34.8%
+    ('HI4', 'llama2-70b:mode=decode,batch=1,in=1024,out=2048',
+     'ttft_s'): 0.35,   # +32.4%
+    ('HI5', 'mistral-7b:mode=decode,batch=1,in=8192,out=8192',
+     'ttft_s'): 0.65,   # -63.7%
+    ('HI6', 'codellama-13b:mode=decode,batch=1,in=4096,out=4096',
+     'ttft_s'): 0.60,   # -56.9%
+    ('HI6', 'codellama-13b:mode=decode,batch=1,in=8192,out=8192',
+     'ttft_s'): 0.70,   # -67.7%
+    ('HJ1', 'llama3.3-70b:mode=decode,batch=1,in=10000,out=1501,bucket=4096,tkg_bucket=12800,sp=1',
+     'ttft_s'): 0.65,   # +64.2%
+    ('HC1', 'allreduce:bytes=64K,ranks=64',
+     'time_s'): 0.45,   # -41.0%
+    ('HC1', 'allreduce:bytes=1M,ranks=64',
+     'time_s'): 0.40,   # -39.1%
+    ('HC1', 'allreduce:bytes=16M,ranks=64',
+     'time_s'): 0.40,   # -36.8%
+}
+
+
+def _with_gap(row: Row) -> Row:
+    bound = KNOWN_GAPS.get((row.id, row.spec, row.metric))
+    return row if bound is None else replace(row, bound=bound)
+
+
+HELD_OUT_ROWS = tuple(_with_gap(r) for r in HELD_OUT_ROWS)
+ROWS = ROWS + HELD_OUT_ROWS
+
 # Constants tuned on published rows (device_model/catalog/costs.py), and the row that set each.
 CALIBRATED: tuple[tuple[str, str, str], ...] = (
     ("exec_overhead_s", "C1", "per-execution launch floor: C1's 58 us latency at 1 KiB"),
@@ -134,12 +274,19 @@ def run_all(costs: CostParams = DEFAULT_COSTS, specs: dict | None = None,
     return [simulate(row, costs, specs) for row in rows]
 
 
+# The issue's targets per role: (median |error|, worst |error|).
+TARGETS = {CALIBRATION: (0.08, 0.20), HELD_OUT: (0.10, HELD_OUT_TARGET)}
+
+
 def summary(results: list[Result], role: str = CALIBRATION) -> dict:
     errs = [abs(r.error) for r in results if r.row.role == role]
-    if not errs:
-        return {"rows": 0, "median_abs_error": None, "worst_abs_error": None}
-    return {"rows": len(errs), "median_abs_error": statistics.median(errs),
-            "worst_abs_error": max(errs)}
+    median_target, worst_target = TARGETS[role]
+    out = {"rows": len(errs), "median_abs_error": None, "worst_abs_error": None,
+           "target_median": median_target, "target_worst": worst_target, "meets_target": None}
+    if errs:
+        out.update(median_abs_error=statistics.median(errs), worst_abs_error=max(errs))
+        out["meets_target"] = out["median_abs_error"] <= median_target and max(errs) <= worst_target
+    return out
 
 
 def constants(costs: CostParams = DEFAULT_COSTS) -> list[dict]:
@@ -181,28 +328,37 @@ def format_report(rep: dict, width: int = 80) -> str:
     for r in rep["rows"]:
         lines.append(f"{r['id']:<4} {_value(r['metric'], r['published']):>12} "
                      f"{_value(r['metric'], r['simulated']):>12} {r['error'] * 100:+6.1f}%  "
-                     f"{r['role']}")
+                     f"{r['role']}{' (gap)' if abs(r['error']) > TARGETS[r['role']][1] else ''}")
         lines += wrap(f"{r['figure']}: {r['hardware']}; {r['workload']}; {r['source']}")
     for key, label in (("calibration", "calibration rows"), ("held_out", "held-out rows")):
         s = rep[key]
         if s["rows"]:
+            verdict = "met" if s["meets_target"] else "NOT met"
             lines.append(f"{label}: {s['rows']}, median |error| {s['median_abs_error'] * 100:.1f}%, "
                          f"worst {s['worst_abs_error'] * 100:.1f}%")
+            lines.append(f"  (target: median <= {s['target_median'] * 100:.0f}%, worst <= "
+                         f"{s['target_worst'] * 100:.0f}%: {verdict})")
     lines.append("calibrated constants (overridable in an override file's [costs] table):")
     for c in rep["constants"]:
         lines += wrap(f"{c['name']} = {c['value']:.4g}, set by {c['row']}: {c['what']}", "  ")
     return "\n".join(lines)
 
 
-# Median |error| over every row with the default constants, recorded so that `estimate` can
-# state it without simulating the table (tests/test_validation.py checks it is current).
-RECORDED_MEDIAN = 0.0645
+# Median |error| of each role with the default constants, recorded so that `estimate` can
+# state them without simulating the table (tests/test_validation.py checks they are current).
+RECORDED_MEDIANS = {CALIBRATION: 0.0665, HELD_OUT: 0.1017}
 
-_MEDIAN_CACHE: dict[CostParams, float] = {}
+_MEDIAN_CACHE: dict[CostParams, dict[str, float]] = {}
 
 
-def validation_median(costs: CostParams = DEFAULT_COSTS) -> float:
-    """Median |error| over every published row (calibration and held-out), cached per costs."""
+def validation_medians(costs: CostParams = DEFAULT_COSTS) -> dict[str, float]:
+    """Median |error| of the calibration rows and of the held-out rows, cached per costs."""
     if costs not in _MEDIAN_CACHE:
-        _MEDIAN_CACHE[costs] = statistics.median(abs(r.error) for r in run_all(costs))
+        results = run_all(costs)
+        _MEDIAN_CACHE[costs] = {role: summary(results, role)["median_abs_error"]
+                                for role in (CALIBRATION, HELD_OUT)}
     return _MEDIAN_CACHE[costs]
+
+
+def rows_of(role: str) -> int:
+    return sum(r.role == role for r in ROWS)
