@@ -236,7 +236,9 @@ def test_slow_clients_are_bounded_and_scrapes_go_on(exporter):
             peak_threads = max(peak_threads, threading.active_count())
             assert srv.connections <= cap + 2
         assert scrapes > 10
-        assert peak_threads - threads_before <= cap + 2 + 1  # the trickler thread
+        # Bounded by the cap, not by the 120 clients; an evicted connection's thread may still be
+        # finishing its last write when its slot's next thread starts, on a loaded machine.
+        assert peak_threads - threads_before <= 2 * cap
         # Every slow client has been cut off by now: each read sees the connection closed.
         for s in slow:
             s.settimeout(2)
