@@ -18,7 +18,7 @@ import pathlib
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
-from monitor.fleet import QUERIES, expand  # noqa: E402
+from monitor.fleet import QUERIES, RECORDED, expand  # noqa: E402
 
 RATE_S, WINDOW_S = 60.0, 300.0  # rate() and increase() windows of the rules: 1m and 5m
 
@@ -117,19 +117,8 @@ ZONE_RULES = [
 ]
 
 # fleet screen panel (monitor.fleet.QUERIES) -> the recorded series holding the same aggregate
-SCREEN_RECORDS = {
-    "util_sum": "instance_id:neuroncore_utilization_ratio:sum",
-    "util_max": "instance_id:neuroncore_utilization_ratio:max",
-    "runtimes": "instance_id_runtime_tag:neuroncore_utilization_ratio:count",
-    "engines": "instance_id_engine:neuron_core_engine_utilization_ratio:avg",
-    "flops": "instance_id:neuron_core_model_flops:rate1m",
-    "mfu": "instance_id:neuron_core_model_flops_utilization_ratio:avg",
-    "hbm": "instance_id:neuron_device_hbm_bytes:rate1m",
-    "memory_used": "instance_id:neuron_runtime_memory_used_bytes:sum",
-    "power": "instance_id:neuron_device_power_watts:sum",
-    "errors": "instance_id:execution_errors:increase5m",
-    "ecc": "instance_id:hardware_ecc_events:increase5m",
-}
+# (the screen's own table, less the history, which reads the same series as util_sum)
+SCREEN_RECORDS = {name: record for name, record in RECORDED.items() if name != "history"}
 
 RULE_GROUPS = [("neuron-fleet-instance", INSTANCE_RULES), ("neuron-fleet-zone", ZONE_RULES)]
 

@@ -189,12 +189,10 @@ def _capture_options(args) -> CaptureOptions:
 
 
 def _report_written(path: Path, profile) -> None:
-    from .console import count
+    from .console import contents
     ranks = len(profile.meta.get("ranks") or ())
     each = f"{ranks} ranks, " if ranks > 1 else ""
-    print(f"neuron-profile: wrote {path} ({each}{count(profile.rows('steps'), 'step')}, "
-          f"{count(profile.rows('ops'), 'operator')}, {count(profile.rows('instructions'), 'instruction')})",
-          file=sys.stderr)
+    print(f"neuron-profile: wrote {path} ({each}{contents(profile)})", file=sys.stderr)
 
 
 def _write(data: bytes, output: str | None) -> None:

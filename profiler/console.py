@@ -21,3 +21,9 @@ def error(message: str) -> None:
 def count(n: int, noun: str, plural: str | None = None) -> str:
     """`1 step`, `2 steps`, `0 instructions`."""
     return f"{n} {noun if n == 1 else (plural or noun + 's')}"
+
+
+def contents(profile) -> str:
+    """What a written profile holds: `3 steps, 12 operators, 400 instructions`."""
+    return (f"{count(profile.rows('steps'), 'step')}, {count(profile.rows('ops'), 'operator')}, "
+            f"{count(profile.rows('instructions'), 'instruction')}")

@@ -102,7 +102,5 @@ def _write_profile(task: ScriptTask, inst, work: CaptureFolder, code: int, stopp
     if written is None:
         console.note(f"script exit code {code}")
         return final or 1
-    console.note(f"wrote {written} ({console.count(profile.rows('steps'), 'step')}, "
-                 f"{console.count(profile.rows('ops'), 'operator')}, "
-                 f"{console.count(profile.rows('instructions'), 'instruction')}; script exit code {code})")
+    console.note(f"wrote {written} ({console.contents(profile)}; script exit code {code})")
     return final

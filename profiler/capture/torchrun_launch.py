@@ -161,9 +161,8 @@ def _write_profile(cmd: TorchrunCommand, work: CaptureFolder, inst, options: Cap
     if path is None:
         console.note(f"torchrun exit code {code}")
         return final or 1
-    console.note(f"wrote {path} ({console.count(len(parts), 'rank')}, {console.count(profile.rows('steps'), 'step')}, "
-                 f"{console.count(profile.rows('ops'), 'operator')}, "
-                 f"{console.count(profile.rows('instructions'), 'instruction')}; torchrun exit code {code})")
+    console.note(f"wrote {path} ({console.count(len(parts), 'rank')}, {console.contents(profile)}; "
+                 f"torchrun exit code {code})")
     return final
 
 
