@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Installs Debian's prometheus package (server + promtool) and victoria-metrics (vmagent, which
-# checks the Kubernetes scrape config: promtool lacks kubernetes_sd_configs) when they are
-# missing and we may install. Integration tests start their own servers on free loopback ports;
+# Installs Debian's prometheus package (server + promtool), victoria-metrics (the single-node
+# server of the fleet tests, and vmagent, which checks the Kubernetes scrape config: promtool lacks
+# kubernetes_sd_configs) and tmux when they are missing and we may install. Integration tests start their own servers on free loopback ports;
 # nothing is started here.
 set -u
 missing=()
@@ -10,6 +10,10 @@ if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2
 fi
 if ! command -v vmagent >/dev/null 2>&1 && [ ! -x /usr/bin/vmagent ]; then
   missing+=(victoria-metrics)
+fi
+# tmux drives the installed neuron-top in a real terminal in the slow tests.
+if ! command -v tmux >/dev/null 2>&1; then
+  missing+=(tmux)
 fi
 if [ "${#missing[@]}" = 0 ]; then
   exit 0
