@@ -252,7 +252,8 @@ def test_torchrun_capture_ranks_and_readers(tmp_path):
     keeping one rank of it."""
     pytest.importorskip("torch.distributed.run")
     out = tmp_path / "ddp.nsprof"
-    job = ["--", "torchrun", "--standalone", "--nproc-per-node", "2",
+    # the venv's own torchrun, as a user runs it with the venv active
+    job = ["--", str(Path(sys.executable).parent / "torchrun"), "--standalone", "--nproc-per-node", "2",
            str(ROOT / "examples" / "train_ddp.py"), "--steps", "3"]
     res = subprocess.run([*CLI, "capture", "-s", str(out), "--instance", "trn1.32xlarge", *job],
                          capture_output=True, text=True, cwd=ROOT, timeout=300)
