@@ -53,7 +53,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 DASHBOARDS = ROOT / "dashboards"
 FLEET_RULES = DASHBOARDS / "fleet-rules.yml"
 sys.path.insert(0, str(ROOT / "tests" / "fixtures" / "exporter"))
-from harness import ExporterProcess, console_script  # noqa: E402
+from harness import MONITOR_CONFIG, ExporterProcess, console_script  # noqa: E402
 
 # (instance type, seed): distinct ids (from the seed), device generations and zones.
 FLEET_INSTANCES: tuple[tuple[str, int], ...] = (("trn2.48xlarge", 1), ("trn1.32xlarge", 2))
@@ -62,13 +62,6 @@ JOB = "neuron"
 START_TIMEOUT_S = 60.0
 VICTORIA_METRICS = "/usr/bin/victoria-metrics"
 
-MONITOR_CONFIG = {  # every group, both extension groups included, every second
-    "period": "1s",
-    "neuron_runtimes": [{"tag_filter": ".*", "metrics": [
-        {"type": t} for t in ("neuroncore_counters", "memory_used", "neuron_runtime_vcpu_usage",
-                              "execution_stats", "neuroncore_engine_counters")]}],
-    "system_metrics": [{"type": t} for t in ("vcpu_usage", "memory_info", "neuron_hw_counters",
-                                             "neuron_device_counters")]}
 
 
 # ------------------------------------------------------------------------------ HTTP helpers

@@ -22,7 +22,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DASHBOARDS = ROOT / "dashboards"
 sys.path.insert(0, str(ROOT / "tests" / "fixtures" / "exporter"))
-from harness import ExporterProcess, console_script  # noqa: E402
+from harness import MONITOR_CONFIG, ExporterProcess, console_script  # noqa: E402
 
 pytestmark = [
     pytest.mark.skipif(shutil.which("prometheus") is None,
@@ -36,13 +36,6 @@ GRAFANA_VARIABLES = {"$instance": ".+", "$device": ".+", "$__rate_interval": "1m
                      "$__range": "5m", "$__interval": "1s"}
 
 
-MONITOR_CONFIG = {  # every group, both extension groups included, every second
-    "period": "1s",
-    "neuron_runtimes": [{"tag_filter": ".*", "metrics": [
-        {"type": t} for t in ("neuroncore_counters", "memory_used", "neuron_runtime_vcpu_usage",
-                              "execution_stats", "neuroncore_engine_counters")]}],
-    "system_metrics": [{"type": t} for t in ("vcpu_usage", "memory_info", "neuron_hw_counters",
-                                             "neuron_device_counters")]}
 
 
 @pytest.fixture(scope="module")
