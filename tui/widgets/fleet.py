@@ -10,7 +10,7 @@ from textual.strip import Strip
 from monitor.fleet import InstanceRow
 from rich.segment import Segment
 from rich.style import Style
-from textual.geometry import Region
+from textual.geometry import Region, Size
 
 from tui.braille import _GLYPHS, _LEFT, _RIGHT  # the braille dot tables, shared
 from tui.fleet_view import COLUMNS, cell, header_cell, layout
@@ -100,6 +100,7 @@ class FleetTable(LineWidget, can_focus=True):
         self._styles: dict[str, Style] = {}
         self._on_cursor: dict[str, Style] = {}
         self._styles_key: tuple | None = None
+        self._frame: Size | None = None   # the size, during one render_lines
 
     def show(self, rows: list[InstanceRow], sort_key: str, reverse: bool, query: str,
              empty_text: str) -> None:
@@ -127,7 +128,7 @@ class FleetTable(LineWidget, can_focus=True):
             self._line_count = count
             self.refresh(layout=True)
             return
-        new_top = self._top()
+        new_top = self._top(height)
         if new_top != top:
             self.refresh()
             return
@@ -143,8 +144,8 @@ class FleetTable(LineWidget, can_focus=True):
     def selected(self) -> InstanceRow | None:
         return self.rows[self.cursor] if 0 <= self.cursor < len(self.rows) else None
 
-    def _top(self) -> int:
-        visible = max(1, self.size.height - 1)
+    def _top(self, height: int) -> int:
+        visible = max(1, height - 1)
         return max(0, self.cursor - visible + 1) if self.rows else 0
 
     def _prepare(self, width: int) -> None:
@@ -220,16 +221,25 @@ class FleetTable(LineWidget, can_focus=True):
         shown = self._shown
         return [shown[i] for i in range(len(shown))]
 
+    def render_lines(self, crop: Region) -> list[Strip]:
+        # Textual asks line by line; the size (a region computation), the scroll position and
+        # the rows on screen are settled once for all the lines of this render.
+        self._frame = self._settle()
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._frame = None
+
+    def _settle(self) -> Size:
+        size = self.size
+        self.top_row = top = self._top(size.height)
+        self._ensure(size.width, top, top + max(1, size.height - 1))
+        return size
+
     def render_line(self, y: int) -> Strip:
         # the header stays on line 0; the rows scroll under it to keep the cursor in view
-        width = self.size.width
-        self.top_row = self._top()
-        index = 0 if y == 0 else y + self.top_row
-        if index > 0:   # the whole window at once: one braille pass for every row shown
-            self._ensure(width, self.top_row, self.top_row + max(1, self.size.height - 1))
-        else:
-            self._prepare(width)
-        line = self._shown.get(index)
+        width = (self._frame or self._settle()).width
+        line = self._shown.get(0 if y == 0 else y + self.top_row)
         return line if line is not None else Strip.blank(width, self._base_style)
 
     def action_cursor(self, step: int) -> None:
