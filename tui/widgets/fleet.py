@@ -198,7 +198,8 @@ class FleetTable(LineWidget, can_focus=True):
         cache, used = self._row_strips, self._used
         for i, spark in zip(missing, sparks):
             row = rows[i]
-            texts = tuple(_cell_text(row, key, w) for key, w in cells)
+            texts = tuple(_cell_text(row, key, w) if key not in STATIC else
+                          _static_text(row, key, w) for key, w in cells)
             row_key = (texts, spark, row.up, i == self.cursor)
             line = used.get(row_key)
             if line is None:
@@ -331,6 +332,23 @@ def _row_strip(columns, texts, spark: str, up: bool, styles: dict, width: int) -
             segments.append(Segment(text, style))
             left -= len(text)
     return Strip(segments, width)
+
+
+# Cells that hold what an instance is, not what it does: the same text refresh after refresh,
+# so their text is looked up by the fields it is made of instead of formatted again.
+STATIC = {"instance_id": ("instance_id",), "instance_type": ("instance_type",), "zone": ("zone",),
+          "cores": ("devices", "cores"), "tags": ("tags", "up"), "state": ("up", "since")}
+_STATIC_TEXT: dict[tuple, str] = {}
+
+
+def _static_text(row: InstanceRow, key: str, width: int) -> str:
+    memo = (key, width, *(getattr(row, name) for name in STATIC[key]))
+    text = _STATIC_TEXT.get(memo)
+    if text is None:
+        if len(_STATIC_TEXT) > 65536:   # bounded: a fleet's churn cannot grow it for ever
+            _STATIC_TEXT.clear()
+        text = _STATIC_TEXT[memo] = _cell_text(row, key, width)
+    return text
 
 
 def _cell_text(row: InstanceRow, key: str, width: int) -> str:
