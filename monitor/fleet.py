@@ -12,6 +12,7 @@ they were last seen up.
 """
 from __future__ import annotations
 
+import math
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -179,7 +180,7 @@ def _by(samples: list[Sample], *keys: str) -> dict:
 
 
 def _finite(value: float | None) -> float | None:
-    return None if value is None or not np.isfinite(value) else float(value)
+    return None if value is None or not math.isfinite(value) else float(value)
 
 
 def _int_label(labels: Mapping[str, str], key: str) -> int:
@@ -306,12 +307,14 @@ class FleetQuery:
         for s in results["runtimes"]:
             tags.setdefault(s.labels.get("instance_id", ""), {})[s.labels.get("runtime_tag", "")] = int(s.value)
         histories: dict[str, np.ndarray] = {}
-        for s in series:
-            grid = np.full(points, np.nan)
-            index = np.rint((s.times - start) / step).astype(int)
+        if series:   # every series onto one grid in one pass (a row per series)
+            grid = np.full((len(series), points), np.nan)
+            owner = np.repeat(np.arange(len(series)), [len(s.times) for s in series])
+            index = np.rint((np.concatenate([s.times for s in series]) - start) / step).astype(int)
             keep = (index >= 0) & (index < points)
-            grid[index[keep]] = s.values[keep]
-            histories[s.labels.get("instance_id", "")] = grid
+            grid[owner[keep], index[keep]] = np.concatenate([s.values for s in series])[keep]
+            for s, history in zip(series, grid):
+                histories[s.labels.get("instance_id", "")] = history
         rows = []
         for iid, labels in targets.items():
             hw = hardware.get(iid, {})

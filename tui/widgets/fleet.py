@@ -10,7 +10,7 @@ from textual.strip import Strip
 from monitor.fleet import InstanceRow
 from rich.segment import Segment
 from rich.style import Style
-from textual.geometry import Region
+from textual.geometry import Region, Size
 
 from tui.braille import _GLYPHS, _LEFT, _RIGHT  # the braille dot tables, shared
 from tui.fleet_view import COLUMNS, cell, header_cell, layout
@@ -93,8 +93,14 @@ class FleetTable(LineWidget, can_focus=True):
         self.cursor = 0
         self._cursor_id = ""
         self._header_spans: list[tuple[int, int, str]] = []
-        self._row_strips: dict[tuple, Strip] = {}
+        self._row_strips: dict[tuple, Strip] = {}   # last build's rows, by cells and state
+        self._used: dict[tuple, Strip] = {}         # this build's rows
+        self._shown: dict[int, Strip] = {}          # line index -> Strip, built so far
+        self._columns: list[tuple[str, int]] = []
+        self._styles: dict[str, Style] = {}
+        self._on_cursor: dict[str, Style] = {}
         self._styles_key: tuple | None = None
+        self._frame: Size | None = None   # the size, during one render_lines
 
     def show(self, rows: list[InstanceRow], sort_key: str, reverse: bool, query: str,
              empty_text: str) -> None:
@@ -108,27 +114,28 @@ class FleetTable(LineWidget, can_focus=True):
         self._repaint()
 
     def _repaint(self) -> None:
-        """Rebuild, then repaint only the lines that changed (unchanged rows keep their Strip)."""
-        before, top = self._lines, self.top_row
+        """Rebuild, then repaint only the lines that changed (unchanged rows keep their Strip).
+        Only the rows on screen are built; the others are built when scrolled into view."""
+        width, height = self.size.width, self.size.height
+        top = self.top_row
+        shown = self._shown   # what is on screen now, before this change
+        before = [shown.get(0)] + [shown.get(top + y) for y in range(1, height)]
         self._version += 1
-        width = self.size.width
         if not width:
             return
-        after = self.lines_for(width)
-        if len(after) != len(before):
-            self._line_count = len(after)
+        count = 1 + max(1, len(self.rows))
+        if count != self._line_count:
+            self._line_count = count
             self.refresh(layout=True)
             return
-        visible = max(1, self.size.height - 1)
-        new_top = max(0, self.cursor - visible + 1) if self.rows else 0
+        new_top = self._top(height)
         if new_top != top:
             self.refresh()
             return
-        for index, (old, line) in enumerate(zip(before, after)):
-            if old is not line:
-                y = index if index == 0 else index - top
-                if 0 <= y < self.size.height:
-                    self.refresh(Region(0, y, width, 1))
+        after = self._window(width, top, height)
+        changed = [y for y, (old, line) in enumerate(zip(before, after)) if old is not line]
+        if changed:   # one region for every changed line: each refresh call has its own cost
+            self.refresh(Region(0, changed[0], width, changed[-1] - changed[0] + 1))
 
     def history_width(self, width: int) -> int:
         return dict(layout(width)).get("history", 0)
@@ -137,63 +144,104 @@ class FleetTable(LineWidget, can_focus=True):
     def selected(self) -> InstanceRow | None:
         return self.rows[self.cursor] if 0 <= self.cursor < len(self.rows) else None
 
-    def lines_for(self, width: int) -> list[Strip]:
-        key = (width, self._version, self.app.theme, self.has_focus)
-        if key != self._cache_key:
-            base = self._base_style = self.rich_style
-            styles_key = (width, self.app.theme, self.has_focus)
-            if styles_key != self._styles_key:   # a new theme or focus: every style changes
-                self._styles_key, self._row_strips = styles_key, {}
-            self._lines = self._build(width, base)
-            self._cache_key = key
-        return self._lines
+    def _top(self, height: int) -> int:
+        visible = max(1, height - 1)
+        return max(0, self.cursor - visible + 1) if self.rows else 0
 
-    def _build(self, width: int, base) -> list[Strip]:
-        columns = layout(width)
+    def _prepare(self, width: int) -> None:
+        """Start a new build when the data, width, theme or focus changed: the header, the
+        resolved styles; rows are built on demand by ``_ensure``."""
+        key = (width, self._version, self.app.theme, self.has_focus)
+        if key == self._cache_key:
+            return
+        base = self._base_style = self.rich_style
+        styles_key = (width, self.app.theme, self.has_focus)
+        if styles_key != self._styles_key:   # a new theme or focus: every style changes
+            self._styles_key, self._row_strips, self._used = styles_key, {}, {}
+        else:   # the strips of the last build's rows can be reused by unchanged rows
+            self._row_strips, self._used = self._used, {}
+        self._columns = columns = layout(width)
         header, spans, x = [], [], 0
-        for key, w in columns:
-            style = "fleet--sorted" if key == self.sort_key else "fleet--header"
-            header.append((header_cell(key, w, key in RIGHT, self.sort_key, self.reverse) + " ",
+        for key_, w in columns:
+            style = "fleet--sorted" if key_ == self.sort_key else "fleet--header"
+            header.append((header_cell(key_, w, key_ in RIGHT, self.sort_key, self.reverse) + " ",
                            self.style_of(style)))
-            spans.append((x, x + w, key))
+            spans.append((x, x + w, key_))
             x += w + 1
         self._header_spans = spans
-        lines = [strip(header).apply_style(base).adjust_cell_length(width, base)]
+        shown = {0: strip(header).apply_style(base).adjust_cell_length(width, base)}
         if not self.rows:
             text = f"  no instance matches {self.query!r}" if self.query else f"  {self.empty_text}"
-            return lines + [strip([(text[:width], self.style_of("fleet--muted"))])
-                            .apply_style(base).adjust_cell_length(width, base)]
-        graph_w = dict(columns).get("history", 0)
-        sparks = spark_rows(np.array([_fit(r.history, 2 * graph_w) for r in self.rows]),
-                            graph_w) if graph_w else [""] * len(self.rows)
+            shown[1] = (strip([(text[:width], self.style_of("fleet--muted"))])
+                        .apply_style(base).adjust_cell_length(width, base))
         components = {name: self.style_of(f"fleet--{name}") for name in ("muted", "graph", "down")}
         cursor = self.style_of("fleet--cursor")
-        styles = {name: base + style for name, style in components.items()} | {"plain": base}
-        on_cursor = {name: base + cursor + style for name, style in components.items()} | {
+        self._styles = {name: base + style for name, style in components.items()} | {"plain": base}
+        self._on_cursor = {name: base + cursor + style for name, style in components.items()} | {
             "plain": base + cursor}
-        cache, used = self._row_strips, {}
-        for index, (row, spark) in enumerate(zip(self.rows, sparks)):
-            texts = tuple(_cell_text(row, key, w) for key, w in columns if key != "history")
-            row_key = (texts, spark, row.up, index == self.cursor)
-            line = cache.get(row_key)
+        self._shown = shown
+        self._cache_key = key
+
+    def _ensure(self, width: int, start: int, stop: int) -> None:
+        """Build the lines of rows ``start``..``stop`` not built yet (line = row index + 1),
+        their braille histories in one vectorised pass."""
+        self._prepare(width)
+        shown, rows = self._shown, self.rows
+        missing = [i for i in range(max(0, start), min(stop, len(rows))) if i + 1 not in shown]
+        if not missing:
+            return
+        columns, width_of = self._columns, dict(self._columns)
+        graph_w = width_of.get("history", 0)
+        sparks = spark_rows(np.array([_fit(rows[i].history, 2 * graph_w) for i in missing]),
+                            graph_w) if graph_w else [""] * len(missing)
+        cells = [(key, w) for key, w in columns if key != "history"]
+        cache, used = self._row_strips, self._used
+        for i, spark in zip(missing, sparks):
+            row = rows[i]
+            texts = tuple(_cell_text(row, key, w) if key not in STATIC else
+                          _static_text(row, key, w) for key, w in cells)
+            row_key = (texts, spark, row.up, i == self.cursor)
+            line = used.get(row_key)
+            if line is None:
+                line = cache.get(row_key)
             if line is None:
                 line = _row_strip(columns, texts, spark, row.up,
-                                  on_cursor if index == self.cursor else styles, width)
+                                  self._on_cursor if i == self.cursor else self._styles, width)
             used[row_key] = line
-            lines.append(line)
-        self._row_strips = used   # only what is on screen stays cached
-        return lines
+            shown[i + 1] = line
+
+    def _window(self, width: int, top: int, height: int) -> list[Strip | None]:
+        """The lines on screen: the header, then the rows from ``top``."""
+        self._ensure(width, top, top + height - 1)
+        shown = self._shown
+        return [shown.get(0)] + [shown.get(top + y) for y in range(1, height)]
+
+    def lines_for(self, width: int) -> list[Strip]:
+        """Every line, the header first (builds the rows not on screen too)."""
+        self._ensure(width, 0, len(self.rows))
+        shown = self._shown
+        return [shown[i] for i in range(len(shown))]
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        # Textual asks line by line; the size (a region computation), the scroll position and
+        # the rows on screen are settled once for all the lines of this render.
+        self._frame = self._settle()
+        try:
+            return super().render_lines(crop)
+        finally:
+            self._frame = None
+
+    def _settle(self) -> Size:
+        size = self.size
+        self.top_row = top = self._top(size.height)
+        self._ensure(size.width, top, top + max(1, size.height - 1))
+        return size
 
     def render_line(self, y: int) -> Strip:
         # the header stays on line 0; the rows scroll under it to keep the cursor in view
-        width = self.size.width
-        lines = self.lines_for(width)
-        if y == 0:
-            return lines[0] if lines else Strip.blank(width, self._base_style)
-        visible = max(1, self.size.height - 1)
-        self.top_row = max(0, self.cursor - visible + 1) if self.rows else 0
-        index = y + self.top_row
-        return lines[index] if 0 <= index < len(lines) else Strip.blank(width, self._base_style)
+        width = (self._frame or self._settle()).width
+        line = self._shown.get(0 if y == 0 else y + self.top_row)
+        return line if line is not None else Strip.blank(width, self._base_style)
 
     def action_cursor(self, step: int) -> None:
         if self.rows:
@@ -284,6 +332,23 @@ def _row_strip(columns, texts, spark: str, up: bool, styles: dict, width: int) -
             segments.append(Segment(text, style))
             left -= len(text)
     return Strip(segments, width)
+
+
+# Cells that hold what an instance is, not what it does: the same text refresh after refresh,
+# so their text is looked up by the fields it is made of instead of formatted again.
+STATIC = {"instance_id": ("instance_id",), "instance_type": ("instance_type",), "zone": ("zone",),
+          "cores": ("devices", "cores"), "tags": ("tags", "up"), "state": ("up", "since")}
+_STATIC_TEXT: dict[tuple, str] = {}
+
+
+def _static_text(row: InstanceRow, key: str, width: int) -> str:
+    memo = (key, width, *(getattr(row, name) for name in STATIC[key]))
+    text = _STATIC_TEXT.get(memo)
+    if text is None:
+        if len(_STATIC_TEXT) > 65536:   # bounded: a fleet's churn cannot grow it for ever
+            _STATIC_TEXT.clear()
+        text = _STATIC_TEXT[memo] = _cell_text(row, key, width)
+    return text
 
 
 def _cell_text(row: InstanceRow, key: str, width: int) -> str:
