@@ -10,6 +10,7 @@ import signal
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
@@ -224,8 +225,12 @@ class NeuronTopApp(App[None]):
             self.query_one(CoreGridView).show(grid, self.show_flops, self.core, groups)
             self.query_one(VcpuPanel).show(vcpu_usage(report, runtimes))
             self.query_one(MemorySummaryView).show(memory_summary(runtimes))
-            memory = (self.tab, core_layout(report)[1], tuple(r.memory_used for r in runtimes))
-            if memory != self._tree_input:  # device memory changes rarely; skip the rebuild
+            # Device memory changes rarely: skip the rebuild unless the bytes do (not the period,
+            # which jitters in every report).
+            memory = (self.tab, core_layout(report)[1],
+                      tuple(replace(r.memory_used, period=None) if r.memory_used else None
+                            for r in runtimes))
+            if memory != self._tree_input:
                 self._tree_input = memory
                 self.query_one(MemoryTreeView).show(build_tree(runtimes, memory[1]))
         elif self.view == "engines":
