@@ -82,8 +82,8 @@ class Profile:
         steps = self.table("steps")
         return steps["step"][steps["detailed"].astype(bool)]
 
-    def validate(self, where: str = "profile") -> None:
-        """Cheap structural checks so that later code never indexes out of range."""
+    def require_tables(self, where: str = "profile") -> None:
+        """Every table and column of the schema is present (ProfileError naming the first missing)."""
         for name, cols in SCHEMA.items():
             table = self.tables.get(name)
             if table is None:
@@ -91,6 +91,10 @@ class Profile:
             missing = [c for c in cols if c not in table]
             if missing:
                 raise ProfileError(f"{where}: table {name!r} lacks column {missing[0]!r}")
+
+    def validate(self, where: str = "profile") -> None:
+        """Cheap structural checks so that later code never indexes out of range."""
+        self.require_tables(where)
         n_str, n_ops = len(self.strings), self.rows("ops")
         for name, cols in SCHEMA.items():
             for c in cols:

@@ -163,13 +163,7 @@ def _check_ranks(profile: Profile, where: str) -> None:
 def check_profile(profile: Profile, where: str = "profile") -> None:
     """Raise ProfileError (one line naming the field) unless every view can use `profile`."""
     _check_meta(profile.meta, where)
-    for name, cols in SCHEMA.items():
-        table = profile.tables.get(name)
-        if table is None:
-            raise ProfileError(f"{where}: profile has no {name!r} table")
-        missing = [c for c in cols if c not in table]
-        if missing:
-            raise ProfileError(f"{where}: table {name!r} lacks column {missing[0]!r}")
+    profile.require_tables(where)  # before the column checks read them
     _check_columns(profile, where)
     profile.validate(where)
     _check_refs(profile, where)
