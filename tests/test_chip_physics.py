@@ -220,6 +220,30 @@ def test_trn1_rings_flat_across_instances_and_pays_per_step_latency():
     assert _allreduce(1 << 10, CollectiveGroup(128, 4, 32, 2), trn2).algorithm == "hierarchical"
 
 
+def test_trn1_ring_steps_with_data_keep_fewer_chunks_in_flight():
+    """C3: an empty ring step only passes semaphores (`cc_ring_slots` per EFA hop); a step that
+    carries data receives, reduces and sends, so fewer of them overlap (`cc_ring_slots_data`)
+    once its DMA is bandwidth-bound. The latency term then grows with the chunk and saturates."""
+    from device_model.engine.collectives import collective_cost
+    inst = instance("trn1.32xlarge")
+    g = CollectiveGroup(64, 2, 32, 2)
+    steps, alpha = 2 * 63, inst.costs.cc_alpha_inter_s
+
+    def latency(nbytes, costs=inst.costs):
+        # the bandwidth term is the same under both costs; their difference is the hop term
+        c = collective_cost("all_reduce", nbytes, g, inst.device, costs)
+        same = costs.with_overrides({"cc_ring_slots_data": costs.cc_ring_slots})
+        return c.seconds - collective_cost("all_reduce", nbytes, g, inst.device, same).seconds
+
+    assert latency(8) == 0.0                                   # empty chunks: semaphores only
+    grow = [latency(b) for b in (4 << 10, 64 << 10, 1 << 20, 256 << 20)]
+    assert grow == sorted(grow) and grow[0] > 0
+    full = steps * alpha * (1 / inst.costs.cc_ring_slots_data - 1 / inst.costs.cc_ring_slots)
+    assert grow[-1] == pytest.approx(full, rel=0.01)            # saturates at the data depth
+    deeper = inst.costs.with_overrides({"cc_ring_slots_data": 1.0})   # overridable
+    assert latency(1 << 20, deeper) > latency(1 << 20)
+
+
 def test_efa_is_shared_by_every_core_running_its_own_collective():
     """A DP group of one rank per node: alone it has its chip's EFA; with every core of the chip
     in a DP group of its own, they split it."""

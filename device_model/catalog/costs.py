@@ -55,6 +55,10 @@ class CostParams:
     cc_reduce_elem_bytes: float = 4.0      # N3, EVRF061: DMA collective compute reduces in FP32
     cc_allreduce_fp32_fraction: float = 1.0  # assumption: AR gathers FP32 sums (I2 TTFT)
     cc_ring_slots: float = 4.0             # assumption: ring chunks in flight per EFA hop (C3)
+    # A ring step that carries data is receive -> reduce -> send (C3): its chunk is sliced so the
+    # transfer of one slice overlaps the reduction of the previous, two stages, so two steps in
+    # flight per EFA hop once the step's DMA is bandwidth-bound (eta of its chunk -> 1).
+    cc_ring_slots_data: float = 2.0        # assumption: C3 slicing (transfer || reduction)
     # --- runtime ------------------------------------------------------------------------
     exec_overhead_s: float = 50e-6         # assumption: per-execution launch overhead (C1 floor)
 

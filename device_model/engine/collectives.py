@@ -12,7 +12,8 @@ Latency. Intra-node algorithms follow C2: Mesh below 1 MB (2 steps per phase, ea
 as the farthest hop in the group's torus footprint), recursive halving-doubling to 56 MB, then
 KangaRing. Across instances trn1 runs a flat ring over all ranks (runtime docs, internode
 collectives): 2(n-1) steps for an all-reduce, each crossing of an instance boundary paying the
-EFA hop, pipelined `cc_ring_slots` deep; later generations run the hierarchical scheme (C3).
+EFA hop, pipelined `cc_ring_slots` deep while its chunks are empty and `cc_ring_slots_data` deep
+once they carry data (receive, reduce, send); later generations run the hierarchical scheme (C3).
 """
 from __future__ import annotations
 
@@ -110,18 +111,32 @@ def _efa_rate(device: DeviceSpec, group: CollectiveGroup, costs: CostParams) -> 
     return chips * device.efa_bw * costs.cc_link_efficiency / sharing
 
 
+def _ring_hop_depth(chunk_bytes: float, costs: CostParams) -> float:
+    """Ring steps in flight per EFA hop. An empty step only passes semaphores, `cc_ring_slots`
+    of them per hop (C3 8 B). A step with data is receive, reduce, send (C3: slices pipeline the
+    transfer against the reduction), `cc_ring_slots_data` deep once its DMA is bandwidth-bound;
+    in between, its DMA's size efficiency eta (N6, `dma_eta_half_bytes`) says how far it is."""
+    eta = chunk_bytes / (chunk_bytes + costs.dma_eta_half_bytes) if chunk_bytes > 0 else 0.0
+    # exposed hop time per step is the mix of the two: 1/depth interpolates by eta
+    per_hop = (1.0 - eta) / costs.cc_ring_slots + eta / costs.cc_ring_slots_data
+    return 1.0 / per_hop
+
+
 def _flat_ring(kind: str, nbytes: float, moved: float, group: CollectiveGroup,
                device: DeviceSpec, costs: CostParams, r_dma: float) -> tuple[float, int]:
     """trn1 across instances: one ring over all ranks. Each of its steps moves one chunk; a
     step with data pays the DMA fixed cost of its transfers (2 when it reduces: read the peer's
     chunk, write the sum; 1 otherwise, N6); each step also crosses an EFA hop somewhere on the
-    ring, pipelined `cc_ring_slots` deep, and the intra-node hops overlap those."""
+    ring, pipelined `_ring_hop_depth` deep (fewer steps in flight once chunks carry data), and
+    the intra-node hops overlap those."""
     n, phases = group.ranks, _phases(kind)
     steps = phases * (n - 1)
-    with_data = min(1.0, nbytes / 4 / n)           # chunks under one element are empty
+    elems = nbytes / 4 / n                         # 4-byte elements per chunk
+    with_data = min(1.0, elems)                    # chunks under one element are empty
+    chunk = nbytes / n if elems >= 1 else 0.0
     per_step_pair = {"all_reduce": 3, "reduce_scatter": 2}.get(kind, 1)
     t_dma = (n - 1) * with_data * per_step_pair * costs.dma_fixed_latency_s
-    t_hops = max(steps * costs.cc_alpha_inter_s / costs.cc_ring_slots,
+    t_hops = max(steps * costs.cc_alpha_inter_s / _ring_hop_depth(chunk, costs),
                  steps * costs.cc_alpha_intra_s)
     rate = min(r_dma, _efa_rate(device, group, costs))
     return t_hops + t_dma + moved / rate, steps
