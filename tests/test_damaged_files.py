@@ -28,6 +28,9 @@ from monitor.report import Report
 ALL = {"period": "1s", "neuron_runtimes": [{"metrics": [{"type": t} for t in RUNTIME_GROUPS]}],
        "system_metrics": [{"type": t} for t in SYSTEM_GROUPS]}
 TOOLS = {"neuron-monitor": ["--count", "1"], "neuron-ls": [], "neuron-sim": ["status"]}
+# The default config (every group) with a short period: neuron-monitor's first report comes one
+# period after its start, and the default 5 s would be most of what these runs cost.
+EVERY_GROUP_QUICKLY = {**ALL, "period": "100ms"}
 
 
 @pytest.fixture
@@ -37,8 +40,17 @@ def root(tmp_path):
     return path
 
 
-def run_tool(name: str, root: Path, *extra: str, timeout: float = 30) -> subprocess.CompletedProcess:
-    args = [*console_script(name), *TOOLS[name], "--root", str(root), *extra]
+@pytest.fixture(scope="module")
+def quick_config(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("config") / "every-group-quickly.json"
+    path.write_text(json.dumps(EVERY_GROUP_QUICKLY))
+    return path
+
+
+def run_tool(name: str, root: Path, *extra: str, config: Path | None = None,
+             timeout: float = 30) -> subprocess.CompletedProcess:
+    chosen = ["--config-file", str(config)] if config is not None and name == "neuron-monitor" else []
+    args = [*console_script(name), *TOOLS[name], *chosen, "--root", str(root), *extra]
     return subprocess.run(args, capture_output=True, text=True, timeout=timeout)
 
 
@@ -112,16 +124,17 @@ def test_damaged_instance_file_is_refused_naming_the_field(root, fields):
         rt.close()
 
 
-def test_damaged_instance_file_does_not_stop_the_tools(root):
+def test_damaged_instance_file_does_not_stop_the_tools(root, quick_config):
     write_instance(root)
     rt = FakeRuntime(root, os.getpid(), "train", [0], cores_per_device=4)
     try:
         _damage_instance(root, connected_devices=5)
-        for name in TOOLS:
-            no_traceback(run_tool(name, root))
-        mon = run_tool("neuron-monitor", root)
+        outs = {name: run_tool(name, root, config=quick_config) for name in TOOLS}
+        for out in outs.values():
+            no_traceback(out)
+        mon = outs["neuron-monitor"]
         assert mon.returncode == 0 and Report.from_json(mon.stdout.splitlines()[0])
-        status = run_tool("neuron-sim", root)
+        status = outs["neuron-sim"]
         assert "instance description unreadable" in status.stdout and "train" in status.stdout
     finally:
         rt.close()
@@ -182,17 +195,18 @@ def test_a_file_truncated_while_read_never_faults_the_reader(root):
 
 # ------------------------------------------------------------------ FIFOs and other non-files
 @pytest.mark.parametrize("name", ["runtime-4242.ctr", "instance.json"])
-def test_a_fifo_where_a_file_is_expected_hangs_no_tool(root, name):
+def test_a_fifo_where_a_file_is_expected_hangs_no_tool(root, quick_config, name):
     write_instance(root)
     rt = FakeRuntime(root, os.getpid(), "train", [0], cores_per_device=4)
     try:
         target = root / name
         target.unlink(missing_ok=True)
         os.mkfifo(target, 0o600)
-        for tool in TOOLS:
-            out = run_tool(tool, root, timeout=20)  # a blocking open() would hang here
+        # a blocking open() would hang here
+        outs = {tool: run_tool(tool, root, config=quick_config, timeout=20) for tool in TOOLS}
+        for out in outs.values():
             no_traceback(out)
-        mon = run_tool("neuron-monitor", root)
+        mon = outs["neuron-monitor"]
         report = Report.from_json(mon.stdout.splitlines()[0])
         if name == "runtime-4242.ctr":
             assert [r.tag for r in report.runtimes] == ["train"]
@@ -240,10 +254,10 @@ def test_a_missing_root_is_not_created_by_a_read_only_tool(tmp_path, tool):
     assert not missing.exists()
 
 
-def test_record_error_names_the_path(root):
+def test_record_error_names_the_path(root, quick_config):
     if not os.path.exists("/dev/full"):
         pytest.skip("no /dev/full")
-    out = run_tool("neuron-monitor", root, "--record", "/dev/full")
+    out = run_tool("neuron-monitor", root, "--record", "/dev/full", config=quick_config)
     assert out.returncode == 1 and "'/dev/full'" in out.stderr and "'3'" not in out.stderr
 
 

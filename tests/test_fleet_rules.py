@@ -173,8 +173,16 @@ def test_rule_expressions_equal_the_screen_queries(fleet, fleet_prometheus):
     wait_fleet_up(fleet, fleet_prometheus)
     gen = _fleet_gen()
     by_record = {r["record"]: r["expr"] for r in rules()}
-    time.sleep(4)  # `at` must fall after every target is back (an earlier test restarts one)
-    at = f"{time.time() - 2:.3f}"
+    # `at` must fall after every target is back (a test may have just restarted one): the first
+    # instant, a few seconds back, at which every screen query answers for every instance.
+    ids = set(fleet.instance_ids)
+    deadline = time.monotonic() + 30
+    while True:
+        at = f"{time.time() - 2:.3f}"
+        if all({s["metric"]["instance_id"] for s in fleet_prometheus.query(gen.screen(name), time=at)} == ids
+               for name in gen.SCREEN_RECORDS) or time.monotonic() > deadline:
+            break
+        time.sleep(0.25)
     for name, record in gen.SCREEN_RECORDS.items():
         want = {_key(s): float(s["value"][1])
                 for s in fleet_prometheus.query(gen.screen(name), time=at)}

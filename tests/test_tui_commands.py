@@ -3,16 +3,35 @@ from __future__ import annotations
 
 import pytest
 
+from textual.command import CommandList, CommandPalette
+
 from tests.test_tui_support import make_app, run_async, settle
 from tui.cli import build_parser
+
+
+def _palette_offers(app, words: str) -> bool:
+    """The palette's search is over and its highlighted command is the one named ``words``."""
+    palette = app.screen
+    if not isinstance(palette, CommandPalette):
+        return False
+    if any(w.group == CommandPalette._GATHER_COMMANDS_GROUP and not w.is_finished for w in app.workers):
+        return False
+    commands = palette.query_one(CommandList)
+    if commands.highlighted is None:
+        return False
+    prompt = commands.get_option_at_index(commands.highlighted).prompt
+    return str(getattr(prompt, "plain", prompt)).splitlines()[0] == words
 
 
 async def run_command(pilot, words: str) -> None:
     await pilot.press("ctrl+p")
     await pilot.pause()
     await pilot.press(*words)
-    for _ in range(50):  # the palette searches asynchronously
+    for _ in range(250):  # the palette searches asynchronously: wait until it offers the command
+        if _palette_offers(pilot.app, words):
+            break
         await pilot.pause(0.02)
+    assert _palette_offers(pilot.app, words), f"the palette does not offer {words!r}"
     await pilot.press("enter")
     await pilot.pause()
 
