@@ -135,20 +135,20 @@ def _execution(results, group, period: float) -> None:
 
 
 def _memory(results, group) -> None:
+    def used_of(s: Sample) -> dict:
+        return group(s.labels.get("runtime_tag", ""), "memory_used").setdefault(
+            "neuron_runtime_used_bytes",
+            {"host": 0, "neuron_device": 0, "usage_breakdown": {"host": {}, "neuroncore_memory_usage": {}}})
+
     for s in results.get("runtime_memory", ()):
-        g = group(s.labels.get("runtime_tag", ""), "memory_used")
-        used = g.setdefault("neuron_runtime_used_bytes", {"host": 0, "neuron_device": 0,
-                                                          "usage_breakdown": {"host": {}, "neuroncore_memory_usage": {}}})
-        used[s.labels.get("memory_location", "host")] = _count(s.value)
+        used_of(s)[s.labels.get("memory_location", "host")] = _count(s.value)
     for s in results.get("core_memory", ()):
         core = _idx(s.labels, "neuroncore")
         kind = s.labels.get("__name__", "").removeprefix("neuroncore_memory_usage_")
         if core is None or kind not in CORE_MEMORY:
             continue
-        g = group(s.labels.get("runtime_tag", ""), "memory_used")
-        used = g.setdefault("neuron_runtime_used_bytes", {"host": 0, "neuron_device": 0,
-                                                          "usage_breakdown": {"host": {}, "neuroncore_memory_usage": {}}})
-        used["usage_breakdown"]["neuroncore_memory_usage"].setdefault(str(core), {})[kind] = _count(s.value)
+        used_of(s)["usage_breakdown"]["neuroncore_memory_usage"].setdefault(str(core), {})[kind] = \
+            _count(s.value)
 
 
 def _put(results, fields, entry_of, value) -> None:

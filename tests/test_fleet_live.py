@@ -68,6 +68,8 @@ def test_rows_and_drill_down_from_a_real_server(fleet, fleet_server):
         engines = [c for r in report.runtimes for c in r.engine_counters.cores.values()]
         assert any(c.model_flops > 0 for c in engines)
         devices = report.system.device_counters.devices
+        memory = [r.memory_used for r in report.runtimes if r.memory_used is not None]
+        assert memory and all(m.device_bytes > 0 and m.core_breakdown for m in memory)
         assert any(d.hbm_read_bytes > 0 for d in devices) and all(d.energy_joules > 0 for d in devices)
     totals = snapshot.totals
     assert totals.up == len(fleet.instance_ids) and totals.down == 0
