@@ -99,6 +99,24 @@ def boolean(value: Any, path: str) -> bool:
     return value
 
 
+def known_groups(d: dict, table: dict[str, tuple[str, Callable[[Any, str], Any]]],
+                 path: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A report object's metric groups: those `table` knows (JSON key -> (attribute, parser)),
+    parsed and by attribute, and the others verbatim by key. A known group its parser cannot
+    read is dropped and noted; the object holding it is kept."""
+    groups: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    for key, value in d.items():
+        known = table.get(key)
+        if known is None:
+            extra[key] = verbatim(value, f"{path}.{key}")
+        else:
+            group = optional(known[1], value, f"{path}.{key}", group=True)
+            if group is not None:
+                groups[known[0]] = group
+    return groups, extra
+
+
 def num(value: Any, path: str) -> float:
     """Any finite JSON number, as given (ints stay ints so they can be written back as ints)."""
     t = type(value)

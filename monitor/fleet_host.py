@@ -135,20 +135,31 @@ def _execution(results, group, period: float) -> None:
 
 
 def _memory(results, group) -> None:
+    def used_of(s: Sample) -> dict:
+        return group(s.labels.get("runtime_tag", ""), "memory_used").setdefault(
+            "neuron_runtime_used_bytes",
+            {"host": 0, "neuron_device": 0, "usage_breakdown": {"host": {}, "neuroncore_memory_usage": {}}})
+
     for s in results.get("runtime_memory", ()):
-        g = group(s.labels.get("runtime_tag", ""), "memory_used")
-        used = g.setdefault("neuron_runtime_used_bytes", {"host": 0, "neuron_device": 0,
-                                                          "usage_breakdown": {"host": {}, "neuroncore_memory_usage": {}}})
-        used[s.labels.get("memory_location", "host")] = _count(s.value)
+        used_of(s)[s.labels.get("memory_location", "host")] = _count(s.value)
     for s in results.get("core_memory", ()):
         core = _idx(s.labels, "neuroncore")
         kind = s.labels.get("__name__", "").removeprefix("neuroncore_memory_usage_")
         if core is None or kind not in CORE_MEMORY:
             continue
-        g = group(s.labels.get("runtime_tag", ""), "memory_used")
-        used = g.setdefault("neuron_runtime_used_bytes", {"host": 0, "neuron_device": 0,
-                                                          "usage_breakdown": {"host": {}, "neuroncore_memory_usage": {}}})
-        used["usage_breakdown"]["neuroncore_memory_usage"].setdefault(str(core), {})[kind] = _count(s.value)
+        used_of(s)["usage_breakdown"]["neuroncore_memory_usage"].setdefault(str(core), {})[kind] = \
+            _count(s.value)
+
+
+def _put(results, fields, entry_of, value) -> None:
+    """For each (sample family, key) of `fields`, `value(sample)` of each of its samples stored
+    under `key` in the entry `entry_of(sample)` (samples whose labels name none are skipped):
+    the per-period totals of a scraped rate."""
+    for name, key in fields:
+        for s in results.get(name, ()):
+            entry = entry_of(s)
+            if entry is not None:
+                entry[key] = value(s)
 
 
 def _engines(results, period: float) -> dict[str, dict[str, dict]]:
@@ -166,16 +177,10 @@ def _engines(results, period: float) -> dict[str, dict[str, dict]]:
         c = core_of(s)
         if c is not None:
             c["engine_utilization"][s.labels.get("engine", "")] = max(0.0, _n(s.value, 100))
-    for name, key in (("model_flops", "model_flops"), ("hardware_flops", "hardware_flops"),
-                      ("collective_bytes", "collective_bytes")):
-        for s in results.get(name, ()):
-            c = core_of(s)
-            if c is not None:
-                c[key] = _count(s.value * period)
-    for s in results.get("collective_seconds", ()):
-        c = core_of(s)
-        if c is not None:
-            c["collective_time"] = max(0.0, _n(s.value * period))
+    _put(results, (("model_flops", "model_flops"), ("hardware_flops", "hardware_flops"),
+                   ("collective_bytes", "collective_bytes")), core_of, lambda s: _count(s.value * period))
+    _put(results, (("collective_seconds", "collective_time"),), core_of,
+         lambda s: max(0.0, _n(s.value * period)))
     for s in results.get("dma", ()):
         c = core_of(s)
         if c is not None:
@@ -233,15 +238,9 @@ def _system(results, period: float) -> dict:
         elif name in fields:
             key, scale = fields[name]
             d[key] = max(0.0, _n(s.value, scale))
-    for name, key in (("hbm_read", "hbm_read_bytes"), ("hbm_write", "hbm_write_bytes")):
-        for s in results.get(name, ()):
-            d = device_of(s)
-            if d is not None:
-                d[key] = _count(s.value * period)
-    for s in results.get("energy", ()):
-        d = device_of(s)
-        if d is not None:
-            d["energy_joules"] = max(0.0, _n(s.value * period))
+    _put(results, (("hbm_read", "hbm_read_bytes"), ("hbm_write", "hbm_write_bytes")), device_of,
+         lambda s: _count(s.value * period))
+    _put(results, (("energy", "energy_joules"),), device_of, lambda s: max(0.0, _n(s.value * period)))
     if devices:
         system["neuron_device_counters"] = {"period": period, "error": "",
                                             "neuron_devices": [devices[d] for d in sorted(devices)]}

@@ -238,16 +238,7 @@ class RuntimeReport:
         address = f.optional(f.text, d.get("address"), path + ".address")
         report_path = path + ".report"
         report = f.obj(d.get("report", {} if error else None), report_path)
-        groups: dict[str, Any] = {}
-        extra: dict[str, Any] = {}
-        for key, value in report.items():
-            known = _RUNTIME_GROUPS.get(key)
-            if known is None:
-                extra[key] = f.verbatim(value, f"{report_path}.{key}")
-            else:  # a group its reader cannot read is dropped (noted), the runtime is kept
-                group = f.optional(known[1], value, f"{report_path}.{key}", group=True)
-                if group is not None:
-                    groups[known[0]] = group
+        groups, extra = f.known_groups(report, _RUNTIME_GROUPS, report_path)
         return cls(pid, tag, error, address=address, extra_groups=extra, **groups)
 
     def dump(self) -> dict:

@@ -180,16 +180,7 @@ class SystemData:
     @classmethod
     def parse(cls, d: Any, path: str) -> SystemData:
         d = f.obj({} if d is None else d, path)
-        groups: dict[str, Any] = {}
-        extra: dict[str, Any] = {}
-        for key, value in d.items():
-            known = _SYSTEM_GROUPS.get(key)
-            if known is None:
-                extra[key] = f.verbatim(value, f"{path}.{key}")
-            else:  # a group its reader cannot read is dropped (noted), the report is kept
-                group = f.optional(known[1], value, f"{path}.{key}", group=True)
-                if group is not None:
-                    groups[known[0]] = group
+        groups, extra = f.known_groups(d, _SYSTEM_GROUPS, path)
         return cls(extra_groups=extra, **groups)
 
     def dump(self) -> dict:

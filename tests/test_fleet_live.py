@@ -64,6 +64,13 @@ def test_rows_and_drill_down_from_a_real_server(fleet, fleet_server):
         assert len(cores) == row.cores_in_use
         assert {r.tag for r in report.runtimes} == set(row.tags)
         assert report.system.device_counters is not None and report.runtimes[0].engine_counters
+        # the scraped rates come back as per-period totals: FLOPs, HBM traffic and energy
+        engines = [c for r in report.runtimes for c in r.engine_counters.cores.values()]
+        assert any(c.model_flops > 0 for c in engines)
+        devices = report.system.device_counters.devices
+        memory = [r.memory_used for r in report.runtimes if r.memory_used is not None]
+        assert memory and all(m.device_bytes > 0 and m.core_breakdown for m in memory)
+        assert any(d.hbm_read_bytes > 0 for d in devices) and all(d.energy_joules > 0 for d in devices)
     totals = snapshot.totals
     assert totals.up == len(fleet.instance_ids) and totals.down == 0
     assert totals.cores == sum(rows[i].cores for i in fleet.instance_ids)

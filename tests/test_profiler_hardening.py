@@ -105,6 +105,24 @@ def test_bad_column_values_are_one_line_never_a_traceback(small, which, data, va
     _assert_clean(Profile(p.meta, p.strings, tables))
 
 
+@pytest.mark.parametrize("table, col, target", [("ops", "host", "host"), ("host", "op", "ops")])
+def test_a_rank_pointing_at_another_ranks_rows_is_one_line(small, table, col, target):
+    """Valid for the whole file, out of range for the rank's own view: rank 0's first row
+    pointing at rank 1's last row of `target`."""
+    p = small[1]
+    tables = {t: dict(cols) for t, cols in p.tables.items()}
+    ref = tables[table][col].copy()
+    ref[0] = p.rows(target) - 1
+    tables[table][col] = ref
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "p.nsprof"
+        path.write_bytes(fileformat.encode(Profile(p.meta, p.strings, tables)))
+        code, err = _run(["view", "-s", str(path), "--output-format", "chrome",
+                          "--output-file", str(Path(tmp) / "t.json")])
+    assert code == 2 and err.count("\n") == 1
+    assert err.startswith("neuron-profile: error: rank 0: ") and "missing" in err
+
+
 @pytest.mark.parametrize("meta_change, message", [
     ({"lane_rows": True}, "'lane_rows' must be a non-empty list"),
     ({"lane_engines": None}, "'lane_engines' must be a non-empty list"),

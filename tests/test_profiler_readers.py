@@ -17,9 +17,11 @@ from device_model import instance
 from device_model.workloads import Placement
 from profiler.analysis.ranks import parse_rank_selection, rank_views, select_ranks
 from profiler.analysis.summary import summarize
-from profiler.analysis.timeline import COMMUNICATION, COMPUTATION, MEMORY, device_breakdown, op_types
+from profiler.analysis.summary import union_length
+from profiler.analysis.timeline import (COMMUNICATION, COMPUTATION, MEMORY, collective_kinds, device_breakdown,
+                                        op_types)
 from profiler.capture.builtin import capture_workload
-from profiler.export.chrome import write_chrome
+from profiler.export.chrome import nccl_op_name, write_chrome
 from profiler.export.chrome_ranks import write_chrome_dir
 from profiler.export.tracks import OP_TID_BASE, op_rows, to_ns
 from profiler.model import fileformat
@@ -60,9 +62,13 @@ def _busy_intervals(view, steps, kind: int | None = None) -> int:
     """Separate intervals of the union of the ops of `steps` (of one kernel type)."""
     ops = view.table("ops")
     sel = np.isin(ops["step"], steps) & (True if kind is None else op_types(view) == kind)
-    if not sel.any():
+    return _intervals(ops["start"][sel], ops["end"][sel])
+
+
+def _intervals(start: np.ndarray, end: np.ndarray) -> int:
+    """Separate intervals of the union of [start, end)."""
+    if start.size == 0:
         return 0
-    start, end = ops["start"][sel], ops["end"][sel]
     o = np.argsort(start)
     reach = np.maximum.accumulate(end[o])
     return int(1 + np.sum(start[o][1:] > reach[:-1]))
@@ -187,6 +193,94 @@ def test_torch_tb_profiler_puts_each_steps_device_time_in_its_step(single, two_r
         _check_tb(_tb(path), view)
 
 
+def _nccl_names(view) -> dict[int, str]:
+    """Op row -> its collective's `nccl:` operator name."""
+    names = view.table("ops")["name_s"]
+    return {op: nccl_op_name(kind, view.strings[names[op]]) for op, kind in collective_kinds(view).items()}
+
+
+def _tb_collectives(view) -> tuple[np.ndarray, list[str]]:
+    """Op rows of the collectives whose `nccl:` operator torch-tb-profiler counts as
+    communication, and the names of those it does not."""
+    from torch_tb_profiler.profiler.trace import NcclOpNameSet
+    names = _nccl_names(view)
+    known = np.array(sorted(op for op, n in names.items() if n in NcclOpNameSet), dtype=np.int64)
+    return known, sorted({n for n in names.values() if n not in NcclOpNameSet})
+
+
+def _spans(view, rows) -> tuple[np.ndarray, np.ndarray]:
+    ops = view.table("ops")
+    return ops["start"][rows], np.maximum(ops["end"][rows], ops["start"][rows])
+
+
+def _check_tb_communication(run, view, known: np.ndarray):
+    """TensorBoard's communication and overlap per step against the profile's (collectives
+    `known` against every other operator), and its communication-ops figures (calls, bytes,
+    latency) per `nccl:` operator; the figures of each operator name."""
+    from torch_tb_profiler.profiler.data import DistributedRunProfileData
+    assert run.has_communication
+    ops = view.table("ops")
+    steps = [int(s) for s in run.steps_names]
+    for step, costs in zip(steps, run.comm_overlap_costs):
+        mine = known[ops["step"][known] == step]
+        rest = np.setdiff1d(np.flatnonzero(ops["step"] == step), mine)
+        s_c, e_c = _spans(view, mine)
+        s_r, e_r = _spans(view, rest)
+        comm = union_length(s_c, e_c)
+        overlap = comm + union_length(s_r, e_r) - union_length(np.r_[s_c, s_r], np.r_[e_c, e_r])
+        tol = max(2, _intervals(s_c, e_c))
+        assert costs.communication * US == pytest.approx(comm, abs=tol * US), step
+        assert costs.overlap * US == pytest.approx(overlap, abs=(tol + _intervals(s_r, e_r)) * US), step
+    dist = DistributedRunProfileData(run)
+    dist.communication_parse()
+    names, coll = _nccl_names(view), view.table("collectives")
+    assert set(dist.total_comm_stats) == {names[op] for op in known.tolist()}
+    for name, (calls, size, latency, _) in dist.total_comm_stats.items():
+        rows = np.array([op for op in known.tolist() if names[op] == name])
+        assert calls == rows.size, name
+        assert size == int(coll["bytes"][np.isin(coll["op"], rows)].sum()), name
+        s, e = _spans(view, rows)
+        assert latency * US == pytest.approx(float(np.sum(e - s)), abs=rows.size * US), name
+    return {name: tuple(stats[:3]) for name, stats in dist.total_comm_stats.items()}, dist
+
+
+def test_torch_tb_profiler_counts_the_collectives_it_knows_as_communication(two_ranks, tmp_path):
+    """Per rank and step, TensorBoard's communication time (its distributed view's) is the
+    profile's time of the collectives it knows (all-reduce here), and its overlap with the other
+    kernels the profile's too, each separate interval moving by under 1 us on its microsecond
+    grid; its communication-ops table has their calls, bytes and latency; point-to-point
+    sends stay kernel time, as in a Kineto trace."""
+    data = pytest.importorskip("torch_tb_profiler.profiler.data")
+    from torch_tb_profiler.profiler.event_parser import CommLibTypes
+    from torch_tb_profiler.profiler.loader import RunLoader
+    paths, _ = write_chrome_dir(two_ranks, tmp_path / "ranks")
+    views = rank_views(two_ranks)
+    dists, expected = [], {}
+    for path, view in zip(sorted(paths), views):
+        run = data.RunProfileData.from_json(path.stem, "span", json.loads(path.read_bytes()))
+        assert run.has_communication and run.comm_lib == {CommLibTypes.Nccl}
+        known, other = _tb_collectives(view)
+        assert known.size and other == ["nccl:send"]          # DP all-reduces; PP sends
+        stats, dist = _check_tb_communication(run, view, known)
+        assert list(stats) == ["nccl:all_reduce"]
+        dists.append(dist)
+        expected[path.stem] = (*stats["nccl:all_reduce"],
+                               {s: c.communication for s, c in zip(run.steps_names, run.comm_overlap_costs)})
+    # the distributed view across both ranks: their collectives match up rank to rank; its
+    # overview's communication (overlapped or not) and ops table are each rank's own figures,
+    # the data transfer time (the shortest rank's) under the latency
+    view = RunLoader("run", str(tmp_path / "ranks"), None)._process_distributed_profiles(dists, None)
+    assert view is not None
+    overview, table = view.steps_to_overlap["data"], view.comm_ops["data"]
+    assert set(table) == set(expected) == {"rank_0", "rank_1"}
+    for worker, (calls, size, latency, per_step) in expected.items():
+        row = table[worker]["rows"]
+        assert [r[:3] for r in row] == [["nccl:all_reduce", calls, size]] and row[0][4] == latency
+        assert 0 < row[0][6] <= latency
+        for step, comm in per_step.items():
+            assert overview[step][worker][1] + overview[step][worker][2] == comm
+
+
 @pytest.fixture(scope="module")
 def script_profile():
     """A real PyTorch training loop captured with the Python API (host calls measured)."""
@@ -274,7 +368,12 @@ def test_torchrun_capture_ranks_and_readers(tmp_path):
     _check_hta(_hta(folder), views)
     for view in views:
         assert device_breakdown(view).communication > 0          # DDP's all-reduces
-        _check_tb(_tb(folder / f"rank_{view.meta['rank']}.json"), view)
+        run = _tb(folder / f"rank_{view.meta['rank']}.json")
+        _check_tb(run, view)
+        known, other = _tb_collectives(view)
+        assert known.size == len(collective_kinds(view)) and not other
+        stats, _ = _check_tb_communication(run, view, known)
+        assert {"nccl:all_reduce", "nccl:broadcast"} <= set(stats)     # DDP's gradients, its buffers
     one = tmp_path / "one.nsprof"
     res = subprocess.run([*CLI, "capture", "-s", str(one), "--instance", "trn1.32xlarge", "--ranks", "1",
                           *job], capture_output=True, text=True, cwd=ROOT, timeout=300)

@@ -239,7 +239,8 @@ def test_chrome_events_of_each_rank_carry_its_pids_and_its_own_ids(inst, mlp, wh
         assert kinds[(dev, "X", "neuron_instruction")] == v.rows("instructions")
         assert kinds[(dev, "X", "kernel")] == v.rows("ops")
         host_spans = sum(n for (pid, ph, _), n in kinds.items() if pid == host and ph == "X")
-        assert host_spans == v.rows("host")        # built-in runs launch with nrt_execute itself
+        # built-in runs launch with nrt_execute itself; each collective adds its `nccl:` operator
+        assert host_spans == v.rows("host") + v.rows("collectives")
         assert kinds[(dev, "C", None)] > 0
         launched = {e["args"]["correlation"] for e in events
                     if e["pid"] == host and "correlation" in e.get("args", {})}
@@ -248,6 +249,12 @@ def test_chrome_events_of_each_rank_carry_its_pids_and_its_own_ids(inst, mlp, wh
         assert used and used <= launched             # kernels point at calls of their own rank
         correlations[dev] = launched
     assert sum(map(len, correlations.values())) == len(set().union(*correlations.values()))
+    # each collective's operator and kernel share an External id no other rank's collective has
+    nccl = [e["args"]["External id"] for e in events if e["name"].startswith("nccl:")]
+    linked = collections.Counter(e["args"]["External id"] for e in events
+                                 if e.get("cat") == "kernel" and e["name"].startswith("ncclKernel_"))
+    assert len(nccl) == sum(v.rows("collectives") for v in views) == len(set(nccl)) > 0
+    assert all(linked[x] == 1 for x in nccl) and set(linked) == set(nccl)
     # flows: an id belongs to one category and one rank; op2inst ids are used once, ac2g ids are
     # their launch's correlation id (one flow per launch, to the first kernel it launched)
     ends = collections.defaultdict(list)

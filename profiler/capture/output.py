@@ -5,16 +5,20 @@ recording kept, not lost, when the destination fails at the end.
 read-only one or a full disk is one line (exit 2) before a script trains for an hour. Should the
 write still fail later (the disk filled meanwhile), `save_or_keep` writes the profile into the
 capture's private folder instead (0700, kept), names it, and the capture exits non-zero with the
-script's exit code kept.
+script's exit code kept. `finish_capture` is the last step both launchers share: the recording
+mapped and written with stop signals caught, and the capture's exit code from the child's.
 """
 from __future__ import annotations
 
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from .. import console
 from ..errors import ProfilerUsageError
+from .child_process import CaptureFolder, Interrupted, stop_signals_raise
 
 
 def _reason(e: OSError) -> str:
@@ -50,7 +54,6 @@ def save_or_keep(profile, session_file: str | os.PathLike, keep_in=None) -> Path
     CaptureFolder, or a new private one), which is then kept, and say where, in one line. The
     path written, or None when it went to the keeping place (or nowhere)."""
     from ..model.fileformat import save
-    from .child_process import CaptureFolder
     try:
         return save(profile, session_file)
     except OSError as e:
@@ -67,3 +70,50 @@ def save_or_keep(profile, session_file: str | os.PathLike, keep_in=None) -> Path
     keep_in.keep()
     console.error(f"{failure}; the profile is kept at {kept}")
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class ChildExit:
+    """How the capture's child ended: its exit code, the first stop signal the capture received
+    (or None), and what it was (`script`, `torchrun`) for the closing line."""
+    code: int
+    signum: int | None
+    who: str
+
+    @property
+    def stopped(self) -> int | None:
+        """128 + the stop signal, when one stopped the capture."""
+        return 128 + self.signum if self.signum else None
+
+    @property
+    def final(self) -> int:
+        """The capture's exit code: 128 + the stop signal, else the child's."""
+        return self.stopped or self.code
+
+
+def finish_capture(build: Callable[[], object], session_file: str | os.PathLike, work, child: ChildExit, *,
+                   plural: bool = False, described: Callable[[object], str] = console.contents) -> int:
+    """Map the recording(s) into a profile (`build`) and write it to `session_file`, stop signals
+    raising meanwhile; the capture's exit code. An interruption, or a recording the chip model
+    rejects, keeps the recording(s) in `work` and says so in one line; a profile that could not
+    be written where asked is kept there too (save_or_keep), and the exit code is then non-zero.
+    `described(profile)` is what the closing line says the profile holds."""
+    from device_model.errors import SpecError
+    noun, kept = ("the recordings", "they are") if plural else ("the recording", "it is")
+    try:
+        with stop_signals_raise():
+            profile = build()
+            written = save_or_keep(profile, session_file, work)
+    except Interrupted as e:
+        work.keep()
+        console.error(f"{e} while simulating {noun}; {kept} kept in {work.parts}")
+        return child.stopped or 128 + e.signum
+    except (SpecError, ValueError) as e:
+        work.keep()
+        console.error(f"{e}; {noun} {'are' if plural else 'is'} kept in {work.parts}")
+        return child.final or 2
+    if written is None:
+        console.note(f"{child.who} exit code {child.code}")
+        return child.final or 1
+    console.note(f"wrote {written} ({described(profile)}; {child.who} exit code {child.code})")
+    return child.final

@@ -18,10 +18,10 @@ from pathlib import Path
 
 from .. import console
 from ..errors import ProfilerUsageError
-from .child_process import CaptureFolder, Interrupted, child_env, run_child, stop_signals_raise
+from .child_process import CaptureFolder, child_env, run_child
 from .interpreter import looks_like_python, resolve_program
 from .options import CaptureOptions, ScriptTask
-from .output import check_destination, save_or_keep
+from .output import ChildExit, check_destination, finish_capture
 
 def parse_command(command: list[str]) -> tuple[str, str, str, list[str]]:
     """(interpreter, 'path'|'module', target, args) from `PYTHON SCRIPT ARGS`, `PYTHON -m MODULE
@@ -63,44 +63,28 @@ def capture_script(command: list[str], inst, options: CaptureOptions) -> int:
         boot = make_bootstrap(work.boot)
         child = [interpreter, str(boot / ENTRY), task.to_json(), "--", target, *script_args]
         code, signum = run_child(child, child_env(boot))
-        stopped = 128 + signum if signum else None
-        return _write_profile(task, inst, work, code, stopped)
+        return _write_profile(task, inst, work, ChildExit(code, signum, "script"))
 
 
-def _write_profile(task: ScriptTask, inst, work: CaptureFolder, code: int, stopped: int | None) -> int:
-    from device_model.errors import SpecError
+def _write_profile(task: ScriptTask, inst, work: CaptureFolder, child: ChildExit) -> int:
     from device_model.workloads.micro import place_ranks
     from ..progress import progress_bar
     from .rank_part import load_part, part_path
     from .to_profile import recording_to_profile
     options = task.options
-    final = stopped or code
     path = part_path(work.parts, 0)
     if not path.exists():
-        if code != 2:             # 2: the child said why in one line
-            console.error(f"the script's process wrote no recording (exit code {code}); no profile written")
-        return final or 2
-    try:
-        with stop_signals_raise():
-            part = load_part(path)
-            world = part.world_size or options.dp or 1
-            group = place_ranks(inst, world) if world > 1 else None
-            with progress_bar(options.progress, 0, f"simulating steps on {inst.spec.name}") as tick:
-                profile = recording_to_profile(part.recording, inst, auto_cast=options.auto_cast,
-                                               detail_steps=options.detail_steps, command=task.command,
-                                               group=group, meta={"world_size": world}, progress=tick,
-                                               host_pid=part.pid, main_thread=part.main_thread)
-            written = save_or_keep(profile, options.session_file, work)
-    except Interrupted as e:
-        work.keep()
-        console.error(f"{e} while simulating the recording; it is kept in {work.parts}")
-        return stopped or 128 + e.signum
-    except (SpecError, ValueError) as e:
-        work.keep()
-        console.error(f"{e}; the recording is kept in {work.parts}")
-        return final or 2
-    if written is None:
-        console.note(f"script exit code {code}")
-        return final or 1
-    console.note(f"wrote {written} ({console.contents(profile)}; script exit code {code})")
-    return final
+        if child.code != 2:             # 2: the child said why in one line
+            console.error(f"the script's process wrote no recording (exit code {child.code}); no profile written")
+        return child.final or 2
+
+    def build():
+        part = load_part(path)
+        world = part.world_size or options.dp or 1
+        group = place_ranks(inst, world) if world > 1 else None
+        with progress_bar(options.progress, 0, f"simulating steps on {inst.spec.name}") as tick:
+            return recording_to_profile(part.recording, inst, auto_cast=options.auto_cast,
+                                        detail_steps=options.detail_steps, command=task.command,
+                                        group=group, meta={"world_size": world}, progress=tick,
+                                        host_pid=part.pid, main_thread=part.main_thread)
+    return finish_capture(build, options.session_file, work, child)

@@ -21,14 +21,12 @@ import io
 from dataclasses import dataclass
 from pathlib import Path
 
-from device_model.errors import SpecError
-
 from .. import console
 from ..errors import ProfilerUsageError
-from .child_process import CaptureFolder, Interrupted, child_env, run_child, stop_signals_raise
+from .child_process import CaptureFolder, child_env, run_child
 from .interpreter import resolve_program, torchrun_interpreter
 from .options import CaptureOptions, ScriptTask
-from .output import check_destination, save_or_keep
+from .output import ChildExit, check_destination, finish_capture
 
 LAUNCHER_MODULE = "torch.distributed.run"
 
@@ -130,7 +128,7 @@ def capture_torchrun(command: list[str], inst, options: CaptureOptions) -> int:
 def _write_profile(cmd: TorchrunCommand, work: CaptureFolder, inst, options: CaptureOptions, command: str,
                    code: int, signum: int | None) -> int:
     from .rank_part import load_part
-    final = 128 + signum if signum else code
+    child = ChildExit(code, signum, "torchrun")
     parts = []
     for path in sorted(work.parts.glob("rank-*.npz")):
         try:
@@ -144,26 +142,11 @@ def _write_profile(cmd: TorchrunCommand, work: CaptureFolder, inst, options: Cap
             console.note(f"{who} wrote no recording; left out of the profile")
     if not parts:
         console.error("no worker wrote a recording; no profile written")
-        return final or 2
-    try:
-        with stop_signals_raise():
-            profile = parts_to_profile(parts, inst, auto_cast=options.auto_cast,
-                                       detail_steps=options.detail_steps, command=command)
-            path = save_or_keep(profile, options.session_file, work)
-    except Interrupted as e:
-        work.keep()
-        console.error(f"{e} while simulating the recordings; they are kept in {work.parts}")
-        return (128 + signum if signum else 128 + e.signum)
-    except (SpecError, ValueError) as e:
-        work.keep()
-        console.error(f"{e}; the recordings are kept in {work.parts}")
-        return final or 2
-    if path is None:
-        console.note(f"torchrun exit code {code}")
-        return final or 1
-    console.note(f"wrote {path} ({console.count(len(parts), 'rank')}, {console.contents(profile)}; "
-                 f"torchrun exit code {code})")
-    return final
+        return child.final or 2
+    return finish_capture(lambda: parts_to_profile(parts, inst, auto_cast=options.auto_cast,
+                                                   detail_steps=options.detail_steps, command=command),
+                          options.session_file, work, child, plural=True,
+                          described=lambda p: f"{console.count(len(parts), 'rank')}, {console.contents(p)}")
 
 
 def rank_placement(inst, rank: int) -> dict:

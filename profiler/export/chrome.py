@@ -22,6 +22,16 @@ and flooring keeps every flow pointing forward. Collective operators are named
 `ncclKernel_<KIND> <name>` and operators that only move memory `Memcpy <name>`, so HTA's
 kernel-type rules count them as communication and memory; the others are computation.
 
+Each collective also has its host-side operator as Kineto writes NCCL's: a `cpu_op` named as
+PyTorch's NCCL process group names it (`nccl:all_reduce`, `nccl:broadcast`, `nccl:send`, ...; a
+built-in run's after its kind) on the thread of the call that launched it, of no host time of
+its own (the collective runs inside that launch), at the collective's start (TensorBoard gives
+a collective the step its operator's time falls in, and a step's start is also its launch's),
+with `Input Dims`/`Input type` giving its payload; the collective's kernel carries its
+`External id` (`first_op_flow + its op row`, unique in the trace). TensorBoard's profiler plugin
+counts a kernel as communication only through such an operator, and only for broadcast, reduce,
+all-reduce, all-gather and reduce-scatter.
+
 Several profiles (the ranks of a capture) can share one trace: each is written with its own
 `TraceIds` (process ids and names, id ranges) and the streams of `chrome_events` are joined.
 """
@@ -51,6 +61,11 @@ RUNTIME_CATS = frozenset({"runtime", "cuda_runtime"})
 LAUNCH_NAME = "nrt_launch"
 EVENTS_END = b"\n]}\n"
 COLLECTIVE_OPCODES = {"ALL_REDUCE", "ALL_GATHER", "REDUCE_SCATTER", "ALL_TO_ALL", "SEND_RECV"}
+# c10 dtype names as Kineto's `Input type` spells them (TensorBoard sizes collectives by them);
+# any other dtype is given as bytes ("unsigned char")
+KINETO_DTYPES = {"fp32": ("float", 4), "float32": ("float", 4),
+                 "bf16": ("c10::BFloat16", 2), "bfloat16": ("c10::BFloat16", 2),
+                 "fp16": ("c10::Half", 2), "float16": ("c10::Half", 2)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +229,66 @@ def _host_events(profile: Profile, launched: set[int], ids: TraceIds) -> list[by
     return out
 
 
+# the `nccl:` operator PyTorch's NCCL process group records for each c10d call (its profiling
+# title); a collective of a built-in run, or of another call, is named after its kind
+C10D_NCCL_NAMES = {
+    "allreduce_": "nccl:all_reduce", "all_reduce": "nccl:all_reduce",
+    "allreduce_coalesced_": "nccl:all_reduce_coalesced", "broadcast_": "nccl:broadcast",
+    "reduce_": "nccl:reduce", "allgather_": "nccl:all_gather",
+    "_allgather_base_": "nccl:_all_gather_base", "all_gather_into_tensor": "nccl:_all_gather_base",
+    "allgather_into_tensor_coalesced_": "nccl:all_gather_into_tensor_coalesced",
+    "reduce_scatter_": "nccl:reduce_scatter", "_reduce_scatter_base_": "nccl:_reduce_scatter_base",
+    "reduce_scatter_tensor": "nccl:_reduce_scatter_base",
+    "reduce_scatter_tensor_coalesced_": "nccl:reduce_scatter_tensor_coalesced",
+    "alltoall_": "nccl:all_to_all", "alltoall_base_": "nccl:all_to_all",
+    "all_to_all_single": "nccl:all_to_all",
+    "send": "nccl:send", "recv_": "nccl:recv", "recv_any_source_": "nccl:recv",
+    "gather_": "nccl:gather", "scatter_": "nccl:scatter"}
+
+
+def nccl_op_name(kind: str, op_name: str) -> str:
+    """The name Kineto gives NCCL's host-side operator of a collective of `kind` (the
+    operator `op_name`: a c10d call's own, else the kind's)."""
+    call = op_name.rpartition("::")[2] if "::" in op_name else ""
+    if call in C10D_NCCL_NAMES:
+        return C10D_NCCL_NAMES[call]
+    if kind == "send_recv":
+        return "nccl:recv" if "recv" in op_name else "nccl:send"
+    return f"nccl:{kind}"
+
+
+def _collective_events(profile: Profile, ids: TraceIds, ext: np.ndarray,
+                       op_start: np.ndarray) -> list[bytes]:
+    """Per collective its `nccl:<kind>` host operator (zero host time, at the collective's
+    floored start `op_start[op]`, on the launching call's thread), whose External id `ext[op]`
+    its kernel carries too."""
+    coll = profile.table("collectives")
+    if coll["op"].size == 0:
+        return []
+    ops, host = profile.table("ops"), profile.table("host")
+    strings = profile.strings
+    n_ops = ops["start"].size
+    first_tid = int(host["tid"][0]) if host["tid"].size else 0
+    out = []
+    for op, kind_s, nbytes, ranks in zip(coll["op"].tolist(), coll["kind_s"].tolist(),
+                                         coll["bytes"].tolist(), coll["ranks"].tolist()):
+        if not 0 <= op < n_ops or not 0 <= kind_s < len(strings):
+            continue
+        kind, name, h = strings[kind_s], strings[ops["name_s"][op]], int(ops["host"][op])
+        dtype = strings[ops["dtype_s"][op]] if 0 <= ops["dtype_s"][op] < len(strings) else ""
+        c10, size = KINETO_DTYPES.get(dtype, ("unsigned char", 1))
+        ts, tid = int(op_start[op]), (int(host["tid"][h]) if h >= 0 else first_tid)
+        step = int(ops["step"][op])
+        out.append(orjson.dumps({
+            "ph": "X", "cat": "cpu_op", "name": nccl_op_name(kind, name), "pid": ids.host_pid,
+            "tid": tid, "ts": ts / 1000, "dur": 0,
+            "args": {"External id": int(ext[op]), "Collective name": kind, "Group size": int(ranks),
+                     "In msg nelems": int(nbytes // size), "dtype": c10,
+                     "Input Dims": [[int(nbytes // size)]], "Input type": [c10],
+                     **({"step": step} if step >= 0 else {})}}))
+    return out
+
+
 def _counter_events(profile: Profile, pid: int) -> list[bytes]:
     out = []
     for c in counters(profile):
@@ -316,13 +391,18 @@ def chrome_events(profile: Profile, ids: TraceIds) -> tuple[Iterator[bytes], int
     _, is_runtime = launch_times(profile)
     ext = np.where((ops["host"] >= 0) & ~is_runtime[np.maximum(ops["host"], 0)] if is_runtime.size
                    else np.zeros(corr.size, dtype=bool), corr, 0)
+    # a collective's kernel: the External id of its own `nccl:<kind>` operator
+    coll = profile.table("collectives")["op"]
+    coll = coll[(coll >= 0) & (coll < ext.size)].astype(np.int64)
+    ext[coll] = ids.first_op_flow + coll
     op_data, rows, op_start = _op_events(profile, dev, corr, ext)
     launched = set(ops["host"][ops["host"] >= 0].tolist())
     f_op, f_tid, f_ts = _first_instruction(profile, lay)
     flows, n_launches = _launch_flows(profile, ids, rows, op_start) if launched else (b"", 0)
     flows += _flows(b"op2inst", f_op + ids.first_op_flow, dev, OP_TID_BASE + rows[f_op],
                     op_start[f_op], dev, f_tid, f_ts)
-    small = _host_events(profile, launched, ids) + _counter_events(profile, dev) + \
+    small = _host_events(profile, launched, ids) + \
+        _collective_events(profile, ids, ext, op_start) + _counter_events(profile, dev) + \
         _metadata_events(profile, lay, int(rows.max()) + 1 if rows.size else 0, ids)
     count = lay.order.size + ops["start"].size + 2 * (n_launches + f_op.size) + len(small)
     ins_data = _instruction_events(profile, lay, dev)

@@ -105,6 +105,12 @@ class Profile:
         ins = self.tables["instructions"]["op"]
         if ins.size and (ins.min() < 0 or ins.max() >= n_ops):
             raise ProfileError(f"{where}: an instruction points to a missing operator")
+        # a rank's view keeps only its own rows: a call or operator of another rank is missing
+        for table, col, target, what in (("ops", "host", "host", "an operator points to a missing host call"),
+                                         ("host", "op", "ops", "a host call points to a missing operator")):
+            ref = self.tables[table][col]
+            if ref.size and (ref.min() < -1 or ref.max() >= self.rows(target)):
+                raise ProfileError(f"{where}: {what}")
         for key in ("lane_rows", "opcodes", "queue_rows", "instance"):
             if key not in self.meta:
                 raise ProfileError(f"{where}: profile metadata lacks {key!r}")
