@@ -1,6 +1,9 @@
 """The fleet screen's widgets: the totals header and the instance table (line API)."""
 from __future__ import annotations
 
+from collections.abc import Callable
+from operator import attrgetter
+
 import numpy as np
 from textual import events
 from textual.binding import Binding
@@ -13,7 +16,7 @@ from rich.style import Style
 from textual.geometry import Region, Size
 
 from tui.braille import _GLYPHS, _LEFT, _RIGHT  # the braille dot tables, shared
-from tui.fleet_view import COLUMNS, cell, header_cell, layout
+from tui.fleet_view import CELL_TEXT, COLUMNS, header_cell, layout
 from tui.widgets.base import LineWidget, strip
 
 RIGHT = {key for key, _, _, right, _ in COLUMNS if right}
@@ -100,6 +103,10 @@ class FleetTable(LineWidget, can_focus=True):
         self._styles: dict[str, Style] = {}
         self._on_cursor: dict[str, Style] = {}
         self._styles_key: tuple | None = None
+        self._header_key: tuple | None = None
+        self._header: Strip | None = None
+        self._header_styles: dict[str, Style] = {}
+        self._layout: _RowLayout | None = None
         self._frame: Size | None = None   # the size, during one render_lines
 
     def show(self, rows: list[InstanceRow], sort_key: str, reverse: bool, query: str,
@@ -154,33 +161,49 @@ class FleetTable(LineWidget, can_focus=True):
         key = (width, self._version, self.app.theme, self.has_focus)
         if key == self._cache_key:
             return
-        base = self._base_style = self.rich_style
         styles_key = (width, self.app.theme, self.has_focus)
         if styles_key != self._styles_key:   # a new theme or focus: every style changes
             self._styles_key, self._row_strips, self._used = styles_key, {}, {}
+            self._resolve_styles(width)
         else:   # the strips of the last build's rows can be reused by unchanged rows
             self._row_strips, self._used = self._used, {}
-        self._columns = columns = layout(width)
-        header, spans, x = [], [], 0
-        for key_, w in columns:
-            style = "fleet--sorted" if key_ == self.sort_key else "fleet--header"
-            header.append((header_cell(key_, w, key_ in RIGHT, self.sort_key, self.reverse) + " ",
-                           self.style_of(style)))
-            spans.append((x, x + w, key_))
-            x += w + 1
-        self._header_spans = spans
-        shown = {0: strip(header).apply_style(base).adjust_cell_length(width, base)}
+        base = self._base_style
+        header_key = (self.sort_key, self.reverse)
+        if header_key != self._header_key:
+            self._header_key, self._header = header_key, self._header_strip(width)
+        shown = {0: self._header}
         if not self.rows:
             text = f"  no instance matches {self.query!r}" if self.query else f"  {self.empty_text}"
             shown[1] = (strip([(text[:width], self.style_of("fleet--muted"))])
                         .apply_style(base).adjust_cell_length(width, base))
+        self._shown = shown
+        self._cache_key = key
+
+    def _resolve_styles(self, width: int) -> None:
+        """What only the width, theme and focus change: styles (resolving one walks the CSS)
+        and the column layout with its cell formatters."""
+        base = self._base_style = self.rich_style
+        self._header_styles = {name: self.style_of(f"fleet--{name}") for name in ("sorted", "header")}
         components = {name: self.style_of(f"fleet--{name}") for name in ("muted", "graph", "down")}
         cursor = self.style_of("fleet--cursor")
         self._styles = {name: base + style for name, style in components.items()} | {"plain": base}
         self._on_cursor = {name: base + cursor + style for name, style in components.items()} | {
             "plain": base + cursor}
-        self._shown = shown
-        self._cache_key = key
+        self._columns = layout(width)
+        self._layout = _RowLayout(self._columns, width)
+        self._header_key = None
+
+    def _header_strip(self, width: int) -> Strip:
+        header, spans, x = [], [], 0
+        for key_, w in self._columns:
+            style = "sorted" if key_ == self.sort_key else "header"
+            header.append((header_cell(key_, w, key_ in RIGHT, self.sort_key, self.reverse) + " ",
+                           self._header_styles[style]))
+            spans.append((x, x + w, key_))
+            x += w + 1
+        self._header_spans = spans
+        base = self._base_style
+        return strip(header).apply_style(base).adjust_cell_length(width, base)
 
     def _ensure(self, width: int, start: int, stop: int) -> None:
         """Build the lines of rows ``start``..``stop`` not built yet (line = row index + 1),
@@ -190,23 +213,21 @@ class FleetTable(LineWidget, can_focus=True):
         missing = [i for i in range(max(0, start), min(stop, len(rows))) if i + 1 not in shown]
         if not missing:
             return
-        columns, width_of = self._columns, dict(self._columns)
-        graph_w = width_of.get("history", 0)
+        row_layout = self._layout
+        graph_w = row_layout.graph_width
         sparks = spark_rows(np.array([_fit(rows[i].history, 2 * graph_w) for i in missing]),
                             graph_w) if graph_w else [""] * len(missing)
-        cells = [(key, w) for key, w in columns if key != "history"]
-        cache, used = self._row_strips, self._used
+        cache, used, cursor = self._row_strips, self._used, self.cursor
+        texts_of = row_layout.texts
         for i, spark in zip(missing, sparks):
             row = rows[i]
-            texts = tuple(_cell_text(row, key, w) if key not in STATIC else
-                          _static_text(row, key, w) for key, w in cells)
-            row_key = (texts, spark, row.up, i == self.cursor)
+            row_key = (texts_of(row), spark, row.up, i == cursor)
             line = used.get(row_key)
             if line is None:
                 line = cache.get(row_key)
             if line is None:
-                line = _row_strip(columns, texts, spark, row.up,
-                                  self._on_cursor if i == self.cursor else self._styles, width)
+                line = row_layout.strip(row_key[0], spark, row.up,
+                                        self._on_cursor if i == cursor else self._styles)
             used[row_key] = line
             shown[i + 1] = line
 
@@ -303,56 +324,87 @@ def spark_rows(histories: np.ndarray, width: int) -> list[str]:
     return ["".join(row) for row in _GLYPHS[codes]]
 
 
-def _row_strip(columns, texts, spark: str, up: bool, styles: dict, width: int) -> Strip:
-    """One row as few segments (plain cells run together; state and graph carry their colours),
-    the base style already in, exactly ``width`` cells: every character here is one cell wide."""
-    plain = styles["plain"] if up else styles["muted"]
-    parts: list[tuple[str, Style]] = []
-    run: list[str] = []
-    cells = iter(texts)
-    for key, _ in columns:
-        if key == "history":
-            parts.append(("".join(run), plain))
-            run.clear()
-            parts.append((spark + " ", styles["graph"] if up else styles["muted"]))
-        elif key == "state" and not up:
-            parts.append(("".join(run), plain))
-            run.clear()
-            parts.append((next(cells) + " ", styles["down"]))
+class _RowLayout:
+    """One layout's columns compiled once: a function per cell that gives its text already
+    padded to the column (a memo for the cells that hold what an instance is, not what it
+    does), and where the coloured cells (state, graph) split the row into segments."""
+
+    def __init__(self, columns: list[tuple[str, int]], width: int) -> None:
+        self.width = width
+        self.graph_width = dict(columns).get("history", 0)
+        cells = [(key, w) for key, w in columns if key != "history"]
+        self.cell_fns = [_static_cell(key, w) if key in STATIC else _dynamic_cell(key, w)
+                         for key, w in cells]
+        keys = [key for key, _ in cells]
+        self.graph = "history" in dict(columns)
+        # the cells left of the graph (all of them without one), and where the state cell is
+        self.split = [key for key, _ in columns].index("history") if self.graph else len(keys)
+        self.state_at = keys.index("state") if "state" in keys else -1
+
+    def texts(self, row: InstanceRow) -> tuple[str, ...]:
+        return tuple([fn(row) for fn in self.cell_fns])
+
+    def strip(self, texts: tuple[str, ...], spark: str, up: bool, styles: dict) -> Strip:
+        """One row as few segments (plain cells run together; state and graph carry their
+        colours), the base style already in, exactly ``width`` cells: every character here is
+        one cell wide."""
+        split, join = self.split, "".join
+        if up:
+            plain = styles["plain"]
+            parts = [(join(texts[:split]), plain)]
+            if self.graph:
+                parts.append((spark + " ", styles["graph"]))
         else:
-            run.append(next(cells) + " ")
-    parts.append(("".join(run), plain))
-    used = sum(len(text) for text, _ in parts)
-    if used < width:
-        parts.append((" " * (width - used), styles["plain"]))
-    segments, left = [], width
-    for text, style in parts:
-        if text and left > 0:
-            text = text[:left]
-            segments.append(Segment(text, style))
-            left -= len(text)
-    return Strip(segments, width)
+            muted, at = styles["muted"], self.state_at
+            if 0 <= at < split:
+                parts = [(join(texts[:at]), muted), (texts[at], styles["down"]),
+                         (join(texts[at + 1:split]), muted)]
+            else:
+                parts = [(join(texts[:split]), muted)]
+            if self.graph:
+                parts.append((spark + " ", muted))
+        parts.append((join(texts[split:]), styles["plain"] if up else styles["muted"]))
+        segments, left = [], self.width
+        for text, style in parts:
+            if text and left > 0:
+                if len(text) > left:
+                    text = text[:left]
+                segments.append(Segment(text, style))
+                left -= len(text)
+        if left > 0:
+            segments.append(Segment(" " * left, styles["plain"]))
+        return Strip(segments, self.width)
 
 
 # Cells that hold what an instance is, not what it does: the same text refresh after refresh,
 # so their text is looked up by the fields it is made of instead of formatted again.
 STATIC = {"instance_id": ("instance_id",), "instance_type": ("instance_type",), "zone": ("zone",),
           "cores": ("devices", "cores"), "tags": ("tags", "up"), "state": ("up", "since")}
-_STATIC_TEXT: dict[tuple, str] = {}
 
 
-def _static_text(row: InstanceRow, key: str, width: int) -> str:
-    memo = (key, width, *(getattr(row, name) for name in STATIC[key]))
-    text = _STATIC_TEXT.get(memo)
-    if text is None:
-        if len(_STATIC_TEXT) > 65536:   # bounded: a fleet's churn cannot grow it for ever
-            _STATIC_TEXT.clear()
-        text = _STATIC_TEXT[memo] = _cell_text(row, key, width)
+def _static_cell(key: str, width: int) -> Callable[[InstanceRow], str]:
+    fields = attrgetter(*STATIC[key])
+    padded = _dynamic_cell(key, width)
+    memo: dict = {}
+
+    def text(row: InstanceRow) -> str:
+        found = memo.get(fields(row))
+        if found is None:
+            if len(memo) > 65536:   # bounded: a fleet's churn cannot grow it for ever
+                memo.clear()
+            found = memo[fields(row)] = padded(row)
+        return found
     return text
 
 
-def _cell_text(row: InstanceRow, key: str, width: int) -> str:
-    raw = cell(row, key)
+def _dynamic_cell(key: str, width: int) -> Callable[[InstanceRow], str]:
+    """The cell's text fitted to ``width`` (right-aligned columns cut, others get an
+    ellipsis), and the space that separates it from the next column."""
+    raw = CELL_TEXT[key]
     if key in RIGHT:
-        return raw[:width].rjust(width)
-    return (raw if len(raw) <= width else raw[:width - 1] + "…").ljust(width)
+        return lambda row: raw(row)[:width].rjust(width) + " "
+
+    def text(row: InstanceRow) -> str:
+        value = raw(row)
+        return (value if len(value) <= width else value[:width - 1] + "…").ljust(width) + " "
+    return text
