@@ -246,11 +246,36 @@ class FleetTable(LineWidget, can_focus=True):
     def render_lines(self, crop: Region) -> list[Strip]:
         # Textual asks line by line; the size (a region computation), the scroll position and
         # the rows on screen are settled once for all the lines of this render.
-        self._frame = self._settle()
+        self._frame = size = self._settle()
         try:
-            return super().render_lines(crop)
+            if not self._plain_box():
+                return super().render_lines(crop)
+            # No border, padding, outline, tint or opacity: the lines are the row strips as
+            # they are (each already exactly the width, in the widget's colours), so Textual's
+            # per-line box styling, which would copy every strip, is skipped; the app's line
+            # filters (colour conversion, dimming) still apply, and a strip that comes back
+            # unchanged keeps its filtered copy.
+            filters = self.get_line_filters()
+            background = self.background_colors[1]
+            lines = []
+            for y in crop.line_range:
+                line = self.render_line(y)
+                for line_filter in filters:
+                    line = line.apply_filter(line_filter, background)
+                lines.append(line)
+            if crop.column_span != (0, size.width):
+                x1, x2 = crop.column_span
+                lines = [line.crop(x1, x2) for line in lines]
+            return lines
         finally:
             self._frame = None
+
+    def _plain_box(self) -> bool:
+        styles = self.styles
+        return (not any(edge for edge, _ in styles.border) and
+                not any(edge for edge, _ in styles.outline) and not any(styles.padding) and
+                not styles.tint.a and self.opacity == 1.0 and styles.text_opacity == 1.0 and
+                not (styles.has_rule("hatch") and styles.hatch != "none"))
 
     def _settle(self) -> Size:
         size = self.size
