@@ -37,19 +37,38 @@ class FleetHeader(LineWidget):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.totals, self.source, self.banner, self.notes = "", "", "", ()
+        self._styles_key: tuple | None = None
+        self._styles: dict[str, Style] = {}
 
     def show(self, totals: str, source: str, banner: str, notes: tuple[str, ...]) -> None:
         if (totals, source, banner, notes) != (self.totals, self.source, self.banner, self.notes):
             self.totals, self.source, self.banner, self.notes = totals, source, banner, notes
             self.invalidate(layout=True)
 
+    def lines_for(self, width: int) -> list[Strip]:
+        # the totals and refresh time change every refresh, the styles only with the theme:
+        # resolved (a walk of the CSS each) once per theme, not once per refresh
+        key = (width, self._version, self.app.theme, self.has_focus)
+        if key != self._cache_key:
+            styles_key = key[2:]
+            if styles_key != self._styles_key:
+                self._styles_key, self._base_style = styles_key, self.rich_style
+                self._styles = {name: self.style_of(f"fleet--{name}")
+                                for name in ("totals", "source", "banner", "note")}
+            base = self._base_style
+            self._lines = [line.apply_style(base).adjust_cell_length(width, base)
+                           for line in self.build_lines(width)]
+            self._cache_key = key
+        return self._lines
+
     def build_lines(self, width: int) -> list[Strip]:
-        lines = [strip([(text, self.style_of("fleet--totals"))]) for text in wrap(self.totals, width)]
-        lines += [strip([(text, self.style_of("fleet--source"))]) for text in wrap(self.source, width)]
+        styles = self._styles
+        lines = [strip([(text, styles["totals"])]) for text in wrap(self.totals, width)]
+        lines += [strip([(text, styles["source"])]) for text in wrap(self.source, width)]
         if self.banner:
-            lines.append(strip([(f" {self.banner}"[:width].ljust(width), self.style_of("fleet--banner"))]))
+            lines.append(strip([(f" {self.banner}"[:width].ljust(width), styles["banner"])]))
         for note in self.notes[:3]:
-            lines.append(strip([(f" {note}"[:width], self.style_of("fleet--note"))]))
+            lines.append(strip([(f" {note}"[:width], styles["note"])]))
         return lines
 
 
