@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 
 import numpy as np
 from textual import events
@@ -234,7 +234,7 @@ class FleetTable(LineWidget, can_focus=True):
             return
         row_layout = self._layout
         graph_w = row_layout.graph_width
-        sparks = spark_rows(np.array([_fit(rows[i].history, 2 * graph_w) for i in missing]),
+        sparks = spark_rows(_fit_all([rows[i].history for i in missing], 2 * graph_w),
                             graph_w) if graph_w else [""] * len(missing)
         cache, used, cursor = self._row_strips, self._used, self.cursor
         texts_of = row_layout.texts
@@ -356,6 +356,17 @@ def _fit(history: np.ndarray, points: int) -> np.ndarray:
     return out
 
 
+def _fit_all(histories: list[np.ndarray], points: int) -> np.ndarray:
+    """``_fit`` of every history, one row each, into one NaN block."""
+    out = np.full((len(histories), points), np.nan)
+    if points:
+        for row, history in zip(out, histories):
+            recent = history[-points:]
+            if recent.size:
+                row[points - recent.size:] = recent
+    return out
+
+
 def spark_rows(histories: np.ndarray, width: int) -> list[str]:
     """One line of braille per row of ``histories`` (ratios, 2 samples per cell), all rows in
     one vectorised pass: the same drawing as tui.braille.braille_rows at height 1."""
@@ -377,16 +388,32 @@ class _RowLayout:
         self.width = width
         self.graph_width = dict(columns).get("history", 0)
         cells = [(key, w) for key, w in columns if key != "history"]
-        self.cell_fns = [_static_cell(key, w) if key in STATIC else _dynamic_cell(key, w)
-                         for key, w in cells]
         keys = [key for key, _ in cells]
+        # what an instance is (id, type, AZ, cores, state, runtimes) is formatted once per
+        # instance and state, in one memo; what it does is formatted every time
+        fixed = [i for i, key in enumerate(keys) if key in STATIC]
+        moving = [i for i, key in enumerate(keys) if key not in STATIC]
+        self.fixed_fns = [_cell(*cells[i]) for i in fixed]
+        self.moving_fns = [_cell(*cells[i]) for i in moving]
+        self.memo: dict[tuple, tuple[str, ...]] = {}
+        where = {cell: n for n, cell in enumerate(fixed + moving)}
+        order = [where[i] for i in range(len(keys))]
+        self.reorder = itemgetter(*order) if len(order) > 1 else (lambda texts: texts)
         self.graph = "history" in dict(columns)
         # the cells left of the graph (all of them without one), and where the state cell is
         self.split = [key for key, _ in columns].index("history") if self.graph else len(keys)
         self.state_at = keys.index("state") if "state" in keys else -1
 
     def texts(self, row: InstanceRow) -> tuple[str, ...]:
-        return tuple([fn(row) for fn in self.cell_fns])
+        """Every cell but the graph, in column order, each padded and followed by a space."""
+        memo = self.memo
+        identity = _IDENTITY(row)
+        fixed = memo.get(identity)
+        if fixed is None:
+            if len(memo) > 65536:   # bounded: a fleet's churn cannot grow it for ever
+                memo.clear()
+            fixed = memo[identity] = tuple([fn(row) for fn in self.fixed_fns])
+        return self.reorder(fixed + tuple([fn(row) for fn in self.moving_fns]))
 
     def strip(self, texts: tuple[str, ...], spark: str, up: bool, styles: dict) -> Strip:
         """One row as few segments (plain cells run together; state and graph carry their
@@ -424,24 +451,10 @@ class _RowLayout:
 # so their text is looked up by the fields it is made of instead of formatted again.
 STATIC = {"instance_id": ("instance_id",), "instance_type": ("instance_type",), "zone": ("zone",),
           "cores": ("devices", "cores"), "tags": ("tags", "up"), "state": ("up", "since")}
+_IDENTITY = attrgetter(*sorted({name for fields in STATIC.values() for name in fields}))
 
 
-def _static_cell(key: str, width: int) -> Callable[[InstanceRow], str]:
-    fields = attrgetter(*STATIC[key])
-    padded = _dynamic_cell(key, width)
-    memo: dict = {}
-
-    def text(row: InstanceRow) -> str:
-        found = memo.get(fields(row))
-        if found is None:
-            if len(memo) > 65536:   # bounded: a fleet's churn cannot grow it for ever
-                memo.clear()
-            found = memo[fields(row)] = padded(row)
-        return found
-    return text
-
-
-def _dynamic_cell(key: str, width: int) -> Callable[[InstanceRow], str]:
+def _cell(key: str, width: int) -> Callable[[InstanceRow], str]:
     """The cell's text fitted to ``width`` (right-aligned columns cut, others get an
     ellipsis), and the space that separates it from the next column."""
     raw = CELL_TEXT[key]
