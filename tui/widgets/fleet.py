@@ -13,6 +13,8 @@ from textual.strip import Strip
 from monitor.fleet import InstanceRow
 from rich.segment import Segment
 from rich.style import Style
+from textual.color import Color
+from textual.filter import ANSIToTruecolor, DimFilter, LineFilter, Monochrome, NoColor
 from textual.geometry import Region, Size
 
 from tui.braille import _GLYPHS, _LEFT, _RIGHT  # the braille dot tables, shared
@@ -126,6 +128,7 @@ class FleetTable(LineWidget, can_focus=True):
         self._header: Strip | None = None
         self._header_styles: dict[str, Style] = {}
         self._layout: _RowLayout | None = None
+        self._prefiltered = False
         self._frame: Size | None = None   # the size, during one render_lines
 
     def show(self, rows: list[InstanceRow], sort_key: str, reverse: bool, query: str,
@@ -180,10 +183,11 @@ class FleetTable(LineWidget, can_focus=True):
         key = (width, self._version, self.app.theme, self.has_focus)
         if key == self._cache_key:
             return
-        styles_key = (width, self.app.theme, self.has_focus)
-        if styles_key != self._styles_key:   # a new theme or focus: every style changes
+        filters = tuple(self.get_line_filters())
+        styles_key = (width, self.app.theme, self.has_focus, filters, self.background_colors[1])
+        if styles_key != self._styles_key:   # a new theme, focus or filter: every style changes
             self._styles_key, self._row_strips, self._used = styles_key, {}, {}
-            self._resolve_styles(width)
+            self._resolve_styles(width, filters, styles_key[-1])
         else:   # the strips of the last build's rows can be reused by unchanged rows
             self._row_strips, self._used = self._used, {}
         base = self._base_style
@@ -198,16 +202,26 @@ class FleetTable(LineWidget, can_focus=True):
         self._shown = shown
         self._cache_key = key
 
-    def _resolve_styles(self, width: int) -> None:
-        """What only the width, theme and focus change: styles (resolving one walks the CSS)
-        and the column layout with its cell formatters."""
+    def _resolve_styles(self, width: int, filters: tuple[LineFilter, ...],
+                        background: Color) -> None:
+        """What only the width, theme, focus and the app's line filters change: styles
+        (resolving one walks the CSS) and the column layout with its cell formatters.
+
+        The filters Textual applies to every line (ANSI to truecolor, monochrome, no colour,
+        dim) each map a segment's style alone, so the rows are built in the filtered styles
+        and are not filtered again, line after line, on every repaint."""
         base = self._base_style = self.rich_style
         self._header_styles = {name: self.style_of(f"fleet--{name}") for name in ("sorted", "header")}
         components = {name: self.style_of(f"fleet--{name}") for name in ("muted", "graph", "down")}
         cursor = self.style_of("fleet--cursor")
-        self._styles = {name: base + style for name, style in components.items()} | {"plain": base}
-        self._on_cursor = {name: base + cursor + style for name, style in components.items()} | {
+        styles = {name: base + style for name, style in components.items()} | {"plain": base}
+        on_cursor = {name: base + cursor + style for name, style in components.items()} | {
             "plain": base + cursor}
+        self._prefiltered = all(type(f) in STYLE_FILTERS for f in filters)
+        if self._prefiltered and filters:
+            styles, on_cursor = (_filtered(palette, filters, background)
+                                 for palette in (styles, on_cursor))
+        self._styles, self._on_cursor = styles, on_cursor
         self._columns = layout(width)
         self._layout = _RowLayout(self._columns, width)
         self._header_key = None
@@ -276,9 +290,15 @@ class FleetTable(LineWidget, can_focus=True):
             # unchanged keeps its filtered copy.
             filters = self.get_line_filters()
             background = self.background_colors[1]
-            lines = []
+            rows_ready = self._prefiltered and bool(self.rows)   # rows: filtered styles
+            shown, top, lines = self._shown, self.top_row, []
             for y in crop.line_range:
-                line = self.render_line(y)
+                line = shown.get(0 if y == 0 else y + top)
+                if line is None:
+                    line = Strip.blank(size.width, self._base_style)
+                elif y and rows_ready:
+                    lines.append(line)
+                    continue
                 for line_filter in filters:
                     line = line.apply_filter(line_filter, background)
                 lines.append(line)
@@ -353,6 +373,22 @@ def _fit(history: np.ndarray, points: int) -> np.ndarray:
     recent = np.asarray(history, dtype=float)[-points:] if points else history[:0]
     if recent.size:
         out[points - recent.size:] = recent
+    return out
+
+
+# Textual's line filters that map each segment's style alone (text and cells unchanged)
+STYLE_FILTERS = (ANSIToTruecolor, Monochrome, NoColor, DimFilter)
+
+
+def _filtered(palette: dict[str, Style], filters: tuple[LineFilter, ...],
+              background: Color) -> dict[str, Style]:
+    """Each style as the filters make it: run through them as a one-segment line."""
+    out = {}
+    for name, style in palette.items():
+        line = Strip([Segment(" ", style)], 1)
+        for line_filter in filters:
+            line = line.apply_filter(line_filter, background)
+        out[name] = next(iter(line)).style
     return out
 
 
