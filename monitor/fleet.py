@@ -18,13 +18,14 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 import numpy as np
 
 from monitor.promql import Matcher, PrometheusClient, PrometheusError, Sample, render_selector
 
 __all__ = ["QUERIES", "HISTORY_QUERY", "RECORDED", "expand", "FleetConfig", "InstanceRow", "FleetTotals",
-           "FleetSnapshot", "FleetQuery"]
+           "FleetSnapshot", "FleetQuery", "same_rows"]
 
 # ------------------------------------------------------------------------------ the queries
 # The fleet screen's PromQL, one expression per panel. The recording rules
@@ -378,6 +379,21 @@ class FleetQuery:
         if age is not None and age > 3 * interval:
             return False, f"no sample for {age:.0f}s"
         return True, ""
+
+
+_ROW_FIELDS = attrgetter(*(f for f in InstanceRow.__slots__ if f != "history"))
+
+
+def same_rows(old: tuple[InstanceRow, ...], new: tuple[InstanceRow, ...]) -> bool:
+    """Whether ``new`` holds exactly what ``old`` does (a refresh that brought no new sample:
+    the same readings, states and histories), so a screen has nothing to redraw."""
+    if len(old) != len(new):
+        return False
+    for a, b in zip(old, new):
+        if a is not b and (_ROW_FIELDS(a) != _ROW_FIELDS(b) or
+                           not np.array_equal(a.history, b.history, equal_nan=True)):
+            return False
+    return True
 
 
 def _last_seen(history: np.ndarray, start: float, step: float) -> float | None:
