@@ -430,7 +430,8 @@ class _RowLayout:
         fixed = [i for i, key in enumerate(keys) if key in STATIC]
         moving = [i for i, key in enumerate(keys) if key not in STATIC]
         self.fixed_fns = [_cell(*cells[i]) for i in fixed]
-        self.moving_fns = [_cell(*cells[i]) for i in moving]
+        self.moving_fns = [_remembered(*cells[i]) if keys[i] in READS else _cell(*cells[i])
+                           for i in moving]
         self.memo: dict[tuple, tuple[str, ...]] = {}
         where = {cell: n for n, cell in enumerate(fixed + moving)}
         order = [where[i] for i in range(len(keys))]
@@ -488,6 +489,31 @@ class _RowLayout:
 STATIC = {"instance_id": ("instance_id",), "instance_type": ("instance_type",), "zone": ("zone",),
           "cores": ("devices", "cores"), "tags": ("tags", "up"), "state": ("up", "since")}
 _IDENTITY = attrgetter(*sorted({name for fields in STATIC.values() for name in fields}))
+
+
+# The fields each numeric cell is made of: counts, memory and power often read the same from
+# one refresh to the next, so their text is looked up by value before it is formatted.
+READS = {"util_mean": ("util_mean",), "util_max": ("util_max",), "errors": ("errors",),
+         "ecc": ("ecc",), "power_watts": ("power_watts",), "hbm_bytes_per_s": ("hbm_bytes_per_s",),
+         "memory_used": ("memory_used", "memory_total")}
+
+
+def _remembered(key: str, width: int) -> Callable[[InstanceRow], str]:
+    value_of = attrgetter(*READS[key])
+    padded = _cell(key, width)
+    memo: dict = {}
+
+    def text(row: InstanceRow) -> str:
+        value = value_of(row)
+        if not value:   # 0.0 and -0.0 are one key but print differently
+            value = repr(value)
+        found = memo.get(value)
+        if found is None:
+            if len(memo) > 4096:   # bounded: readings that keep moving cannot grow it
+                memo.clear()
+            found = memo[value] = padded(row)
+        return found
+    return text
 
 
 def _cell(key: str, width: int) -> Callable[[InstanceRow], str]:
