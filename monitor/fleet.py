@@ -18,13 +18,14 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 import numpy as np
 
 from monitor.promql import Matcher, PrometheusClient, PrometheusError, Sample, render_selector
 
 __all__ = ["QUERIES", "HISTORY_QUERY", "RECORDED", "expand", "FleetConfig", "InstanceRow", "FleetTotals",
-           "FleetSnapshot", "FleetQuery"]
+           "FleetSnapshot", "FleetQuery", "same_rows"]
 
 # ------------------------------------------------------------------------------ the queries
 # The fleet screen's PromQL, one expression per panel. The recording rules
@@ -179,8 +180,17 @@ def _by(samples: list[Sample], *keys: str) -> dict:
     return {tuple(s.labels.get(k, "") for k in keys): s.value for s in samples}
 
 
-def _finite(value: float | None) -> float | None:
-    return None if value is None or not math.isfinite(value) else float(value)
+def _finite_by(samples: list[Sample]) -> dict[str, float]:
+    """value by instance_id, only the finite ones (the others are no reading)."""
+    isfinite = math.isfinite
+    return {s.labels.get("instance_id", ""): float(s.value) for s in samples if isfinite(s.value)}
+
+
+def _shape(hardware: Mapping[str, str]) -> tuple[int, int, int]:
+    """(devices, logical NeuronCores, bytes of memory per device) from neuron_hardware_info."""
+    devices = _int_label(hardware, "neuron_device_count")
+    return (devices, devices * _int_label(hardware, "neuroncore_per_device_count"),
+            _int_label(hardware, "neuron_device_memory_size"))
 
 
 def _int_label(labels: Mapping[str, str], key: str) -> int:
@@ -297,15 +307,18 @@ class FleetQuery:
         hardware = {s.labels.get("instance_id", ""): s.labels for s in results["hardware"]}
         up = _by(results["up"], "instance", "job")
         age = _by(results["sample_age"], "instance", "job")
-        values = {name: _by(results[name], "instance_id") for name in
-                  ("util_sum", "util_max", "hbm", "memory_used", "power", "modelled", "flops",
-                   "mfu", "errors", "ecc")}
+        # the panels' values by instance, non-finite ones dropped once here (= no reading)
+        values = {name: _finite_by(results[name]) for name in
+                  ("util_sum", "util_max", "hbm", "memory_used", "power", "flops", "mfu",
+                   "errors", "ecc")}
+        modelled = _by(results["modelled"], "instance_id")
         engines: dict[str, dict[str, float]] = {}
         for s in results["engines"]:
             engines.setdefault(s.labels.get("instance_id", ""), {})[s.labels.get("engine", "")] = s.value
         tags: dict[str, dict[str, int]] = {}
         for s in results["runtimes"]:
             tags.setdefault(s.labels.get("instance_id", ""), {})[s.labels.get("runtime_tag", "")] = int(s.value)
+        shapes = {iid: _shape(hardware.get(iid, {})) for iid in targets}
         histories: dict[str, np.ndarray] = {}
         if series:   # every series onto one grid in one pass (a row per series)
             grid = np.full((len(series), points), np.nan)
@@ -313,41 +326,48 @@ class FleetQuery:
             index = np.rint((np.concatenate([s.times for s in series]) - start) / step).astype(int)
             keep = (index >= 0) & (index < points)
             grid[owner[keep], index[keep]] = np.concatenate([s.values for s in series])[keep]
-            for s, history in zip(series, grid):
-                histories[s.labels.get("instance_id", "")] = history
+            # utilization summed over the cores -> mean per core, for every row at once
+            ids = [s.labels.get("instance_id", "") for s in series]
+            cores_of = np.array([shapes[i][1] if i in shapes and shapes[i][1] else 1 for i in ids],
+                                dtype=float)
+            grid /= cores_of[:, None]
+            histories = dict(zip(ids, grid))
+        util_sum, util_max, hbm, memory_used, power, flops, mfu, errors, ecc = (
+            values[n] for n in ("util_sum", "util_max", "hbm", "memory_used", "power", "flops",
+                                "mfu", "errors", "ecc"))
         rows = []
         for iid, labels in targets.items():
-            hw = hardware.get(iid, {})
-            devices = _int_label(hw, "neuron_device_count")
-            cores = devices * _int_label(hw, "neuroncore_per_device_count")
+            devices, cores, mem_size = shapes[iid]
             key = (labels.get("instance", ""), labels.get("job", ""))
             state, reason = self._state(up.get(key), age.get(key), interval)
-            history = histories.get(iid, np.full(points, np.nan))
+            history = histories.get(iid)
+            if history is None:
+                history = np.full(points, np.nan)
             if state:
                 self._last_up[iid] = now
-            since = None if state else self._last_up.get(iid, _last_seen(history, start, step))
-            util_sum = _finite(values["util_sum"].get(iid)) if state else None
-            mem_size = _int_label(hw, "neuron_device_memory_size")
-            runtime_tags = tags.get(iid, {}) if state else {}
-            util_mean = None if util_sum is None else (min(1.0, util_sum / cores) if cores else None)
-            util_max = _finite(values["util_max"].get(iid)) if state else None
-            if util_mean is not None and util_max is not None:
-                # two series read at one instant may come from neighbouring evaluations
-                # (recorded series): the busiest core is never below the mean
-                util_max = max(util_max, util_mean)
-            rows.append(InstanceRow(
-                iid, labels.get("instance_type", ""), labels.get("availability_zone", ""),
-                key[0], key[1], devices, cores, sum(runtime_tags.values()),
-                util_mean, util_max,
-                engines.get(iid, {}) if state else {},
-                *(_finite(values[n].get(iid)) if state else None for n in ("hbm", "memory_used")),
-                float(devices * mem_size) if mem_size else None,
-                _finite(values["power"].get(iid)) if state else None,
-                bool(values["modelled"].get(iid, 0)),
-                *(_finite(values[n].get(iid)) if state else None
-                  for n in ("flops", "mfu", "errors", "ecc")),
-                tuple(sorted(runtime_tags)), state, reason, since,
-                history / cores if cores else history))
+                busy = util_sum.get(iid)
+                util_mean = None if busy is None else (min(1.0, busy / cores) if cores else None)
+                busiest = util_max.get(iid)
+                if util_mean is not None and busiest is not None:
+                    # two series read at one instant may come from neighbouring evaluations
+                    # (recorded series): the busiest core is never below the mean
+                    busiest = max(busiest, util_mean)
+                runtime_tags = tags.get(iid, {})
+                rows.append(InstanceRow(
+                    iid, labels.get("instance_type", ""), labels.get("availability_zone", ""),
+                    key[0], key[1], devices, cores, sum(runtime_tags.values()),
+                    util_mean, busiest, engines.get(iid, {}), hbm.get(iid), memory_used.get(iid),
+                    float(devices * mem_size) if mem_size else None, power.get(iid),
+                    bool(modelled.get(iid, 0)), flops.get(iid), mfu.get(iid), errors.get(iid),
+                    ecc.get(iid), tuple(sorted(runtime_tags)), True, reason, None, history))
+            else:
+                since = self._last_up.get(iid, _last_seen(history, start, step))
+                rows.append(InstanceRow(
+                    iid, labels.get("instance_type", ""), labels.get("availability_zone", ""),
+                    key[0], key[1], devices, cores, 0, None, None, {}, None, None,
+                    float(devices * mem_size) if mem_size else None, None,
+                    bool(modelled.get(iid, 0)), None, None, None, None, (), False, reason, since,
+                    history))
         return tuple(rows)
 
     @staticmethod
@@ -359,6 +379,21 @@ class FleetQuery:
         if age is not None and age > 3 * interval:
             return False, f"no sample for {age:.0f}s"
         return True, ""
+
+
+_ROW_FIELDS = attrgetter(*(f for f in InstanceRow.__slots__ if f != "history"))
+
+
+def same_rows(old: tuple[InstanceRow, ...], new: tuple[InstanceRow, ...]) -> bool:
+    """Whether ``new`` holds exactly what ``old`` does (a refresh that brought no new sample:
+    the same readings, states and histories), so a screen has nothing to redraw."""
+    if len(old) != len(new):
+        return False
+    for a, b in zip(old, new):
+        if a is not b and (_ROW_FIELDS(a) != _ROW_FIELDS(b) or
+                           not np.array_equal(a.history, b.history, equal_nan=True)):
+            return False
+    return True
 
 
 def _last_seen(history: np.ndarray, start: float, step: float) -> float | None:

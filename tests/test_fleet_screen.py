@@ -3,13 +3,16 @@ sort, filter, Enter/Escape into the host screens, an outage banner, a failing pa
 exporter only."""
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+
 import pytest
 
 from tests.test_fleet_support import (RECORDING, ReplayServer, aws_only, make_fleet_app,
                                       settle_fleet, settle_host)
 from tests.test_tui_support import run_async
 from monitor.fleet import QUERIES, RECORDED_PROBE
-from tui.fleet import FleetScreen
+from tui.fleet import FleetArrived, FleetScreen
 from tui.fleet_view import SORT_KEYS
 from tui.widgets.engines import EngineView
 from tui.widgets.panels import TitleBar
@@ -218,3 +221,46 @@ async def test_escape_on_the_host_screens_clears_a_process_filter_first(replay):
         await pilot.press("down", "enter")     # another instance: its own Report, fresh history
         await settle_host(pilot, app)
         assert app.report.instance.id == app.opened.instance_id
+
+
+@run_async
+async def _refresh_without_new_samples(url):
+    app = make_fleet_app(url)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle_fleet(pilot, app)
+        screen, table = app.fleet_screen, app.fleet_screen.table
+        first, shown = screen.snapshot, list(table.rows)
+        await asyncio.to_thread(app.fetch_once)   # the recording answers the same again
+        for _ in range(200):
+            if screen.snapshot is not first:
+                break
+            await pilot.pause(0.01)
+        await pilot.pause()
+        kept = screen.snapshot is not first and all(a is b for a, b in zip(table.rows, shown))
+        # a snapshot whose readings moved is drawn
+        busy = dataclasses.replace(screen.snapshot.rows[0], util_mean=0.987)
+        moved = dataclasses.replace(screen.snapshot, rows=(busy, *screen.snapshot.rows[1:]))
+        app.post_message(FleetArrived(moved))
+        await pilot.pause()
+        return kept, len(table.rows) == len(shown), text(table)
+
+
+def test_a_refresh_without_new_samples_keeps_the_table_and_a_moved_reading_redraws(replay):
+    kept, same_count, after = _refresh_without_new_samples(replay.url)
+    assert kept and same_count
+    assert "98.7%" in after
+
+
+def test_same_rows_sees_every_reading_and_the_history():
+    import numpy as np
+    from monitor.fleet import InstanceRow, same_rows
+    row = InstanceRow("i-1", "trn2.48xlarge", "az", "h:1", "neuron", 16, 64, 64, 0.5, 0.7,
+                      {"tensor": 0.4}, 1e9, 2e9, 3e9, 100.0, True, 1e12, 0.3, 0.0, 0.0,
+                      ("train",), True, "", None, np.array([np.nan, 0.5]))
+    copy = dataclasses.replace(row, history=np.array([np.nan, 0.5]), engines={"tensor": 0.4})
+    assert same_rows((row,), (copy,))
+    assert not same_rows((row,), (dataclasses.replace(row, power_watts=101.0),))
+    assert not same_rows((row,), (dataclasses.replace(row, engines={"tensor": 0.41}),))
+    assert not same_rows((row,), (dataclasses.replace(row, history=np.array([0.1, 0.5])),))
+    assert not same_rows((row,), (dataclasses.replace(row, up=False, since=5.0),))
+    assert not same_rows((row,), (row, row))

@@ -8,6 +8,7 @@ instance and shows the host screens; Escape comes back to the fleet.
 """
 from __future__ import annotations
 
+import gc
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -20,7 +21,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Input
 
-from monitor.fleet import FleetQuery, FleetSnapshot, InstanceRow
+from monitor.fleet import FleetQuery, FleetSnapshot, InstanceRow, same_rows
 from monitor.fleet_host import PrometheusHostSource
 from monitor.promql import PrometheusClient, PrometheusError
 from monitor.report import Report
@@ -102,7 +103,9 @@ class FleetScreen(Screen):
         """Samples per history graph (two per braille cell); read by the worker thread."""
         return self.points
 
-    def redraw(self) -> None:
+    def redraw(self, rows_changed: bool = True) -> None:
+        """Header and table from the snapshot; ``rows_changed=False``: the table already
+        shows these rows (a refresh that brought no new sample), only the header is redone."""
         snap = self.snapshot
         banner = ""
         if self.error:
@@ -121,8 +124,9 @@ class FleetScreen(Screen):
                      "neuron-monitor-prometheus being scraped?")
         self.header.show(totals, source_line(self.url, self.selector, snap),
                                          banner, notes)
-        rows = fleet_rows(snap, self.sort_key, self.reverse, self.filter_text)
-        self.table.show(rows, self.sort_key, self.reverse, self.filter_text, empty)
+        if rows_changed:
+            rows = fleet_rows(snap, self.sort_key, self.reverse, self.filter_text)
+            self.table.show(rows, self.sort_key, self.reverse, self.filter_text, empty)
 
     # ------------------------------------------------------------------ keys
     def action_sort(self) -> None:
@@ -185,6 +189,7 @@ class FleetApp(NeuronTopApp):
         self.fleet_screen = FleetScreen(self.url_label, selector)
         self.opened: InstanceRow | None = None
         self._stop_polling = threading.Event()
+        self._frozen = False
         self._wake = threading.Event()
 
     def on_mount(self) -> None:
@@ -193,10 +198,22 @@ class FleetApp(NeuronTopApp):
         self.push_screen("fleet")
         if self.poll:
             self.poll_fleet()
+        self.call_after_refresh(self._freeze_heap)
+
+    def _freeze_heap(self) -> None:
+        # The app's own objects (widgets, CSS, styles: most of the heap) live as long as the
+        # app; frozen, the collector stops walking them on every full collection, which
+        # otherwise stalls a refresh by tens of milliseconds now and then. Undone on unmount.
+        gc.collect()
+        gc.freeze()
+        self._frozen = True
 
     def on_unmount(self) -> None:
         self._stop_polling.set()
         self._wake.set()
+        if self._frozen:
+            gc.unfreeze()
+            self._frozen = False
         super().on_unmount()
         self.fleet.close()
 
@@ -224,8 +241,12 @@ class FleetApp(NeuronTopApp):
 
     def on_fleet_arrived(self, message: FleetArrived) -> None:
         screen = self.fleet_screen
-        screen.snapshot, screen.error, screen.error_since = message.snapshot, "", None
-        screen.redraw()
+        previous, snapshot = screen.snapshot, message.snapshot
+        screen.snapshot, screen.error, screen.error_since = snapshot, "", None
+        # Refreshes come faster than scrapes (2 s against 15 s by default): one that brought
+        # no new sample redraws only the header's refresh time, not the table.
+        screen.redraw(rows_changed=previous is None or
+                      not same_rows(previous.rows, snapshot.rows))
 
     def on_fleet_failed(self, message: FleetFailed) -> None:
         screen = self.fleet_screen

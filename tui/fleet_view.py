@@ -5,6 +5,7 @@ Pure functions, no Textual: the widgets only draw what these return.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from monitor.fleet import FleetSnapshot, FleetTotals, InstanceRow
 from monitor.vocab import ENGINES
@@ -80,33 +81,50 @@ def _short_bytes(value: float | None) -> str:
     return human_bytes(value).replace("B", "").replace(".0", "")
 
 
+def _state(row: InstanceRow) -> str:
+    if row.up:
+        return "up"
+    return f"down {clock_text(row.since)}" if row.since else "down"
+
+
+def _engines(row: InstanceRow) -> str:
+    mix = row.engines
+    if not mix:
+        return "–"
+    return "/".join(f"{mix[e] * 100:.0f}" if e in mix else "-" for e in ENGINES)
+
+
+def _memory(row: InstanceRow) -> str:
+    if row.memory_used is None and row.memory_total is None:
+        return "–"
+    return f"{_short_bytes(row.memory_used)}/{_short_bytes(row.memory_total)}"
+
+
+# The text of each column (the history column is drawn by the widget): one function per key,
+# looked up once per layout by the table instead of once per cell.
+CELL_TEXT: dict[str, Callable[[InstanceRow], str]] = {
+    "instance_id": lambda row: row.instance_id,
+    "instance_type": lambda row: row.instance_type,
+    "zone": lambda row: row.zone,
+    "state": _state,
+    "cores": lambda row: f"{row.devices}/{row.cores}",
+    "util_mean": lambda row: _pct(row.util_mean),
+    "util_max": lambda row: _pct(row.util_max),
+    "engines": _engines,
+    "hbm_bytes_per_s": lambda row: ("–" if row.hbm_bytes_per_s is None
+                                    else human_rate(row.hbm_bytes_per_s)),
+    "memory_used": _memory,
+    "power_watts": lambda row: "–" if row.power_watts is None else f"{row.power_watts:.0f}W",
+    "errors": lambda row: _count(row.errors),
+    "ecc": lambda row: _count(row.ecc),
+    "tags": lambda row: ",".join(row.tags) if row.tags else ("–" if row.up else ""),
+}
+
+
 def cell(row: InstanceRow, key: str) -> str:
     """The text of one cell (the history column is drawn by the widget)."""
-    if key == "state":
-        if row.up:
-            return "up"
-        return f"down {clock_text(row.since)}" if row.since else "down"
-    if key == "cores":
-        return f"{row.devices}/{row.cores}"
-    if key in ("util_mean", "util_max"):
-        return _pct(getattr(row, key))
-    if key == "engines":
-        if not row.engines:
-            return "–"
-        return "/".join(f"{row.engines[e] * 100:.0f}" if e in row.engines else "-" for e in ENGINES)
-    if key == "hbm_bytes_per_s":
-        return "–" if row.hbm_bytes_per_s is None else human_rate(row.hbm_bytes_per_s)
-    if key == "memory_used":
-        if row.memory_used is None and row.memory_total is None:
-            return "–"
-        return f"{_short_bytes(row.memory_used)}/{_short_bytes(row.memory_total)}"
-    if key == "power_watts":
-        return "–" if row.power_watts is None else f"{row.power_watts:.0f}W"
-    if key in ("errors", "ecc"):
-        return _count(getattr(row, key))
-    if key == "tags":
-        return ",".join(row.tags) if row.tags else ("–" if row.up else "")
-    return str(getattr(row, key, ""))
+    text = CELL_TEXT.get(key)
+    return text(row) if text is not None else str(getattr(row, key, ""))
 
 
 def header_cell(key: str, width: int, right: bool, sort_key: str, reverse: bool) -> str:

@@ -1,6 +1,9 @@
 """The fleet screen's widgets: the totals header and the instance table (line API)."""
 from __future__ import annotations
 
+from collections.abc import Callable
+from operator import attrgetter, itemgetter
+
 import numpy as np
 from textual import events
 from textual.binding import Binding
@@ -10,10 +13,12 @@ from textual.strip import Strip
 from monitor.fleet import InstanceRow
 from rich.segment import Segment
 from rich.style import Style
+from textual.color import Color
+from textual.filter import ANSIToTruecolor, DimFilter, LineFilter, Monochrome, NoColor
 from textual.geometry import Region, Size
 
 from tui.braille import _GLYPHS, _LEFT, _RIGHT  # the braille dot tables, shared
-from tui.fleet_view import COLUMNS, cell, header_cell, layout
+from tui.fleet_view import CELL_TEXT, COLUMNS, header_cell, layout
 from tui.widgets.base import LineWidget, strip
 
 RIGHT = {key for key, _, _, right, _ in COLUMNS if right}
@@ -34,19 +39,38 @@ class FleetHeader(LineWidget):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.totals, self.source, self.banner, self.notes = "", "", "", ()
+        self._styles_key: tuple | None = None
+        self._styles: dict[str, Style] = {}
 
     def show(self, totals: str, source: str, banner: str, notes: tuple[str, ...]) -> None:
         if (totals, source, banner, notes) != (self.totals, self.source, self.banner, self.notes):
             self.totals, self.source, self.banner, self.notes = totals, source, banner, notes
             self.invalidate(layout=True)
 
+    def lines_for(self, width: int) -> list[Strip]:
+        # the totals and refresh time change every refresh, the styles only with the theme:
+        # resolved (a walk of the CSS each) once per theme, not once per refresh
+        key = (width, self._version, self.app.theme, self.has_focus)
+        if key != self._cache_key:
+            styles_key = key[2:]
+            if styles_key != self._styles_key:
+                self._styles_key, self._base_style = styles_key, self.rich_style
+                self._styles = {name: self.style_of(f"fleet--{name}")
+                                for name in ("totals", "source", "banner", "note")}
+            base = self._base_style
+            self._lines = [line.apply_style(base).adjust_cell_length(width, base)
+                           for line in self.build_lines(width)]
+            self._cache_key = key
+        return self._lines
+
     def build_lines(self, width: int) -> list[Strip]:
-        lines = [strip([(text, self.style_of("fleet--totals"))]) for text in wrap(self.totals, width)]
-        lines += [strip([(text, self.style_of("fleet--source"))]) for text in wrap(self.source, width)]
+        styles = self._styles
+        lines = [strip([(text, styles["totals"])]) for text in wrap(self.totals, width)]
+        lines += [strip([(text, styles["source"])]) for text in wrap(self.source, width)]
         if self.banner:
-            lines.append(strip([(f" {self.banner}"[:width].ljust(width), self.style_of("fleet--banner"))]))
+            lines.append(strip([(f" {self.banner}"[:width].ljust(width), styles["banner"])]))
         for note in self.notes[:3]:
-            lines.append(strip([(f" {note}"[:width], self.style_of("fleet--note"))]))
+            lines.append(strip([(f" {note}"[:width], styles["note"])]))
         return lines
 
 
@@ -100,6 +124,11 @@ class FleetTable(LineWidget, can_focus=True):
         self._styles: dict[str, Style] = {}
         self._on_cursor: dict[str, Style] = {}
         self._styles_key: tuple | None = None
+        self._header_key: tuple | None = None
+        self._header: Strip | None = None
+        self._header_styles: dict[str, Style] = {}
+        self._layout: _RowLayout | None = None
+        self._prefiltered = False
         self._frame: Size | None = None   # the size, during one render_lines
 
     def show(self, rows: list[InstanceRow], sort_key: str, reverse: bool, query: str,
@@ -154,33 +183,60 @@ class FleetTable(LineWidget, can_focus=True):
         key = (width, self._version, self.app.theme, self.has_focus)
         if key == self._cache_key:
             return
-        base = self._base_style = self.rich_style
-        styles_key = (width, self.app.theme, self.has_focus)
-        if styles_key != self._styles_key:   # a new theme or focus: every style changes
+        filters = tuple(self.get_line_filters())
+        styles_key = (width, self.app.theme, self.has_focus, filters, self.background_colors[1])
+        if styles_key != self._styles_key:   # a new theme, focus or filter: every style changes
             self._styles_key, self._row_strips, self._used = styles_key, {}, {}
+            self._resolve_styles(width, filters, styles_key[-1])
         else:   # the strips of the last build's rows can be reused by unchanged rows
             self._row_strips, self._used = self._used, {}
-        self._columns = columns = layout(width)
-        header, spans, x = [], [], 0
-        for key_, w in columns:
-            style = "fleet--sorted" if key_ == self.sort_key else "fleet--header"
-            header.append((header_cell(key_, w, key_ in RIGHT, self.sort_key, self.reverse) + " ",
-                           self.style_of(style)))
-            spans.append((x, x + w, key_))
-            x += w + 1
-        self._header_spans = spans
-        shown = {0: strip(header).apply_style(base).adjust_cell_length(width, base)}
+        base = self._base_style
+        header_key = (self.sort_key, self.reverse)
+        if header_key != self._header_key:
+            self._header_key, self._header = header_key, self._header_strip(width)
+        shown = {0: self._header}
         if not self.rows:
             text = f"  no instance matches {self.query!r}" if self.query else f"  {self.empty_text}"
             shown[1] = (strip([(text[:width], self.style_of("fleet--muted"))])
                         .apply_style(base).adjust_cell_length(width, base))
-        components = {name: self.style_of(f"fleet--{name}") for name in ("muted", "graph", "down")}
-        cursor = self.style_of("fleet--cursor")
-        self._styles = {name: base + style for name, style in components.items()} | {"plain": base}
-        self._on_cursor = {name: base + cursor + style for name, style in components.items()} | {
-            "plain": base + cursor}
         self._shown = shown
         self._cache_key = key
+
+    def _resolve_styles(self, width: int, filters: tuple[LineFilter, ...],
+                        background: Color) -> None:
+        """What only the width, theme, focus and the app's line filters change: styles
+        (resolving one walks the CSS) and the column layout with its cell formatters.
+
+        The filters Textual applies to every line (ANSI to truecolor, monochrome, no colour,
+        dim) each map a segment's style alone, so the rows are built in the filtered styles
+        and are not filtered again, line after line, on every repaint."""
+        base = self._base_style = self.rich_style
+        self._header_styles = {name: self.style_of(f"fleet--{name}") for name in ("sorted", "header")}
+        components = {name: self.style_of(f"fleet--{name}") for name in ("muted", "graph", "down")}
+        cursor = self.style_of("fleet--cursor")
+        styles = {name: base + style for name, style in components.items()} | {"plain": base}
+        on_cursor = {name: base + cursor + style for name, style in components.items()} | {
+            "plain": base + cursor}
+        self._prefiltered = all(type(f) in STYLE_FILTERS for f in filters)
+        if self._prefiltered and filters:
+            styles, on_cursor = (_filtered(palette, filters, background)
+                                 for palette in (styles, on_cursor))
+        self._styles, self._on_cursor = styles, on_cursor
+        self._columns = layout(width)
+        self._layout = _RowLayout(self._columns, width)
+        self._header_key = None
+
+    def _header_strip(self, width: int) -> Strip:
+        header, spans, x = [], [], 0
+        for key_, w in self._columns:
+            style = "sorted" if key_ == self.sort_key else "header"
+            header.append((header_cell(key_, w, key_ in RIGHT, self.sort_key, self.reverse) + " ",
+                           self._header_styles[style]))
+            spans.append((x, x + w, key_))
+            x += w + 1
+        self._header_spans = spans
+        base = self._base_style
+        return strip(header).apply_style(base).adjust_cell_length(width, base)
 
     def _ensure(self, width: int, start: int, stop: int) -> None:
         """Build the lines of rows ``start``..``stop`` not built yet (line = row index + 1),
@@ -190,23 +246,21 @@ class FleetTable(LineWidget, can_focus=True):
         missing = [i for i in range(max(0, start), min(stop, len(rows))) if i + 1 not in shown]
         if not missing:
             return
-        columns, width_of = self._columns, dict(self._columns)
-        graph_w = width_of.get("history", 0)
-        sparks = spark_rows(np.array([_fit(rows[i].history, 2 * graph_w) for i in missing]),
+        row_layout = self._layout
+        graph_w = row_layout.graph_width
+        sparks = spark_rows(_fit_all([rows[i].history for i in missing], 2 * graph_w),
                             graph_w) if graph_w else [""] * len(missing)
-        cells = [(key, w) for key, w in columns if key != "history"]
-        cache, used = self._row_strips, self._used
+        cache, used, cursor = self._row_strips, self._used, self.cursor
+        texts_of = row_layout.texts
         for i, spark in zip(missing, sparks):
             row = rows[i]
-            texts = tuple(_cell_text(row, key, w) if key not in STATIC else
-                          _static_text(row, key, w) for key, w in cells)
-            row_key = (texts, spark, row.up, i == self.cursor)
+            row_key = (texts_of(row), spark, row.up, i == cursor)
             line = used.get(row_key)
             if line is None:
                 line = cache.get(row_key)
             if line is None:
-                line = _row_strip(columns, texts, spark, row.up,
-                                  self._on_cursor if i == self.cursor else self._styles, width)
+                line = row_layout.strip(row_key[0], spark, row.up,
+                                        self._on_cursor if i == cursor else self._styles)
             used[row_key] = line
             shown[i + 1] = line
 
@@ -225,11 +279,42 @@ class FleetTable(LineWidget, can_focus=True):
     def render_lines(self, crop: Region) -> list[Strip]:
         # Textual asks line by line; the size (a region computation), the scroll position and
         # the rows on screen are settled once for all the lines of this render.
-        self._frame = self._settle()
+        self._frame = size = self._settle()
         try:
-            return super().render_lines(crop)
+            if not self._plain_box():
+                return super().render_lines(crop)
+            # No border, padding, outline, tint or opacity: the lines are the row strips as
+            # they are (each already exactly the width, in the widget's colours), so Textual's
+            # per-line box styling, which would copy every strip, is skipped; the app's line
+            # filters (colour conversion, dimming) still apply, and a strip that comes back
+            # unchanged keeps its filtered copy.
+            filters = self.get_line_filters()
+            background = self.background_colors[1]
+            rows_ready = self._prefiltered and bool(self.rows)   # rows: filtered styles
+            shown, top, lines = self._shown, self.top_row, []
+            for y in crop.line_range:
+                line = shown.get(0 if y == 0 else y + top)
+                if line is None:
+                    line = Strip.blank(size.width, self._base_style)
+                elif y and rows_ready:
+                    lines.append(line)
+                    continue
+                for line_filter in filters:
+                    line = line.apply_filter(line_filter, background)
+                lines.append(line)
+            if crop.column_span != (0, size.width):
+                x1, x2 = crop.column_span
+                lines = [line.crop(x1, x2) for line in lines]
+            return lines
         finally:
             self._frame = None
+
+    def _plain_box(self) -> bool:
+        styles = self.styles
+        return (not any(edge for edge, _ in styles.border) and
+                not any(edge for edge, _ in styles.outline) and not any(styles.padding) and
+                not styles.tint.a and self.opacity == 1.0 and styles.text_opacity == 1.0 and
+                not (styles.has_rule("hatch") and styles.hatch != "none"))
 
     def _settle(self) -> Size:
         size = self.size
@@ -291,6 +376,33 @@ def _fit(history: np.ndarray, points: int) -> np.ndarray:
     return out
 
 
+# Textual's line filters that map each segment's style alone (text and cells unchanged)
+STYLE_FILTERS = (ANSIToTruecolor, Monochrome, NoColor, DimFilter)
+
+
+def _filtered(palette: dict[str, Style], filters: tuple[LineFilter, ...],
+              background: Color) -> dict[str, Style]:
+    """Each style as the filters make it: run through them as a one-segment line."""
+    out = {}
+    for name, style in palette.items():
+        line = Strip([Segment(" ", style)], 1)
+        for line_filter in filters:
+            line = line.apply_filter(line_filter, background)
+        out[name] = next(iter(line)).style
+    return out
+
+
+def _fit_all(histories: list[np.ndarray], points: int) -> np.ndarray:
+    """``_fit`` of every history, one row each, into one NaN block."""
+    out = np.full((len(histories), points), np.nan)
+    if points:
+        for row, history in zip(out, histories):
+            recent = history[-points:]
+            if recent.size:
+                row[points - recent.size:] = recent
+    return out
+
+
 def spark_rows(histories: np.ndarray, width: int) -> list[str]:
     """One line of braille per row of ``histories`` (ratios, 2 samples per cell), all rows in
     one vectorised pass: the same drawing as tui.braille.braille_rows at height 1."""
@@ -303,56 +415,115 @@ def spark_rows(histories: np.ndarray, width: int) -> list[str]:
     return ["".join(row) for row in _GLYPHS[codes]]
 
 
-def _row_strip(columns, texts, spark: str, up: bool, styles: dict, width: int) -> Strip:
-    """One row as few segments (plain cells run together; state and graph carry their colours),
-    the base style already in, exactly ``width`` cells: every character here is one cell wide."""
-    plain = styles["plain"] if up else styles["muted"]
-    parts: list[tuple[str, Style]] = []
-    run: list[str] = []
-    cells = iter(texts)
-    for key, _ in columns:
-        if key == "history":
-            parts.append(("".join(run), plain))
-            run.clear()
-            parts.append((spark + " ", styles["graph"] if up else styles["muted"]))
-        elif key == "state" and not up:
-            parts.append(("".join(run), plain))
-            run.clear()
-            parts.append((next(cells) + " ", styles["down"]))
+class _RowLayout:
+    """One layout's columns compiled once: a function per cell that gives its text already
+    padded to the column (a memo for the cells that hold what an instance is, not what it
+    does), and where the coloured cells (state, graph) split the row into segments."""
+
+    def __init__(self, columns: list[tuple[str, int]], width: int) -> None:
+        self.width = width
+        self.graph_width = dict(columns).get("history", 0)
+        cells = [(key, w) for key, w in columns if key != "history"]
+        keys = [key for key, _ in cells]
+        # what an instance is (id, type, AZ, cores, state, runtimes) is formatted once per
+        # instance and state, in one memo; what it does is formatted every time
+        fixed = [i for i, key in enumerate(keys) if key in STATIC]
+        moving = [i for i, key in enumerate(keys) if key not in STATIC]
+        self.fixed_fns = [_cell(*cells[i]) for i in fixed]
+        self.moving_fns = [_remembered(*cells[i]) if keys[i] in READS else _cell(*cells[i])
+                           for i in moving]
+        self.memo: dict[tuple, tuple[str, ...]] = {}
+        where = {cell: n for n, cell in enumerate(fixed + moving)}
+        order = [where[i] for i in range(len(keys))]
+        self.reorder = itemgetter(*order) if len(order) > 1 else (lambda texts: texts)
+        self.graph = "history" in dict(columns)
+        # the cells left of the graph (all of them without one), and where the state cell is
+        self.split = [key for key, _ in columns].index("history") if self.graph else len(keys)
+        self.state_at = keys.index("state") if "state" in keys else -1
+
+    def texts(self, row: InstanceRow) -> tuple[str, ...]:
+        """Every cell but the graph, in column order, each padded and followed by a space."""
+        memo = self.memo
+        identity = _IDENTITY(row)
+        fixed = memo.get(identity)
+        if fixed is None:
+            if len(memo) > 65536:   # bounded: a fleet's churn cannot grow it for ever
+                memo.clear()
+            fixed = memo[identity] = tuple([fn(row) for fn in self.fixed_fns])
+        return self.reorder(fixed + tuple([fn(row) for fn in self.moving_fns]))
+
+    def strip(self, texts: tuple[str, ...], spark: str, up: bool, styles: dict) -> Strip:
+        """One row as few segments (plain cells run together; state and graph carry their
+        colours), the base style already in, exactly ``width`` cells: every character here is
+        one cell wide."""
+        split, join = self.split, "".join
+        if up:
+            plain = styles["plain"]
+            parts = [(join(texts[:split]), plain)]
+            if self.graph:
+                parts.append((spark + " ", styles["graph"]))
         else:
-            run.append(next(cells) + " ")
-    parts.append(("".join(run), plain))
-    used = sum(len(text) for text, _ in parts)
-    if used < width:
-        parts.append((" " * (width - used), styles["plain"]))
-    segments, left = [], width
-    for text, style in parts:
-        if text and left > 0:
-            text = text[:left]
-            segments.append(Segment(text, style))
-            left -= len(text)
-    return Strip(segments, width)
+            muted, at = styles["muted"], self.state_at
+            if 0 <= at < split:
+                parts = [(join(texts[:at]), muted), (texts[at], styles["down"]),
+                         (join(texts[at + 1:split]), muted)]
+            else:
+                parts = [(join(texts[:split]), muted)]
+            if self.graph:
+                parts.append((spark + " ", muted))
+        parts.append((join(texts[split:]), styles["plain"] if up else styles["muted"]))
+        segments, left = [], self.width
+        for text, style in parts:
+            if text and left > 0:
+                if len(text) > left:
+                    text = text[:left]
+                segments.append(Segment(text, style))
+                left -= len(text)
+        if left > 0:
+            segments.append(Segment(" " * left, styles["plain"]))
+        return Strip(segments, self.width)
 
 
 # Cells that hold what an instance is, not what it does: the same text refresh after refresh,
 # so their text is looked up by the fields it is made of instead of formatted again.
 STATIC = {"instance_id": ("instance_id",), "instance_type": ("instance_type",), "zone": ("zone",),
           "cores": ("devices", "cores"), "tags": ("tags", "up"), "state": ("up", "since")}
-_STATIC_TEXT: dict[tuple, str] = {}
+_IDENTITY = attrgetter(*sorted({name for fields in STATIC.values() for name in fields}))
 
 
-def _static_text(row: InstanceRow, key: str, width: int) -> str:
-    memo = (key, width, *(getattr(row, name) for name in STATIC[key]))
-    text = _STATIC_TEXT.get(memo)
-    if text is None:
-        if len(_STATIC_TEXT) > 65536:   # bounded: a fleet's churn cannot grow it for ever
-            _STATIC_TEXT.clear()
-        text = _STATIC_TEXT[memo] = _cell_text(row, key, width)
+# The fields each numeric cell is made of: counts, memory and power often read the same from
+# one refresh to the next, so their text is looked up by value before it is formatted.
+READS = {"util_mean": ("util_mean",), "util_max": ("util_max",), "errors": ("errors",),
+         "ecc": ("ecc",), "power_watts": ("power_watts",), "hbm_bytes_per_s": ("hbm_bytes_per_s",),
+         "memory_used": ("memory_used", "memory_total")}
+
+
+def _remembered(key: str, width: int) -> Callable[[InstanceRow], str]:
+    value_of = attrgetter(*READS[key])
+    padded = _cell(key, width)
+    memo: dict = {}
+
+    def text(row: InstanceRow) -> str:
+        value = value_of(row)
+        if not value:   # 0.0 and -0.0 are one key but print differently
+            value = repr(value)
+        found = memo.get(value)
+        if found is None:
+            if len(memo) > 4096:   # bounded: readings that keep moving cannot grow it
+                memo.clear()
+            found = memo[value] = padded(row)
+        return found
     return text
 
 
-def _cell_text(row: InstanceRow, key: str, width: int) -> str:
-    raw = cell(row, key)
+def _cell(key: str, width: int) -> Callable[[InstanceRow], str]:
+    """The cell's text fitted to ``width`` (right-aligned columns cut, others get an
+    ellipsis), and the space that separates it from the next column."""
+    raw = CELL_TEXT[key]
     if key in RIGHT:
-        return raw[:width].rjust(width)
-    return (raw if len(raw) <= width else raw[:width - 1] + "…").ljust(width)
+        return lambda row: raw(row)[:width].rjust(width) + " "
+
+    def text(row: InstanceRow) -> str:
+        value = raw(row)
+        return (value if len(value) <= width else value[:width - 1] + "…").ljust(width) + " "
+    return text
