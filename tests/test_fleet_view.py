@@ -9,7 +9,7 @@ from hypothesis.extra.numpy import arrays
 from monitor.fleet import FleetQuery
 from tui.braille import braille_rows
 from tui.fleet_view import COLUMNS, layout
-from tui.widgets.fleet import _fit, spark_rows, wrap
+from tui.widgets.fleet import _fit_all, spark_rows, wrap
 
 RATIOS = st.one_of(st.floats(0, 1), st.just(float("nan")), st.floats(1, 3), st.floats(-1, 0))
 
@@ -17,7 +17,7 @@ RATIOS = st.one_of(st.floats(0, 1), st.just(float("nan")), st.floats(1, 3), st.f
 @given(arrays(float, st.tuples(st.integers(1, 6), st.integers(0, 40)), elements=RATIOS),
        st.integers(1, 20))
 def test_spark_rows_draw_what_braille_rows_draws(histories, width):
-    fitted = np.array([_fit(h, 2 * width) for h in histories])
+    fitted = _fit_all(list(histories), 2 * width)
     assert spark_rows(fitted, width) == [braille_rows(h, width, 1, top=1.0)[0] for h in histories]
 
 

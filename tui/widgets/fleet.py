@@ -47,24 +47,18 @@ class FleetHeader(LineWidget):
             self.totals, self.source, self.banner, self.notes = totals, source, banner, notes
             self.invalidate(layout=True)
 
-    def lines_for(self, width: int) -> list[Strip]:
+    def _palette(self) -> dict[str, Style]:
         # the totals and refresh time change every refresh, the styles only with the theme:
-        # resolved (a walk of the CSS each) once per theme, not once per refresh
-        key = (width, self._version, self.app.theme, self.has_focus)
-        if key != self._cache_key:
-            styles_key = key[2:]
-            if styles_key != self._styles_key:
-                self._styles_key, self._base_style = styles_key, self.rich_style
-                self._styles = {name: self.style_of(f"fleet--{name}")
-                                for name in ("totals", "source", "banner", "note")}
-            base = self._base_style
-            self._lines = [line.apply_style(base).adjust_cell_length(width, base)
-                           for line in self.build_lines(width)]
-            self._cache_key = key
-        return self._lines
+        # resolved (a walk of the CSS each) once per theme and focus, not once per refresh
+        key = (self.app.theme, self.has_focus)
+        if key != self._styles_key:
+            self._styles_key = key
+            self._styles = {name: self.style_of(f"fleet--{name}")
+                            for name in ("totals", "source", "banner", "note")}
+        return self._styles
 
     def build_lines(self, width: int) -> list[Strip]:
-        styles = self._styles
+        styles = self._palette()
         lines = [strip([(text, styles["totals"])]) for text in wrap(self.totals, width)]
         lines += [strip([(text, styles["source"])]) for text in wrap(self.source, width)]
         if self.banner:
@@ -367,15 +361,6 @@ def wrap(text: str, width: int, sep: str = " · ") -> list[str]:
     return [line[:width] for line in lines if line]
 
 
-def _fit(history: np.ndarray, points: int) -> np.ndarray:
-    """The newest ``points`` samples, NaN-padded on the left (no reading = no dots)."""
-    out = np.full(points, np.nan)
-    recent = np.asarray(history, dtype=float)[-points:] if points else history[:0]
-    if recent.size:
-        out[points - recent.size:] = recent
-    return out
-
-
 # Textual's line filters that map each segment's style alone (text and cells unchanged)
 STYLE_FILTERS = (ANSIToTruecolor, Monochrome, NoColor, DimFilter)
 
@@ -393,7 +378,8 @@ def _filtered(palette: dict[str, Style], filters: tuple[LineFilter, ...],
 
 
 def _fit_all(histories: list[np.ndarray], points: int) -> np.ndarray:
-    """``_fit`` of every history, one row each, into one NaN block."""
+    """The newest ``points`` samples of every history, NaN-padded on the left (no reading =
+    no dots), one row each, in one block."""
     out = np.full((len(histories), points), np.nan)
     if points:
         for row, history in zip(out, histories):
