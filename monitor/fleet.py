@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from operator import attrgetter
+from operator import attrgetter, methodcaller
 
 import numpy as np
 
@@ -345,6 +345,7 @@ class FleetQuery:
                 history = np.full(points, np.nan)
             if state:
                 self._last_up[iid] = now
+                since, read, runtime_tags = None, methodcaller("get", iid), tags.get(iid, {})
                 busy = util_sum.get(iid)
                 util_mean = None if busy is None else (min(1.0, busy / cores) if cores else None)
                 busiest = util_max.get(iid)
@@ -352,22 +353,16 @@ class FleetQuery:
                     # two series read at one instant may come from neighbouring evaluations
                     # (recorded series): the busiest core is never below the mean
                     busiest = max(busiest, util_mean)
-                runtime_tags = tags.get(iid, {})
-                rows.append(InstanceRow(
-                    iid, labels.get("instance_type", ""), labels.get("availability_zone", ""),
-                    key[0], key[1], devices, cores, sum(runtime_tags.values()),
-                    util_mean, busiest, engines.get(iid, {}), hbm.get(iid), memory_used.get(iid),
-                    float(devices * mem_size) if mem_size else None, power.get(iid),
-                    bool(modelled.get(iid, 0)), flops.get(iid), mfu.get(iid), errors.get(iid),
-                    ecc.get(iid), tuple(sorted(runtime_tags)), True, reason, None, history))
-            else:
+            else:   # a down target has no readings, only what it is and when it was last seen
                 since = self._last_up.get(iid, _last_seen(history, start, step))
-                rows.append(InstanceRow(
-                    iid, labels.get("instance_type", ""), labels.get("availability_zone", ""),
-                    key[0], key[1], devices, cores, 0, None, None, {}, None, None,
-                    float(devices * mem_size) if mem_size else None, None,
-                    bool(modelled.get(iid, 0)), None, None, None, None, (), False, reason, since,
-                    history))
+                read, runtime_tags, util_mean, busiest = _no_reading, {}, None, None
+            rows.append(InstanceRow(
+                iid, labels.get("instance_type", ""), labels.get("availability_zone", ""),
+                key[0], key[1], devices, cores, sum(runtime_tags.values()),
+                util_mean, busiest, engines.get(iid, {}) if state else {}, read(hbm),
+                read(memory_used), float(devices * mem_size) if mem_size else None, read(power),
+                bool(modelled.get(iid, 0)), read(flops), read(mfu), read(errors), read(ecc),
+                tuple(sorted(runtime_tags)), state, reason, since, history))
         return tuple(rows)
 
     @staticmethod
@@ -394,6 +389,10 @@ def same_rows(old: tuple[InstanceRow, ...], new: tuple[InstanceRow, ...]) -> boo
                            not np.array_equal(a.history, b.history, equal_nan=True)):
             return False
     return True
+
+
+def _no_reading(panel: Mapping[str, float]) -> None:
+    return None
 
 
 def _last_seen(history: np.ndarray, start: float, step: float) -> float | None:
