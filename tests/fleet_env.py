@@ -297,20 +297,11 @@ def start_prometheus(targets: list[str], workdir: pathlib.Path,
     workdir.mkdir(parents=True, exist_ok=True)
     config = workdir / "prometheus.yml"
     config.write_text(scrape_config(targets, interval_s, rule_files))
-    port, log = free_port(), workdir / "prometheus.log"
-    proc = subprocess.Popen(["prometheus", f"--config.file={config}",
-                             f"--storage.tsdb.path={workdir / 'data'}",
-                             f"--web.listen-address=127.0.0.1:{port}", "--web.enable-lifecycle",
-                             "--log.level=warn", *extra_args],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=log.open("wb"))
-    server = Server("prometheus", f"http://127.0.0.1:{port}", proc, workdir, log)
-    try:
-        _wait_http_ok(server.base_url + "/-/ready", START_TIMEOUT_S, proc, log)
-    except BaseException:
-        server.stop()
-        raise
-    return server
+    port = free_port()
+    return _serve("prometheus", ["prometheus", f"--config.file={config}",
+                                 f"--storage.tsdb.path={workdir / 'data'}",
+                                 f"--web.listen-address=127.0.0.1:{port}", "--web.enable-lifecycle",
+                                 "--log.level=warn", *extra_args], port, workdir, "/-/ready")
 
 
 def start_victoria(targets: list[str], workdir: pathlib.Path,
@@ -323,17 +314,23 @@ def start_victoria(targets: list[str], workdir: pathlib.Path,
     workdir.mkdir(parents=True, exist_ok=True)
     config = workdir / "scrape.yml"
     config.write_text(scrape_config(targets, interval_s, evaluation=False))
-    port, log = free_port(), workdir / "victoria-metrics.log"
-    proc = subprocess.Popen([VICTORIA_METRICS, f"-promscrape.config={config}",
-                             f"-storageDataPath={workdir / 'data'}",
-                             f"-httpListenAddr=127.0.0.1:{port}", "-retentionPeriod=1d",
-                             "-search.latencyOffset=0s", "-search.disableCache",
-                             "-loggerLevel=WARN"],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+    port = free_port()
+    return _serve("victoria-metrics", [VICTORIA_METRICS, f"-promscrape.config={config}",
+                                       f"-storageDataPath={workdir / 'data'}",
+                                       f"-httpListenAddr=127.0.0.1:{port}", "-retentionPeriod=1d",
+                                       "-search.latencyOffset=0s", "-search.disableCache",
+                                       "-loggerLevel=WARN"], port, workdir, "/health")
+
+
+def _serve(name: str, argv: list[str], port: int, workdir: pathlib.Path, ready: str) -> Server:
+    """Start one server on 127.0.0.1:``port``, its log in ``workdir/<name>.log``, and wait until
+    ``ready`` answers 200; stopped again if it does not."""
+    log = workdir / f"{name}.log"
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=log.open("wb"))
-    server = Server("victoria-metrics", f"http://127.0.0.1:{port}", proc, workdir, log)
+    server = Server(name, f"http://127.0.0.1:{port}", proc, workdir, log)
     try:
-        _wait_http_ok(server.base_url + "/health", START_TIMEOUT_S, proc, log)
+        _wait_http_ok(server.base_url + ready, START_TIMEOUT_S, proc, log)
     except BaseException:
         server.stop()
         raise
