@@ -93,7 +93,8 @@ def simulated_demo_source(instance_name: str = "trn2.48xlarge", seed: int = 0) -
     root = pathlib.Path(tempfile.mkdtemp(prefix="neuron-top-demo-"))
     os.chmod(root, 0o700)
     try:
-        desc, procs = launch(plan(instance(instance_name), [], []), root, seed, 1.0)
+        # foreground: the runtimes are this process's and end with it, even if it is killed
+        desc, procs = launch(plan(instance(instance_name), [], []), root, seed, 1.0, foreground=True)
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
         raise

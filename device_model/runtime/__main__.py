@@ -3,7 +3,9 @@
 The app tag comes from NEURON_PROCESS_TAG (else the pid) and the cores from
 NEURON_RT_VISIBLE_CORES (else every core of the instance), as for a real Neuron runtime.
 SIGTERM, SIGINT or SIGHUP stop it cleanly (counter file removed); SIGKILL leaves the file behind
-for readers to recognise as dead.
+for readers to recognise as dead. With `--parent PID` (what a foreground owner such as
+`neuron-sim run` or `neuron-top --demo` passes) it also stops cleanly once that process is gone,
+however it ended, so a killed owner leaves no runtime behind.
 """
 from __future__ import annotations
 
@@ -36,6 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--root", type=Path, help="runtime directory (default: per-user)")
     p.add_argument("--interval", type=float, default=0.1, help="seconds between counter updates")
     p.add_argument("--duration", metavar="TIME", help="stop after this much simulated time")
+    p.add_argument("--parent", type=int, metavar="PID",
+                   help="stop when this process (the one that started us) is gone")
     return p
 
 
@@ -59,10 +63,12 @@ def config_from(args, env: dict[str, str]) -> RuntimeConfig:
                          else EXEC_TIMEOUT_S)
 
 
-def serve(rt: Runtime, interval: float, duration: float | None, stop: list[bool]) -> None:
-    """Pace simulated time to the wall clock until stopped or `duration` simulated seconds."""
+def serve(rt: Runtime, interval: float, duration: float | None, stop: list[bool],
+          parent: int | None = None) -> None:
+    """Pace simulated time to the wall clock until stopped, `duration` simulated seconds, or
+    the `parent` process is gone (we are then re-parented: one getppid per interval)."""
     t0 = time.monotonic()
-    while not stop:
+    while not stop and (parent is None or os.getppid() == parent):
         tick = time.monotonic()
         target = (tick - t0) * rt.cfg.speed
         if duration is not None:
@@ -94,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"neuron-sim runtime: error: {e}", file=sys.stderr)
         return 1
     try:
-        serve(rt, cfg.interval, duration, stop)
+        serve(rt, cfg.interval, duration, stop, args.parent)
     finally:
         rt.close()
     return 0

@@ -157,7 +157,8 @@ def _launch(p: Plan, root: Path, seed: int, speed: float, *, interval: float,
     procs: list[subprocess.Popen] = []
     try:
         for i, app in enumerate(p.apps):
-            procs.append(_spawn(p, app, i, root, seed, speed, interval, duration))
+            procs.append(_spawn(p, app, i, root, seed, speed, interval, duration,
+                                os.getpid() if foreground else None))
         _wait_started(procs, root)
     except BaseException:
         terminate(procs)
@@ -170,7 +171,7 @@ def _launch(p: Plan, root: Path, seed: int, speed: float, *, interval: float,
 
 
 def _spawn(p: Plan, app: AppSpec, index: int, root: Path, seed: int, speed: float, interval: float,
-           duration: str | None) -> subprocess.Popen:
+           duration: str | None, parent: int | None) -> subprocess.Popen:
     env = dict(os.environ, NEURON_PROCESS_TAG=app.tag, NEURON_RT_VISIBLE_CORES=format_cores(app.cores))
     cmd = [sys.executable, "-m", "device_model.runtime", "--instance", p.inst.spec.name,
            "--lnc", str(p.inst.lnc), "--workload", app.workload, "--seed", str(seed), "--speed", repr(speed),
@@ -179,6 +180,8 @@ def _spawn(p: Plan, app: AppSpec, index: int, root: Path, seed: int, speed: floa
         cmd += ["--inject", format_fault(f)]
     if duration:
         cmd += ["--duration", duration]
+    if parent is not None:   # a foreground owner: the runtimes end with it, however it ends
+        cmd += ["--parent", str(parent)]
     fd = _create_log(_log_path(root, index))
     try:
         return subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd,
