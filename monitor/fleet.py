@@ -174,16 +174,22 @@ class FleetSnapshot:
     recorded: bool = False         # panels read the recorded series of fleet-rules.yml
 
 
-def _by(samples: list[Sample], *keys: str) -> dict:
-    if len(keys) == 1:
-        return {s.labels.get(keys[0], ""): s.value for s in samples}
-    return {tuple(s.labels.get(k, "") for k in keys): s.value for s in samples}
+def _by(samples: list[Sample], key: str) -> dict[str, float]:
+    return {s.labels.get(key, ""): s.value for s in samples}
+
+
+def _by_target(samples: list[Sample]) -> dict[tuple[str, str], float]:
+    """value by (instance, job): what identifies a scrape target."""
+    return {(s.labels.get("instance", ""), s.labels.get("job", "")): s.value for s in samples}
 
 
 def _finite_by(samples: list[Sample]) -> dict[str, float]:
     """value by instance_id, only the finite ones (the others are no reading)."""
     isfinite = math.isfinite
     return {s.labels.get("instance_id", ""): float(s.value) for s in samples if isfinite(s.value)}
+
+
+_SHAPE_LABELS = ("neuron_device_count", "neuroncore_per_device_count", "neuron_device_memory_size")
 
 
 def _shape(hardware: Mapping[str, str]) -> tuple[int, int, int]:
@@ -214,6 +220,7 @@ class FleetQuery:
         self._interval_checked = 0.0
         self._recorded: bool | None = None
         self._recorded_checked = 0.0
+        self._shapes: dict[tuple[str, ...], tuple[int, int, int]] = {}
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -305,8 +312,7 @@ class FleetQuery:
             if iid:
                 targets[iid] = sample.labels
         hardware = {s.labels.get("instance_id", ""): s.labels for s in results["hardware"]}
-        up = _by(results["up"], "instance", "job")
-        age = _by(results["sample_age"], "instance", "job")
+        up, age = _by_target(results["up"]), _by_target(results["sample_age"])
         # the panels' values by instance, non-finite ones dropped once here (= no reading)
         values = {name: _finite_by(results[name]) for name in
                   ("util_sum", "util_max", "hbm", "memory_used", "power", "flops", "mfu",
@@ -318,7 +324,7 @@ class FleetQuery:
         tags: dict[str, dict[str, int]] = {}
         for s in results["runtimes"]:
             tags.setdefault(s.labels.get("instance_id", ""), {})[s.labels.get("runtime_tag", "")] = int(s.value)
-        shapes = {iid: _shape(hardware.get(iid, {})) for iid in targets}
+        shapes = {iid: self._shape(hardware.get(iid, {})) for iid in targets}
         histories: dict[str, np.ndarray] = {}
         if series:   # every series onto one grid in one pass (a row per series)
             grid = np.full((len(series), points), np.nan)
@@ -365,6 +371,16 @@ class FleetQuery:
                 tuple(sorted(runtime_tags)), state, reason, since, history))
         return tuple(rows)
 
+    def _shape(self, hardware: Mapping[str, str]) -> tuple[int, int, int]:
+        # an instance's hardware labels stay the same refresh after refresh: parsed once
+        labels = tuple(hardware.get(key, "0") for key in _SHAPE_LABELS)
+        shape = self._shapes.get(labels)
+        if shape is None:
+            if len(self._shapes) > 4096:
+                self._shapes.clear()
+            shape = self._shapes[labels] = _shape(dict(zip(_SHAPE_LABELS, labels)))
+        return shape
+
     @staticmethod
     def _state(up: float | None, age: float | None, interval: float) -> tuple[bool, str]:
         if up is None:
@@ -385,8 +401,10 @@ def same_rows(old: tuple[InstanceRow, ...], new: tuple[InstanceRow, ...]) -> boo
     if len(old) != len(new):
         return False
     for a, b in zip(old, new):
+        # histories compared bit for bit: NaN (no reading) equals NaN, and a difference in
+        # the bits alone only costs a redraw
         if a is not b and (_ROW_FIELDS(a) != _ROW_FIELDS(b) or
-                           not np.array_equal(a.history, b.history, equal_nan=True)):
+                           a.history.tobytes() != b.history.tobytes()):
             return False
     return True
 

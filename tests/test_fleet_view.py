@@ -6,12 +6,13 @@ import numpy as np
 from hypothesis import given, strategies as st
 from hypothesis.extra.numpy import arrays
 
-from monitor.fleet import FleetQuery
+from monitor.fleet import FleetQuery, InstanceRow
 from tui.braille import braille_rows
 from tui.fleet_view import COLUMNS, layout
 from tui.widgets.fleet import _fit_all, spark_rows, wrap
 
-RATIOS = st.one_of(st.floats(0, 1), st.just(float("nan")), st.floats(1, 3), st.floats(-1, 0))
+RATIOS = st.one_of(st.floats(0, 1), st.just(float("nan")), st.floats(1, 3), st.floats(-1, 0),
+                   st.sampled_from([float("inf"), float("-inf")]))
 
 
 @given(arrays(float, st.tuples(st.integers(1, 6), st.integers(0, 40)), elements=RATIOS),
@@ -46,3 +47,24 @@ def test_wrap_breaks_between_parts():
     lines = wrap(text, 40)
     assert lines == ["2 up, 0 down", "93.4 of 96 NeuronCores busy (97%)", "MFU 27.9%"]
     assert all(len(line) <= 10 for line in wrap(text, 10))
+
+
+READINGS = st.one_of(st.none(), st.just(0.0), st.just(-0.0), st.floats(0, 1e13, allow_nan=False))
+
+
+@given(st.lists(st.tuples(READINGS, READINGS, READINGS, READINGS, st.booleans()),
+                min_size=1, max_size=6), st.sampled_from([60, 80, 120, 160, 240]))
+def test_table_cells_are_the_cell_texts_column_by_column(readings, width):
+    """The table formats its numeric columns for many rows at once, each value once: every
+    cell must read what the one-cell formatter gives, repeated values and -0.0 included."""
+    from tui.fleet_view import cell
+    from tui.widgets.fleet import RIGHT, _pad, _RowLayout
+    rows = [InstanceRow(f"i-{n}", "trn2.48xlarge", "az", "h:1", "neuron", 16, 64, 64, util, util,
+                        {"tensor": 0.4}, hbm, memory, 2e9, power, True, None, None, util, power,
+                        ("train",), up, "", None, np.zeros(0))
+            for n, (util, hbm, memory, power, up) in enumerate(readings * 2)]
+    columns = [(key, w) for key, w in layout(width) if key != "history"]
+    row_layout = _RowLayout(layout(width), width)
+    for _ in range(2):   # the second pass reads the remembered texts
+        for row, texts in zip(rows, row_layout.texts(rows)):
+            assert texts == tuple(_pad(cell(row, key), w, key in RIGHT) for key, w in columns)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from operator import attrgetter, itemgetter
 
 from monitor.fleet import FleetSnapshot, FleetTotals, InstanceRow
 from monitor.vocab import ENGINES
@@ -56,11 +57,11 @@ def fleet_rows(snapshot: FleetSnapshot | None, sort_key: str = "instance_id",
         rows = [r for r in rows if needle in r.instance_id.lower() or needle in
                 r.instance_type.lower() or needle in r.zone.lower() or
                 needle in ("up" if r.up else "down") or any(needle in t.lower() for t in r.tags)]
-    rows.sort(key=lambda r: r.instance_id)
-    present = [r for r in rows if _sort_value(r, sort_key) is not None]
-    missing = [r for r in rows if _sort_value(r, sort_key) is None]
-    present.sort(key=lambda r: _sort_value(r, sort_key), reverse=reverse)
-    return present + missing
+    rows.sort(key=attrgetter("instance_id"))
+    keyed = [(_sort_value(r, sort_key), r) for r in rows]
+    present = [pair for pair in keyed if pair[0] is not None]
+    present.sort(key=itemgetter(0), reverse=reverse)   # stable: ties stay by instance id
+    return [r for _, r in present] + [r for value, r in keyed if value is None]
 
 
 def clock_text(seconds: float) -> str:
@@ -91,13 +92,40 @@ def _engines(row: InstanceRow) -> str:
     mix = row.engines
     if not mix:
         return "–"
-    return "/".join(f"{mix[e] * 100:.0f}" if e in mix else "-" for e in ENGINES)
+    return "/".join([f"{mix[e] * 100:.0f}" if e in mix else "-" for e in ENGINES])
 
 
-def _memory(row: InstanceRow) -> str:
-    if row.memory_used is None and row.memory_total is None:
+def _memory(used_total: tuple[float | None, float | None]) -> str:
+    used, total = used_total
+    if used is None and total is None:
         return "–"
-    return f"{_short_bytes(row.memory_used)}/{_short_bytes(row.memory_total)}"
+    return f"{_short_bytes(used)}/{_short_bytes(total)}"
+
+
+def _rate(value: float | None) -> str:
+    return "–" if value is None else human_rate(value)
+
+
+def _watts(value: float | None) -> str:
+    return "–" if value is None else f"{value:.0f}W"
+
+
+# Numeric cells as (the fields read, text of those values): readings often repeat from one
+# refresh to the next (counts, memory, power), so the table looks the text up by value.
+VALUE_TEXT: dict[str, tuple[tuple[str, ...], Callable]] = {
+    "util_mean": (("util_mean",), _pct),
+    "util_max": (("util_max",), _pct),
+    "hbm_bytes_per_s": (("hbm_bytes_per_s",), _rate),
+    "memory_used": (("memory_used", "memory_total"), _memory),
+    "power_watts": (("power_watts",), _watts),
+    "errors": (("errors",), _count),
+    "ecc": (("ecc",), _count),
+}
+
+
+def _of_row(fields: tuple[str, ...], text: Callable) -> Callable[[InstanceRow], str]:
+    read = attrgetter(*fields)
+    return lambda row: text(read(row))
 
 
 # The text of each column (the history column is drawn by the widget): one function per key,
@@ -108,16 +136,9 @@ CELL_TEXT: dict[str, Callable[[InstanceRow], str]] = {
     "zone": lambda row: row.zone,
     "state": _state,
     "cores": lambda row: f"{row.devices}/{row.cores}",
-    "util_mean": lambda row: _pct(row.util_mean),
-    "util_max": lambda row: _pct(row.util_max),
     "engines": _engines,
-    "hbm_bytes_per_s": lambda row: ("–" if row.hbm_bytes_per_s is None
-                                    else human_rate(row.hbm_bytes_per_s)),
-    "memory_used": _memory,
-    "power_watts": lambda row: "–" if row.power_watts is None else f"{row.power_watts:.0f}W",
-    "errors": lambda row: _count(row.errors),
-    "ecc": lambda row: _count(row.ecc),
     "tags": lambda row: ",".join(row.tags) if row.tags else ("–" if row.up else ""),
+    **{key: _of_row(fields, text) for key, (fields, text) in VALUE_TEXT.items()},
 }
 
 

@@ -50,11 +50,15 @@ class LineWidget(Widget):
         # Resolving rich_style walks the CSS; only a new theme or focus can change it.
         key = (width, self._version, self.app.theme, self.has_focus)
         if key != self._cache_key:
-            base = self._base_style = self.rich_style  # unstyled text takes the widget's colours
+            base = self._base_style = self.base_style()  # unstyled text: the widget's colours
             self._lines = [line.apply_style(base).adjust_cell_length(width, base)
                            for line in self.build_lines(width)]
             self._cache_key = key
         return self._lines
+
+    def base_style(self) -> Style:
+        """The widget's own colours (resolving them walks the CSS)."""
+        return self.rich_style
 
     def invalidate(self, layout: bool = False) -> None:
         """New data: rebuild on the next render; re-layout only when the line count changed,

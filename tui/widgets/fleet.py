@@ -17,8 +17,8 @@ from textual.color import Color
 from textual.filter import ANSIToTruecolor, DimFilter, LineFilter, Monochrome, NoColor
 from textual.geometry import Region, Size
 
-from tui.braille import _GLYPHS, _LEFT, _RIGHT  # the braille dot tables, shared
-from tui.fleet_view import CELL_TEXT, COLUMNS, header_cell, layout
+from tui.braille import _LEFT, _RIGHT  # the braille dot tables, shared
+from tui.fleet_view import CELL_TEXT, COLUMNS, VALUE_TEXT, header_cell, layout
 from tui.widgets.base import LineWidget, strip
 
 RIGHT = {key for key, _, _, right, _ in COLUMNS if right}
@@ -55,7 +55,11 @@ class FleetHeader(LineWidget):
             self._styles_key = key
             self._styles = {name: self.style_of(f"fleet--{name}")
                             for name in ("totals", "source", "banner", "note")}
+            self._styles[""] = self.rich_style
         return self._styles
+
+    def base_style(self) -> Style:
+        return self._palette()[""]
 
     def build_lines(self, width: int) -> list[Strip]:
         styles = self._palette()
@@ -245,10 +249,9 @@ class FleetTable(LineWidget, can_focus=True):
         sparks = spark_rows(_fit_all([rows[i].history for i in missing], 2 * graph_w),
                             graph_w) if graph_w else [""] * len(missing)
         cache, used, cursor = self._row_strips, self._used, self.cursor
-        texts_of = row_layout.texts
-        for i, spark in zip(missing, sparks):
-            row = rows[i]
-            row_key = (texts_of(row), spark, row.up, i == cursor)
+        built = [rows[i] for i in missing]
+        for i, row, texts, spark in zip(missing, built, row_layout.texts(built), sparks):
+            row_key = (texts, spark, row.up, i == cursor)
             line = used.get(row_key)
             if line is None:
                 line = cache.get(row_key)
@@ -380,6 +383,8 @@ def _filtered(palette: dict[str, Style], filters: tuple[LineFilter, ...],
 def _fit_all(histories: list[np.ndarray], points: int) -> np.ndarray:
     """The newest ``points`` samples of every history, NaN-padded on the left (no reading =
     no dots), one row each, in one block."""
+    if points and histories and all(h.size >= points for h in histories):
+        return np.stack([h[-points:] for h in histories])   # the usual case: one copy
     out = np.full((len(histories), points), np.nan)
     if points:
         for row, history in zip(out, histories):
@@ -394,11 +399,12 @@ def spark_rows(histories: np.ndarray, width: int) -> list[str]:
     one vectorised pass: the same drawing as tui.braille.braille_rows at height 1."""
     if width <= 0 or histories.size == 0:
         return [""] * len(histories)
-    values = np.nan_to_num(histories, nan=0.0)
-    levels = np.rint(np.clip(values, 0.0, 1.0) * 4).astype(np.int32)
+    values = np.fmax(histories, 0.0)   # no reading (NaN) and below zero: no dots
+    levels = np.rint(np.minimum(values, 1.0) * 4).astype(np.int32)
     levels[(levels == 0) & (values > 0)] = 1
-    codes = _LEFT[levels[:, 0::2]] | _RIGHT[levels[:, 1::2]]
-    return ["".join(row) for row in _GLYPHS[codes]]
+    codes = (_LEFT[levels[:, 0::2]] | _RIGHT[levels[:, 1::2]]) + 0x2800
+    # each row's code points read as one fixed-width numpy string: every line in one step
+    return np.ascontiguousarray(codes, dtype="<u4").view(f"<U{width}").ravel().tolist()
 
 
 class _RowLayout:
@@ -416,8 +422,8 @@ class _RowLayout:
         fixed = [i for i, key in enumerate(keys) if key in STATIC]
         moving = [i for i, key in enumerate(keys) if key not in STATIC]
         self.fixed_fns = [_cell(*cells[i]) for i in fixed]
-        self.moving_fns = [_remembered(*cells[i]) if keys[i] in READS else _cell(*cells[i])
-                           for i in moving]
+        self.moving_columns = [_by_value(*cells[i]) if keys[i] in VALUE_TEXT else
+                               _each(_cell(*cells[i])) for i in moving]
         self.memo: dict[tuple, tuple[str, ...]] = {}
         where = {cell: n for n, cell in enumerate(fixed + moving)}
         order = [where[i] for i in range(len(keys))]
@@ -426,23 +432,42 @@ class _RowLayout:
         # the cells left of the graph (all of them without one), and where the state cell is
         self.split = [key for key, _ in columns].index("history") if self.graph else len(keys)
         self.state_at = keys.index("state") if "state" in keys else -1
+        # every cell is its column's width and a space: whether a row fits without cutting,
+        # and the blank that fills it to the width
+        used = sum(w + 1 for _, w in columns)
+        self.fits = used <= width and all(w > 0 for _, w in cells[:self.split])
+        self.pad = " " * (width - used) if self.fits else ""
 
-    def texts(self, row: InstanceRow) -> tuple[str, ...]:
-        """Every cell but the graph, in column order, each padded and followed by a space."""
-        memo = self.memo
-        identity = _IDENTITY(row)
-        fixed = memo.get(identity)
-        if fixed is None:
-            if len(memo) > 65536:   # bounded: a fleet's churn cannot grow it for ever
-                memo.clear()
-            fixed = memo[identity] = tuple([fn(row) for fn in self.fixed_fns])
-        return self.reorder(fixed + tuple([fn(row) for fn in self.moving_fns]))
+    def texts(self, rows: list[InstanceRow]) -> list[tuple[str, ...]]:
+        """Every cell but the graph of each row, in column order, each padded and followed by
+        a space. Column by column: one loop per column instead of a call per cell."""
+        memo, fixed_fns, fixed_rows = self.memo, self.fixed_fns, []
+        for identity, row in zip(map(_IDENTITY, rows), rows):
+            fixed = memo.get(identity)
+            if fixed is None:
+                if len(memo) > 65536:   # bounded: a fleet's churn cannot grow it for ever
+                    memo.clear()
+                fixed = memo[identity] = tuple([fn(row) for fn in fixed_fns])
+            fixed_rows.append(fixed)
+        reorder = self.reorder
+        moving = zip(*[column(rows) for column in self.moving_columns])
+        return [reorder(fixed + cells) for fixed, cells in zip(fixed_rows, moving)]
 
     def strip(self, texts: tuple[str, ...], spark: str, up: bool, styles: dict) -> Strip:
         """One row as few segments (plain cells run together; state and graph carry their
         colours), the base style already in, exactly ``width`` cells: every character here is
         one cell wide."""
         split, join = self.split, "".join
+        if up and self.graph and self.fits:   # the usual row: three parts, no cutting
+            plain = styles["plain"]
+            segments = [Segment(join(texts[:split]), plain),
+                        Segment(spark + " ", styles["graph"])]
+            tail = join(texts[split:])
+            if tail:
+                segments.append(Segment(tail, plain))
+            if self.pad:
+                segments.append(Segment(self.pad, plain))
+            return Strip(segments, self.width)
         if up:
             plain = styles["plain"]
             parts = [(join(texts[:split]), plain)]
@@ -477,39 +502,40 @@ STATIC = {"instance_id": ("instance_id",), "instance_type": ("instance_type",), 
 _IDENTITY = attrgetter(*sorted({name for fields in STATIC.values() for name in fields}))
 
 
-# The fields each numeric cell is made of: counts, memory and power often read the same from
-# one refresh to the next, so their text is looked up by value before it is formatted.
-READS = {"util_mean": ("util_mean",), "util_max": ("util_max",), "errors": ("errors",),
-         "ecc": ("ecc",), "power_watts": ("power_watts",), "hbm_bytes_per_s": ("hbm_bytes_per_s",),
-         "memory_used": ("memory_used", "memory_total")}
-
-
-def _remembered(key: str, width: int) -> Callable[[InstanceRow], str]:
-    value_of = attrgetter(*READS[key])
-    padded = _cell(key, width)
+def _by_value(key: str, width: int) -> Callable[[list[InstanceRow]], list[str]]:
+    """A numeric column's padded texts for many rows, each formatted once per value read."""
+    fields, text_of = VALUE_TEXT[key]
+    read, several = attrgetter(*fields), len(fields) > 1
+    right = key in RIGHT
     memo: dict = {}
 
-    def text(row: InstanceRow) -> str:
-        value = value_of(row)
-        if not value:   # 0.0 and -0.0 are one key but print differently
-            value = repr(value)
-        found = memo.get(value)
-        if found is None:
-            if len(memo) > 4096:   # bounded: readings that keep moving cannot grow it
-                memo.clear()
-            found = memo[value] = padded(row)
-        return found
-    return text
+    def texts(rows: list[InstanceRow]) -> list[str]:
+        out = []
+        for value in map(read, rows):
+            # 0.0 and -0.0 are one key but print differently
+            key_ = repr(value) if (0 in value if several else not value) else value
+            found = memo.get(key_)
+            if found is None:
+                if len(memo) > 4096:   # bounded: readings that keep moving cannot grow it
+                    memo.clear()
+                found = memo[key_] = _pad(text_of(value), width, right)
+            out.append(found)
+        return out
+    return texts
+
+
+def _each(cell: Callable[[InstanceRow], str]) -> Callable[[list[InstanceRow]], list[str]]:
+    return lambda rows: [cell(row) for row in rows]
 
 
 def _cell(key: str, width: int) -> Callable[[InstanceRow], str]:
-    """The cell's text fitted to ``width`` (right-aligned columns cut, others get an
-    ellipsis), and the space that separates it from the next column."""
-    raw = CELL_TEXT[key]
-    if key in RIGHT:
-        return lambda row: raw(row)[:width].rjust(width) + " "
+    text_of, right = CELL_TEXT[key], key in RIGHT
+    return lambda row: _pad(text_of(row), width, right)
 
-    def text(row: InstanceRow) -> str:
-        value = raw(row)
-        return (value if len(value) <= width else value[:width - 1] + "…").ljust(width) + " "
-    return text
+
+def _pad(text: str, width: int, right: bool) -> str:
+    """A cell's text fitted to ``width`` (right-aligned columns cut, others get an ellipsis),
+    and the space that separates it from the next column."""
+    if right:
+        return text[:width].rjust(width) + " "
+    return (text if len(text) <= width else text[:width - 1] + "…").ljust(width) + " "
