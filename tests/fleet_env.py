@@ -252,9 +252,12 @@ class Fleet:
 
 
 def scrape_config(targets: list[str], interval_s: float = SCRAPE_INTERVAL_S,
-                  rule_files: list[pathlib.Path] = (), evaluation: bool = True) -> str:
-    """Prometheus's config; ``evaluation=False`` for VictoriaMetrics (its parser is strict)."""
-    evaluate = f", evaluation_interval: {interval_s:g}s" if evaluation else ""
+                  rule_files: list[pathlib.Path] = (), evaluation: bool = True,
+                  evaluation_s: float | None = None) -> str:
+    """Prometheus's config (rules evaluated every ``evaluation_s``, by default every scrape
+    interval); ``evaluation=False`` for VictoriaMetrics (its parser is strict)."""
+    every = interval_s if evaluation_s is None else evaluation_s
+    evaluate = f", evaluation_interval: {every:g}s" if evaluation else ""
     lines = [f"global: {{scrape_interval: {interval_s:g}s, scrape_timeout: {interval_s:g}s"
              f"{evaluate}}}"]
     if rule_files:
@@ -290,13 +293,14 @@ class Server:
 def start_prometheus(targets: list[str], workdir: pathlib.Path,
                      rule_files: list[pathlib.Path] | None = None,
                      interval_s: float = SCRAPE_INTERVAL_S,
-                     extra_args: tuple[str, ...] = ()) -> Server:
+                     extra_args: tuple[str, ...] = (),
+                     evaluation_s: float | None = None) -> Server:
     """Debian's prometheus on a free loopback port, its TSDB in ``workdir``."""
     if rule_files is None:
         rule_files = [FLEET_RULES] if FLEET_RULES.exists() else []
     workdir.mkdir(parents=True, exist_ok=True)
     config = workdir / "prometheus.yml"
-    config.write_text(scrape_config(targets, interval_s, rule_files))
+    config.write_text(scrape_config(targets, interval_s, rule_files, evaluation_s=evaluation_s))
     port = free_port()
     return _serve("prometheus", ["prometheus", f"--config.file={config}",
                                  f"--storage.tsdb.path={workdir / 'data'}",
