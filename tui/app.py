@@ -6,6 +6,7 @@ Attributes down, messages up: one background worker iterates the Source and post
 from __future__ import annotations
 
 import os
+import asyncio
 import signal
 import time
 from collections import Counter
@@ -44,6 +45,7 @@ from tui.widgets.tree import MemoryTreeView
 
 VIEWS = {"overview": "overview", "engines": "engines-view", "processes": "processes-view"}
 SIGNALS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM, "SIGKILL": signal.SIGKILL}
+EXIT_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
 Lineage = Callable[[int], "tuple[Ancestor, ...] | None"]
 
 
@@ -120,7 +122,22 @@ class NeuronTopApp(App[None]):
         self.query_one("#tree").focus()
         self._update_status()
         self.set_interval(1.0, self._check_stale)
+        self._exit_on_signals(install=True)
         self.pump_reports()
+
+    def _exit_on_signals(self, install: bool) -> None:
+        """A closed terminal (SIGHUP) or a `kill` (SIGTERM) ends neuron-top as q does: the
+        terminal is restored and the source closed (the demo's runtimes stopped and its
+        directory removed), exit status 128 + the signal."""
+        try:
+            loop = asyncio.get_running_loop()
+            for signum in EXIT_SIGNALS:
+                if install:
+                    loop.add_signal_handler(signum, lambda s=signum: self.exit(return_code=128 + s))
+                else:
+                    loop.remove_signal_handler(signum)
+        except (NotImplementedError, RuntimeError, ValueError):   # no signals here, not main thread
+            pass
 
     # ------------------------------------------------------------------ the worker
     @work(thread=True, exclusive=True, name="report-source")
@@ -148,6 +165,7 @@ class NeuronTopApp(App[None]):
             self.refresh_views()
 
     def on_unmount(self) -> None:
+        self._exit_on_signals(install=False)
         self.source.close()
 
     def on_report_arrived(self, message: ReportArrived) -> None:
