@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from monitor.report import Report
+from tui.fmt import pid_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,12 +26,12 @@ def report_faults(report: Report, vanished: dict[int, str] | None = None) -> tup
             faults.append(Fault("warning", f"ND{ecc.index}: {corrected} corrected ECC"))
     for runtime in report.runtimes:
         if runtime.error:
-            faults.append(Fault("error", f"{runtime.tag} (pid {runtime.pid}): {runtime.error}"))
+            faults.append(Fault("error", f"{runtime.tag} ({pid_text(runtime.known_pid)}): {runtime.error}"))
         stats = runtime.execution_stats
         errors = sum(stats.errors.values()) if stats else 0
         if errors:
             kinds = ",".join(k for k, v in stats.errors.items() if v)
             faults.append(Fault("error", f"{runtime.tag}: {errors} execution errors ({kinds})"))
     for pid, tag in sorted((vanished or {}).items()):
-        faults.append(Fault("error", f"{tag} (pid {pid}) stopped reporting"))
+        faults.append(Fault("error", f"{tag} ({pid_text(pid)}) stopped reporting"))
     return tuple(faults)
