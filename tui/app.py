@@ -86,7 +86,7 @@ class NeuronTopApp(App[None]):
         self.view = "overview"
         self.core = 0
         self.sort_key, self.sort_reverse, self.filter_text = "pid", False, ""
-        self.vanished: dict[int, str] = {}
+        self.vanished: tuple[tuple[int | None, str], ...] = ()  # (pid, tag) gone since the last report
         self.stopped_at: float | None = None  # the instance stopped; the last live state stays up
         self._tree_input: tuple | None = None
 
@@ -160,7 +160,7 @@ class NeuronTopApp(App[None]):
             # screen rather than drawing a blank one-device host.
             if self.stopped_at is None:
                 self.stopped_at = message.received_at
-                self.vanished = {}
+                self.vanished = ()
                 self._update_status()
                 self._update_banner()
             return
@@ -182,9 +182,10 @@ class NeuronTopApp(App[None]):
         self._update_banner()
 
     def _track_vanished(self, report: Report) -> None:
-        previous = {r.pid: r.tag for r in self.report.runtimes} if self.report else {}
-        current = {r.pid for r in report.runtimes}
-        self.vanished = {pid: tag for pid, tag in previous.items() if pid not in current}
+        # (pid, tag): runtimes whose pid the source does not know are told apart by their tag
+        previous = {(r.known_pid, r.tag) for r in self.report.runtimes} if self.report else set()
+        current = {(r.known_pid, r.tag) for r in report.runtimes}
+        self.vanished = tuple(sorted(previous - current, key=lambda k: (k[0] or 0, k[1])))
 
     # ------------------------------------------------------------------ rendering
     def show_report(self, report: Report) -> None:

@@ -1,6 +1,7 @@
 """Faults worth a banner: ECC events, execution errors, runtimes in error or gone."""
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from monitor.report import Report
@@ -13,8 +14,10 @@ class Fault:
     text: str
 
 
-def report_faults(report: Report, vanished: dict[int, str] | None = None) -> tuple[Fault, ...]:
-    """Faults in one report; ``vanished`` maps pids that left since the previous report to tags."""
+def report_faults(report: Report, vanished: Iterable[tuple[int | None, str]] = ()
+                  ) -> tuple[Fault, ...]:
+    """Faults in one report; ``vanished``: the (pid, tag) of runtimes that left since the
+    previous report (pid None where the source does not know it)."""
     faults: list[Fault] = []
     hw = report.system.hw_counters
     for ecc in (hw.devices or ()) if hw else ():
@@ -32,6 +35,6 @@ def report_faults(report: Report, vanished: dict[int, str] | None = None) -> tup
         if errors:
             kinds = ",".join(k for k, v in stats.errors.items() if v)
             faults.append(Fault("error", f"{runtime.tag}: {errors} execution errors ({kinds})"))
-    for pid, tag in sorted((vanished or {}).items()):
+    for pid, tag in vanished or ():
         faults.append(Fault("error", f"{tag} ({pid_text(pid)}) stopped reporting"))
     return tuple(faults)
