@@ -202,9 +202,9 @@ def _models(results) -> dict[str, list[dict]]:
 
 
 def _used_of(memory_group: dict) -> dict:
-    return memory_group.setdefault(
-        "neuron_runtime_used_bytes",
-        {"host": 0, "neuron_device": 0, "usage_breakdown": {"host": {}, "neuroncore_memory_usage": {}}})
+    return memory_group.setdefault("neuron_runtime_used_bytes", {
+        "host": 0, "neuron_device": 0,
+        "usage_breakdown": {"host": {}, "neuroncore_memory_usage": {}}})
 
 
 def _memory(results, group) -> None:

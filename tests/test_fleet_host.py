@@ -60,6 +60,8 @@ def test_aws_only_a_pid_is_known_where_the_tag_is_one_and_models_are_unknown():
     assert all(r.memory_used.loaded_models is None for r in report.runtimes)
     rows = {r.tag: r for r in process_rows(report)}
     assert rows["llama-train"].pid is None and rows["4242"].pid == 4242
+    assert [r.tag for r in process_rows(report, "pid")] == ["4242", "llama-train"]  # unknown last
+    assert process_rows(report, query="none") == [] and process_rows(report, query="pid:0") == []
     detail = process_detail(report, None, History(8), "llama-train")
     assert detail is not None and detail.row.tag == "llama-train" and detail.models is None
 

@@ -86,7 +86,8 @@ class NeuronTopApp(App[None]):
         self.view = "overview"
         self.core = 0
         self.sort_key, self.sort_reverse, self.filter_text = "pid", False, ""
-        self.vanished: tuple[tuple[int | None, str], ...] = ()  # (pid, tag) gone since the last report
+        # (pid, tag) of the runtimes gone since the last report
+        self.vanished: tuple[tuple[int | None, str], ...] = ()
         self.stopped_at: float | None = None  # the instance stopped; the last live state stays up
         self._tree_input: tuple | None = None
 

@@ -29,7 +29,8 @@ def report_faults(report: Report, vanished: Iterable[tuple[int | None, str]] = (
             faults.append(Fault("warning", f"ND{ecc.index}: {corrected} corrected ECC"))
     for runtime in report.runtimes:
         if runtime.error:
-            faults.append(Fault("error", f"{runtime.tag} ({pid_text(runtime.known_pid)}): {runtime.error}"))
+            faults.append(Fault("error", f"{runtime.tag} ({pid_text(runtime.known_pid)}): "
+                                         f"{runtime.error}"))
         stats = runtime.execution_stats
         errors = sum(stats.errors.values()) if stats else 0
         if errors:

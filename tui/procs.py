@@ -77,8 +77,8 @@ def matches(row: ProcessRow, query: str) -> bool:
         elif kind == "tag":
             if needle in row.tag.lower():
                 return True
-        elif ((row.pid is not None and term in str(row.pid)) or term in row.tag.lower() or term in row.status.lower()
-              or term in (row.pod or "").lower()):
+        elif ((row.pid is not None and term in str(row.pid)) or term in row.tag.lower()
+              or term in row.status.lower() or term in (row.pod or "").lower()):
             return True
     return False
 

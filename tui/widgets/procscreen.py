@@ -124,7 +124,8 @@ class ProcessDetailView(LineWidget, can_focus=True):
                 f"{label} {human_bytes(value)}" for label, value in parts)
             lines += [strip([("  " + part, None)]) for part in wrap_words(text, width - 2, 2)]
         if d.models is None:
-            lines.append(strip([("  loaded models: not in this stream", self.style_of("detail--muted"))]))
+            lines.append(strip([("  loaded models: not in this stream",
+                                 self.style_of("detail--muted"))]))
         for name, model_id, size in d.models or ():
             lines.append(strip([(fit_line(f"  model {name} (id {model_id}): {human_bytes(size)} "
                                           "on the device", width), self.style_of("detail--muted"))]))
