@@ -91,7 +91,28 @@ def _memory_used(group: Any, base: tuple[str, ...], ctx: Context) -> list[Family
     for kind in mt.CORE_MEMORY_KINDS:
         spec = mt.BY_NAME[f"neuroncore_memory_usage_{kind}"]
         out.append((spec, [(key, float(kinds[kind])) for key, kinds in cores if kind in kinds]))
+    if group.loaded_models is not None:
+        out.append((mt.BY_NAME["neuron_runtime_model_memory_used_bytes"],
+                    _model_memory(group.loaded_models, base[0], ctx)))
     return out
+
+
+def _model_memory(models: Any, tag: str, ctx: Context) -> list[Sample]:
+    """Each loaded model's memory per core, location and category (two subgraphs of one model on
+    one core are added up), so a scrape can rebuild the memory tree down to models."""
+    per_device = ctx.cores_per_device
+    bytes_of: dict[tuple[str, ...], float] = {}
+    for model in models:
+        for sub in model.subgraphs.values():
+            core = sub.global_core(per_device) if per_device > 0 else sub.neuroncore_index
+            device = str(core // per_device) if per_device > 0 else str(sub.neuron_device_index)
+            head = (tag, str(model.model_id), model.name, device, str(core))
+            for location, breakdown in (("host", sub.host_breakdown),
+                                        ("neuron_device", sub.device_breakdown)):
+                for category, value in breakdown.items():
+                    key = head + (location, category)
+                    bytes_of[key] = bytes_of.get(key, 0.0) + float(value)
+    return list(bytes_of.items())
 
 
 def _runtime_vcpu(group: Any, base: tuple[str, ...], ctx: Context) -> list[FamilySamples]:
@@ -132,7 +153,7 @@ def _system_vcpu(group: Any, base: tuple[str, ...], ctx: Context) -> list[Family
     # AWS: user = user + nice, system = system + io_wait + irq + soft_irq, capped at 100 %.
     user = min(sum(avg.get(k, 0.0) for k in ("user", "nice")), 1.0)
     system = min(sum(avg.get(k, 0.0) for k in ("system", "io_wait", "irq", "soft_irq")), 1.0)
-    return [(count, [(base, float(len(group.per_cpu)))]),
+    return [(count, [(base, float(group.vcpu_count))]),
             (usage, [(base + ("user",), user), (base + ("system",), system)])]
 
 
@@ -175,6 +196,7 @@ def extract(report: Report, ctx: Context, problems: list[Problem]) -> Iterator[G
     for runtime in report.runtimes:
         if runtime.error:
             problems.append(Problem("runtime_error", f"Runtime {runtime.tag} error: {runtime.error}"))
+            yield from _runtime_info(runtime)   # a failing runtime is still that process
             continue
         base = (runtime.tag,)
         for group_name, attr, fn in RUNTIME_EXTRACTORS:
@@ -188,6 +210,7 @@ def extract(report: Report, ctx: Context, problems: list[Problem]) -> Iterator[G
         for name in runtime.extra_groups:
             problems.append(Problem("unknown_group", f"unknown group {name} for runtime tag "
                                                      f"{runtime.tag} ignored"))
+        yield from _runtime_info(runtime)
     system = report.system
     for group_name, attr, fn in SYSTEM_EXTRACTORS:
         group = getattr(system, attr)
@@ -198,6 +221,12 @@ def extract(report: Report, ctx: Context, problems: list[Problem]) -> Iterator[G
     memory = _device_memory(report, ctx)
     if memory is not None:
         yield memory
+
+
+def _runtime_info(runtime: Any) -> Iterator[GroupSamples]:
+    if runtime.pid > 0:   # 0: the source does not know the process (never a user's pid)
+        yield GroupSamples(mt.RUNTIME_GROUP, runtime.tag, (
+            (mt.BY_NAME["neuron_runtime_info"], [((runtime.tag, str(runtime.pid)), 1.0)]),))
 
 
 def _device_memory(report: Report, ctx: Context) -> GroupSamples | None:

@@ -51,6 +51,9 @@ class MetricSpec:
     instance_labels: bool = False
     per_runtime: bool = False
     created: bool = False
+    # The family is each report's set for its runtime: a series the runtime's latest group does
+    # not carry is removed (a model unloaded, a pid replaced), not kept at its last value.
+    replaced: bool = False
 
     @property
     def family(self) -> str:
@@ -119,12 +122,16 @@ ENGINE_GROUP = "neuroncore_engine_counters"
 DEVICE_GROUP = "neuron_device_counters"
 EXPORTER_GROUP = "exporter"
 DEVICE_MEMORY_GROUP = "device_memory"
+RUNTIME_GROUP = "neuron_runtime_data"   # the runtime entry itself (pid, tag), not one of its groups
+MODEL_MEMORY_GROUP = "memory_used"
+_MODEL = ("runtime_tag", "model_id", "model_name", "neuron_device_index", "neuroncore",
+          "memory_location", "category")
 
 
 def _ext(name: str, kind: Kind, help_text: str, labels: tuple[str, ...], group: str, source: str,
-         unit: str) -> MetricSpec:
+         unit: str, replaced: bool = False) -> MetricSpec:
     return MetricSpec(name, kind, help_text, labels, group, source, unit,
-                      per_runtime="runtime_tag" in labels)
+                      per_runtime="runtime_tag" in labels, replaced=replaced)
 
 
 EXTRA_METRICS: tuple[MetricSpec, ...] = (
@@ -173,6 +180,14 @@ EXTRA_METRICS: tuple[MetricSpec, ...] = (
          "bytes"),
     _ext("neuron_device_memory_total_bytes", "gauge", "Device memory (HBM) capacity of the device.",
          _DEVICE, DEVICE_MEMORY_GROUP, "neuron_hardware_info.neuron_device_memory_size", "bytes"),
+    _ext("neuron_runtime_info", "gauge",
+         "One per runtime: the process id behind its runtime_tag; always 1.",
+         ("runtime_tag", "pid"), RUNTIME_GROUP, "neuron_runtime_data[].pid", "", replaced=True),
+    _ext("neuron_runtime_model_memory_used_bytes", "gauge",
+         "Memory a loaded model's subgraph holds on one NeuronCore, by location and category.",
+         _MODEL, MODEL_MEMORY_GROUP,
+         "loaded_models[].subgraphs[].memory_used_bytes.usage_breakdown.{host,neuron_device}"
+         "[category]; neuroncore is the host-wide logical index", "bytes", replaced=True),
     _ext("neuron_exporter_scrape_duration_seconds", "gauge",
          "Time the exporter took to turn the latest report into the exposition it serves.", (),
          EXPORTER_GROUP, "ingest + render of the last report", "seconds"),

@@ -7,7 +7,8 @@ the state into an exposition is a join of cached strings (see `render`).
 Families appear the first time their group carries data (AWS creates its Gauge/Counter objects
 lazily, so a family's position in the output is its first-seen order). Series of a runtime that
 is no longer in the report are removed; groups or runtimes that report an error keep their last
-good values.
+good values. Families marked `replaced` (a runtime's pid, its loaded models) hold only what the
+runtime's latest group carries.
 """
 from __future__ import annotations
 
@@ -80,6 +81,15 @@ class Family:
                 s.value = value = s.value + count
                 s.line = s.prefix + fmt(value) + "\n"
 
+    def replace_runtime(self, tag: str | None, samples: list[tuple[tuple[str, ...], float]],
+                        now: float) -> None:
+        """The runtime's series become exactly `samples`: the ones it no longer has go."""
+        self.set_gauges(samples, now)
+        keep = {key for key, _ in samples}
+        gone = [k for k, s in self.series.items() if s.runtime_tag == tag and k not in keep]
+        for key in gone:
+            del self.series[key]
+
     def drop_runtimes(self, alive: set[str]) -> None:
         gone = [k for k, s in self.series.items() if s.runtime_tag not in alive]
         for key in gone:
@@ -106,7 +116,9 @@ class MetricState:
         for group in groups:
             for spec, samples in group.families:
                 fam = self.family(spec)
-                if spec.kind == "counter":
+                if spec.replaced:
+                    fam.replace_runtime(group.runtime_tag, samples, now)
+                elif spec.kind == "counter":
                     fam.add_counts(samples, now)
                 else:
                     fam.set_gauges(samples, now)

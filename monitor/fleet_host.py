@@ -3,9 +3,15 @@
 The single-host screens read nothing but Reports, so the fleet's drill-down rebuilds the
 neuron-monitor document from what the exporter exposes and parses it with ``Report.from_dict``
 (the one parser). Counters become per-period counts (``increase``/``rate`` over the refresh
-period). What the exposition does not carry stays out: runtime pids (0), loaded models and the
-per-CPU breakdown. With AWS's exporter only AWS's metrics exist, so the neuronscope extension
-groups (engine counters, device counters) are left out and the screens say so.
+period). AWS's metrics name runtimes by ``runtime_tag`` only; neuronscope's exporter adds
+``neuron_runtime_info`` (the pid behind each tag) and ``neuron_runtime_model_memory_used_bytes``
+(each loaded model's memory per core, location and category), so pids and loaded models come
+back. The host's vCPU count comes from ``system_vcpu_count`` (the document's ``vcpu_count``); each
+vCPU's own usage does not travel (the exporter does not export it: one series per vCPU and usage
+type on every host of a fleet costs more than the screen gains), nor do a model's uuid and
+is_running. With AWS's exporter only AWS's metrics exist: a pid is known only where the tag is
+one (untagged runtimes), loaded models are unknown, and the neuronscope extension groups (engine
+counters, device counters) are left out; the screens say so rather than show zeros.
 """
 from __future__ import annotations
 
@@ -53,6 +59,8 @@ def host_queries(instance_id: str, target: str, job: str, rate: str) -> dict[str
         "hbm_read": f"rate(neuron_device_hbm_read_bytes_total{{{own}}}[{rate}])",
         "hbm_write": f"rate(neuron_device_hbm_write_bytes_total{{{own}}}[{rate}])",
         "energy": f"rate(neuron_device_energy_joules_total{{{own}}}[{rate}])",
+        "runtime_info": f"neuron_runtime_info{{{own}}}",
+        "models": f"neuron_runtime_model_memory_used_bytes{{{own}}}",
     }
 
 
@@ -95,6 +103,12 @@ def host_report(results: Mapping[str, list[Sample]], period: float,
                                                         "flops": 0}
     _execution(results, group, period)
     _memory(results, group)
+    # neuronscope's exporter (its runtime info answered) and the model query answered: a runtime
+    # without model series has none loaded; otherwise loaded models are unknown (left out)
+    loaded = _models(results) if results.get("runtime_info") and "models" in results else None
+    for tag in loaded or {}:   # model memory alone still makes a memory group
+        if "memory_used" not in runtimes.get(tag, {}):
+            _used_of(group(tag, "memory_used"))
     for s in results.get("runtime_vcpu", ()):
         g = group(s.labels.get("runtime_tag", ""), "neuron_runtime_vcpu_usage")
         g.setdefault("vcpu_usage", {"user": 0.0, "system": 0.0})[s.labels.get("usage_type", "user")] = _n(s.value, 100)
@@ -105,8 +119,16 @@ def host_report(results: Mapping[str, list[Sample]], period: float,
         for core, values in cores.items():   # the grid's FLOP/s: model FLOPs per second
             if core in counters:
                 counters[core]["flops"] = _count(values["model_flops"] / period)
+    pids = _pids(results)
+    for tag in pids:
+        runtimes.setdefault(tag, {})
+    if loaded is not None:
+        for tag, rep in runtimes.items():
+            if "memory_used" in rep:
+                rep["memory_used"]["loaded_models"] = loaded.get(tag, [])
     document = {
-        "neuron_runtime_data": [{"pid": 0, "neuron_runtime_tag": tag, "error": "", "report": rep}
+        "neuron_runtime_data": [{"pid": pids.get(tag, _pid_of_tag(tag)), "neuron_runtime_tag": tag,
+                                 "error": "", "report": rep}
                                 for tag, rep in sorted(runtimes.items())],
         "system_data": _system(results, period),
         "instance_info": {"instance_name": info.get("instance_name", ""),
@@ -134,11 +156,60 @@ def _execution(results, group, period: float) -> None:
             s.labels.get("percentile", "")] = max(0.0, _n(s.value))
 
 
+def _pid_of_tag(tag: str) -> int:
+    """Without neuron_runtime_info: an untagged runtime's tag is its pid; any other tag tells
+    nothing (0: unknown, which the screens show as such)."""
+    return int(tag) if tag.isdigit() and 0 < int(tag) < 2 ** 32 else 0
+
+
+def _pids(results) -> dict[str, int]:
+    """The pid behind each tag from neuron_runtime_info (the larger one if an instant query
+    still sees both sides of a restart under the same tag)."""
+    pids: dict[str, int] = {}
+    for s in results.get("runtime_info", ()):
+        tag, text = s.labels.get("runtime_tag", ""), s.labels.get("pid", "")
+        if text.isdigit() and 0 < int(text) < 2 ** 32:
+            pids[tag] = max(pids.get(tag, 0), int(text))
+    return pids
+
+
+def _models(results) -> dict[str, list[dict]]:
+    """loaded_models per runtime tag from the per-core model memory series: one subgraph per
+    core, its breakdown by location and category (uuid and is_running do not travel)."""
+    models: dict[str, dict[tuple[str, str], dict]] = {}
+    for s in results.get("models", ()):
+        labels = s.labels
+        core, device = _idx(labels, "neuroncore"), _idx(labels, "neuron_device_index")
+        model_id = _idx(labels, "model_id")
+        location = labels.get("memory_location", "")
+        if core is None or device is None or model_id is None or location not in (
+                "host", "neuron_device"):
+            continue
+        model = models.setdefault(labels.get("runtime_tag", ""), {}).setdefault(
+            (str(model_id), labels.get("model_name", "")),
+            {"name": labels.get("model_name", ""), "uuid": "", "model_id": model_id,
+             "is_running": False, "subgraphs": {}})
+        sub = model["subgraphs"].setdefault(f"nc_{core}", {
+            "neuroncore_index": core, "neuron_device_index": device,
+            "memory_used_bytes": {"host": 0, "neuron_device": 0,
+                                  "usage_breakdown": {"host": {}, "neuron_device": {}}}})
+        used = sub["memory_used_bytes"]
+        value = _count(s.value)
+        used["usage_breakdown"][location][labels.get("category", "")] = value
+        used[location] += value
+    return {tag: [m for _, m in sorted(by_id.items(), key=lambda kv: (int(kv[0][0]), kv[0][1]))]
+            for tag, by_id in models.items()}
+
+
+def _used_of(memory_group: dict) -> dict:
+    return memory_group.setdefault("neuron_runtime_used_bytes", {
+        "host": 0, "neuron_device": 0,
+        "usage_breakdown": {"host": {}, "neuroncore_memory_usage": {}}})
+
+
 def _memory(results, group) -> None:
     def used_of(s: Sample) -> dict:
-        return group(s.labels.get("runtime_tag", ""), "memory_used").setdefault(
-            "neuron_runtime_used_bytes",
-            {"host": 0, "neuron_device": 0, "usage_breakdown": {"host": {}, "neuroncore_memory_usage": {}}})
+        return _used_of(group(s.labels.get("runtime_tag", ""), "memory_used"))
 
     for s in results.get("runtime_memory", ()):
         used_of(s)[s.labels.get("memory_location", "host")] = _count(s.value)
@@ -192,13 +263,15 @@ def _system(results, period: float) -> dict:
     system: dict[str, dict] = {}
     values = {s.labels.get("__name__", "") + "/" + s.labels.get("usage_type", ""): s.value
               for s in results.get("system", ())}
+    cpus = _count(values.get("system_vcpu_count/", 0.0))
     if "system_vcpu_usage_ratio/user" in values:
         user, sys_ = values["system_vcpu_usage_ratio/user"], values.get("system_vcpu_usage_ratio/system", 0.0)
         system["vcpu_usage"] = {"period": period, "error": "", "context_switch_count": 0,
                                 "average_usage": {"user": _n(user, 100), "nice": 0.0,
                                                   "system": _n(sys_, 100), "idle": max(0.0, 100 - _n(user, 100) - _n(sys_, 100)),
                                                   "io_wait": 0.0, "irq": 0.0, "soft_irq": 0.0},
-                                "usage_data": {}}
+                                # how many vCPUs, not each one's usage: that does not travel
+                                "usage_data": {}, **({"vcpu_count": cpus} if cpus else {})}
     if "system_memory_total_bytes/" in values:
         system["memory_info"] = {"period": period, "error": "", **{
             f"{area}_{stat}": _count(values.get(f"system_{area}_{stat}/", 0.0))
@@ -274,7 +347,8 @@ class PrometheusHostSource(Source):
             except PrometheusError as exc:
                 if exc.kind != "query" or name == "info":
                     raise
-                results[name] = []   # one panel's error leaves that panel empty
+                # one panel's error leaves that panel out: empty, or unknown where that differs
+                # (loaded models); an older recording or server without a series answers so too
         return host_report(results, self.period, received_at=now)
 
     def reports(self) -> Iterator[Report]:

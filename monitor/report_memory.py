@@ -26,6 +26,17 @@ class Subgraph:
     host_breakdown: Mapping[str, int]
     device_breakdown: Mapping[str, int]
 
+    def global_core(self, per_device: int) -> int:
+        """The logical core index across the host: streams name a subgraph's core either
+        globally or within its device (AWS's example: core 0 of device 12); accept both."""
+        per_device = max(per_device, 1)
+        core, device = self.neuroncore_index, self.neuron_device_index
+        if device * per_device <= core < (device + 1) * per_device:
+            return core
+        if core < per_device:
+            return device * per_device + core
+        return core
+
     @classmethod
     def parse(cls, d: Any, path: str) -> Subgraph:
         d = f.obj(d, path)

@@ -228,6 +228,13 @@ class RuntimeReport:
     address: str | None = None  # written only when the source document had it
     extra_groups: Mapping[str, Any] = field(default_factory=dict)  # unknown groups, kept verbatim
 
+    @property
+    def known_pid(self) -> int | None:
+        """The runtime's process id; None where the source does not know it (pid 0, which no
+        user process has: a Report rebuilt from AWS's Prometheus metrics, whose runtime_tag is
+        the pid only for untagged runtimes)."""
+        return self.pid if self.pid > 0 else None
+
     @classmethod
     def parse(cls, d: Any, path: str) -> RuntimeReport:
         d = f.obj(d, path)

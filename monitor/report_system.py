@@ -59,11 +59,20 @@ class HwCounters:
 
 @dataclass(frozen=True, slots=True)
 class SystemVcpu:
+    """``cpu_count`` is a neuronscope extension key (``vcpu_count``) for sources that know how many
+    vCPUs the host has without carrying each one's usage (a Report rebuilt from Prometheus, whose
+    ``system_vcpu_count`` is the count of AWS's ``usage_data``); None when the stream lacks it."""
     period: float | None
     error: str
     average: Mapping[str, float]
     per_cpu: Mapping[int, Mapping[str, float]]
     context_switches: int | None  # within the period (a delta, like the other counts); None: absent
+    cpu_count: int | None = None
+
+    @property
+    def vcpu_count(self) -> int:
+        """The host's vCPUs: one per ``usage_data`` entry, else the stated count; 0: unknown."""
+        return len(self.per_cpu) if self.per_cpu else (self.cpu_count or 0)
 
     @classmethod
     def parse(cls, d: Any, path: str) -> SystemVcpu:
@@ -71,13 +80,16 @@ class SystemVcpu:
         switches = f.optional(f.count, d.get("context_switch_count"), path + ".context_switch_count")
         average = f.pct_map(d.get("average_usage", {} if error else None), path + ".average_usage")
         per_cpu = f.indexed(d, "usage_data", path, error, f.pct_map)
-        return cls(period, error, average, per_cpu, switches)
+        cpu_count = f.optional(f.count, d.get("vcpu_count"), path + ".vcpu_count")
+        return cls(period, error, average, per_cpu, switches, cpu_count)
 
     def dump(self) -> dict:
         if self.error and not (self.average or self.per_cpu or self.context_switches):
             return f.group_out(self.period, self.error)
         switches = {} if self.context_switches is None else {
             "context_switch_count": self.context_switches}
+        if self.cpu_count is not None:
+            switches["vcpu_count"] = self.cpu_count
         return f.group_out(self.period, self.error, **switches,
                            average_usage={k: v * 100.0 for k, v in self.average.items()},
                            usage_data={str(i): {k: v * 100.0 for k, v in cpu.items()}

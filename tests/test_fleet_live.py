@@ -3,13 +3,16 @@ simulated instance (tests/fleet_env.py). Rows, the selector, the drill-down Repo
 exporter marked down within three scrape intervals."""
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import time
 
 import numpy as np
 import pytest
 
-from fleet_env import (FLEET_INSTANCES, SCRAPE_INTERVAL_S, fleet, fleet_prometheus,  # noqa: F401
-                       fleet_server, fleet_victoria, wait_fleet_up)
+from fleet_env import (FLEET_INSTANCES, SCRAPE_INTERVAL_S, console_script, fleet,  # noqa: F401
+                       fleet_prometheus, fleet_server, fleet_victoria, wait_fleet_up)
 from monitor.fleet import FleetConfig, FleetQuery
 from monitor.fleet_host import PrometheusHostSource
 from monitor.promql import PrometheusClient, parse_selector
@@ -74,6 +77,69 @@ def test_rows_and_drill_down_from_a_real_server(fleet, fleet_server):
     totals = snapshot.totals
     assert totals.up == len(fleet.instance_ids) and totals.down == 0
     assert totals.cores == sum(rows[i].cores for i in fleet.instance_ids)
+    query.close()
+
+
+def sim_runtimes(instance) -> dict[str, int]:
+    """tag -> pid of the simulated instance's runtimes, as `neuron-sim status --json` says."""
+    out = subprocess.run([console_script("neuron-sim"), "status", "--root", str(instance.root),
+                          "--json"], check=True, capture_output=True, timeout=60).stdout
+    return {r["tag"]: r["pid"] for r in json.loads(out)["runtimes"] if r.get("alive") and "tag" in r}
+
+
+def test_drill_down_shows_real_pids_loaded_models_and_the_vcpu_count(fleet, fleet_server):
+    """neuronscope's exporter carries what AWS's does not: the pid behind each runtime tag,
+    each loaded model's memory per core; system_vcpu_count labels the runtime vCPU figures."""
+    from tui.history import History
+    from tui.memtree import build_tree
+    from tui.procdetail import process_detail
+    from tui.view import vcpu_usage
+
+    wait_fleet_up(fleet, fleet_server)
+    client = PrometheusClient(fleet_server.base_url)
+    query = FleetQuery(client, FleetConfig())
+    snapshot = fetch_until(query, complete(fleet.instance_ids))
+    rows = {r.instance_id: r for r in snapshot.rows}
+    for inst in fleet.instances:
+        row = rows[inst.instance_id]
+        source = PrometheusHostSource(client, row.instance_id, row.target, row.job,
+                                      rate_window=4 * snapshot.scrape_interval)
+        expected = sim_runtimes(inst)
+        deadline = time.monotonic() + 30
+        while True:   # a runtime's series may need a scrape after it started
+            report = source.fetch()
+            pids = {r.tag: r.pid for r in report.runtimes}
+            if pids == expected or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        source.close()
+        assert pids == expected and all(pid > 0 for pid in pids.values())
+        for pid in pids.values():
+            os.kill(pid, 0)    # a live process of this host, not a placeholder
+        per_device = report.hardware.cores_per_device
+        for runtime in report.runtimes:
+            models = runtime.memory_used.loaded_models
+            assert models, runtime.tag
+            cores = set(runtime.neuroncore_counters.cores)
+            for model in models:
+                assert model.name and model.model_id > 0
+                placed = {s.global_core(per_device) for s in model.subgraphs.values()}
+                assert placed and placed <= cores, (runtime.tag, placed, cores)
+                assert all(s.device_bytes == sum(s.device_breakdown.values()) > 0
+                           for s in model.subgraphs.values())
+            # a model's memory on a core is part of what the core's breakdown counts
+            for core, kinds in runtime.memory_used.core_breakdown.items():
+                in_models = sum(s.device_bytes for m in models for s in m.subgraphs.values()
+                                if s.global_core(per_device) == core)
+                assert in_models <= sum(kinds.values())
+            detail = process_detail(report, runtime.pid, History(8), runtime.tag)
+            assert detail.row.pid == runtime.pid and detail.models
+        tree = build_tree(report.runtimes, per_device)
+        labels = {m.label for nd in tree for nc in nd.children for m in nc.children}
+        assert {m.name for r in report.runtimes for m in r.memory_used.loaded_models} <= labels
+        assert report.system.vcpu.per_cpu == {}          # per-CPU usage is not invented
+        assert report.system.vcpu.vcpu_count == os.cpu_count()   # the exporters run here
+        assert vcpu_usage(report, report.runtimes).host_vcpus == os.cpu_count()
     query.close()
 
 

@@ -15,7 +15,9 @@ from monitor.fleet import QUERIES, RECORDED_PROBE
 from tui.fleet import FleetArrived, FleetScreen
 from tui.fleet_view import SORT_KEYS
 from tui.widgets.engines import EngineView
-from tui.widgets.panels import TitleBar
+from tui.widgets.panels import TitleBar, VcpuPanel
+from tui.widgets.processes import ProcessTable
+from tui.widgets.procscreen import ConfirmSignal, ProcessDetailView
 
 UP = ("i-e2583a0625220499b", "i-f3b2721b8a60e300b")
 DOWN = "i-8fc4237f41827d5a8"
@@ -181,6 +183,47 @@ async def test_aws_exporter_only_says_so_instead_of_zeros():
             engines = text(app.query_one(EngineView))
             assert "no neuroncore_engine_counters" in engines
             assert "no neuron_device_counters" in engines
+    finally:
+        server.close()
+
+
+@run_async
+async def test_aws_exporter_only_drill_down_says_which_pids_and_models_are_unknown():
+    """AWS labels runtimes by tag only: a tag that is not a pid leaves the pid unknown (N/A, not
+    0), loaded models are not in the stream, and the host's vCPU count still labels the runtime
+    vCPU figures (system_vcpu_count)."""
+    server = ReplayServer(aws_only(RECORDING))
+    app = make_fleet_app(server.url)
+    try:
+        async with app.run_test(size=(160, 50)) as pilot:
+            await settle_fleet(pilot, app)
+            table = app.fleet_screen.table
+            for _ in range(table.rows.index(next(r for r in table.rows if r.instance_id == UP[1]))):
+                await pilot.press("down")
+            await pilot.press("enter")
+            await settle_host(pilot, app)
+            assert "of 2 vCPUs" in text(app.query_one(VcpuPanel))
+            assert {r.tag: r.known_pid for r in app.report.runtimes} == {
+                "llama-serve": None, "llama-train": None}
+            await pilot.press("p")
+            await pilot.pause()
+            procs = text(app.query_one(ProcessTable)).splitlines()
+            for tag in ("llama-serve", "llama-train"):
+                line = next(l for l in procs if tag in l)
+                assert line.split()[0] == "N/A", line
+            await pilot.press("down", "enter")   # the second runtime, told apart by its tag
+            await pilot.pause()
+            view = app.screen.query_one(ProcessDetailView)
+            for _ in range(100):
+                if view.detail is not None:
+                    break
+                await pilot.pause(0.01)
+            detail = text(view)
+            assert "pid unknown · llama-train" in detail
+            assert "loaded models: not in this stream" in detail and "pid 0" not in detail
+            await pilot.press("T")                # runtimes elsewhere: nothing to signal
+            await pilot.pause()
+            assert not isinstance(app.screen, ConfirmSignal)
     finally:
         server.close()
 

@@ -17,7 +17,8 @@ from tui.fleet import FleetApp  # noqa: E402
 
 RECORDING = load()
 AT = RECORDING["at"]
-OWN_METRICS = ("neuron_core_", "neuron_device_")   # what AWS's exporter does not serve
+# what AWS's exporter does not serve
+OWN_METRICS = ("neuron_core_", "neuron_device_", "neuron_runtime_info", "neuron_runtime_model_")
 
 os.environ["TZ"] = "UTC"   # the screen prints wall-clock times
 time.tzset()

@@ -128,8 +128,11 @@ def test_faults_from_demo_stream():
     texts = [f.text for f in report_faults(reports[13])]
     assert any("60313: 3 execution errors (numerical)" in t for t in texts)
     assert any("ND14: 1 corrected ECC" in f.text for f in report_faults(reports[17]))
-    gone = report_faults(reports[0], {4242: "old-job"})
+    gone = report_faults(reports[0], [(4242, "old-job")])
     assert gone[-1].text == "old-job (pid 4242) stopped reporting"
+    # two runtimes whose pid the source does not know (AWS's metrics over Prometheus) are two
+    unknown = [f.text for f in report_faults(reports[0], [(None, "serve"), (None, "train")])]
+    assert unknown == ["serve (pid unknown) stopped reporting", "train (pid unknown) stopped reporting"]
 
 
 def test_history_keeps_order_and_bounds():

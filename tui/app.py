@@ -71,6 +71,7 @@ class NeuronTopApp(App[None]):
         self.tree_mode = False
         self.lineages: dict[int, tuple[Ancestor, ...] | None] = {}
         self.detail_pid: int | None = None
+        self.detail_tag: str | None = None  # with the pid: which runtime the detail screen shows
         self.source = source
         self.clock = clock
         self.stale_after = stale_after
@@ -87,7 +88,8 @@ class NeuronTopApp(App[None]):
         self.view = "overview"
         self.core = 0
         self.sort_key, self.sort_reverse, self.filter_text = "pid", False, ""
-        self.vanished: dict[int, str] = {}
+        # (pid, tag) of the runtimes gone since the last report
+        self.vanished: tuple[tuple[int | None, str], ...] = ()
         self.stopped_at: float | None = None  # the instance stopped; the last live state stays up
         self._tree_input: tuple | None = None
 
@@ -177,7 +179,7 @@ class NeuronTopApp(App[None]):
             # screen rather than drawing a blank one-device host.
             if self.stopped_at is None:
                 self.stopped_at = message.received_at
-                self.vanished = {}
+                self.vanished = ()
                 self._update_status()
                 self._update_banner()
             return
@@ -199,9 +201,10 @@ class NeuronTopApp(App[None]):
         self._update_banner()
 
     def _track_vanished(self, report: Report) -> None:
-        previous = {r.pid: r.tag for r in self.report.runtimes} if self.report else {}
-        current = {r.pid for r in report.runtimes}
-        self.vanished = {pid: tag for pid, tag in previous.items() if pid not in current}
+        # (pid, tag): runtimes whose pid the source does not know are told apart by their tag
+        previous = {(r.known_pid, r.tag) for r in self.report.runtimes} if self.report else set()
+        current = {(r.known_pid, r.tag) for r in report.runtimes}
+        self.vanished = tuple(sorted(previous - current, key=lambda k: (k[0] or 0, k[1])))
 
     # ------------------------------------------------------------------ rendering
     def show_report(self, report: Report) -> None:
@@ -260,8 +263,8 @@ class NeuronTopApp(App[None]):
                                               self.filter_text, tree)
 
     def _refresh_detail(self) -> None:
-        if self.detail_pid is not None and isinstance(self.screen, ProcessScreen):
-            detail = process_detail(self.report, self.detail_pid, self.history)
+        if self.detail_tag is not None and isinstance(self.screen, ProcessScreen):
+            detail = process_detail(self.report, self.detail_pid, self.history, self.detail_tag)
             self.screen.query_one(ProcessDetailView).show(detail)
 
     def _update_status(self) -> None:
@@ -442,15 +445,15 @@ class NeuronTopApp(App[None]):
         self.set_sort(message.key)
 
     def on_process_table_details_requested(self, message: ProcessTable.DetailsRequested) -> None:
-        runtime = find_runtime(self.report, message.pid) if self.report else None
+        runtime = find_runtime(self.report, message.pid, message.tag) if self.report else None
         if runtime is None:
             return
-        self.detail_pid = message.pid
+        self.detail_pid, self.detail_tag = runtime.known_pid, runtime.tag
 
         def closed(_: None) -> None:
-            self.detail_pid = None
+            self.detail_pid = self.detail_tag = None
 
-        self.push_screen(ProcessScreen(runtime.pid, runtime.tag, self.readonly), closed)
+        self.push_screen(ProcessScreen(runtime.known_pid, runtime.tag, self.readonly), closed)
         self.call_after_refresh(self._refresh_detail)
 
     def show_app(self, tag: str) -> None:
@@ -487,8 +490,7 @@ class NeuronTopApp(App[None]):
         if self.view != "processes" or self.report is None:
             return None
         table = self.query_one(ProcessTable)
-        pid = table.selected_pid
-        return None if pid is None else (pid, table.rows[table.cursor].tag)
+        return table.selected_key
 
     def action_signal(self, name: str) -> None:
         if isinstance(self.screen, ConfirmSignal):  # one question at a time
@@ -505,6 +507,9 @@ class NeuronTopApp(App[None]):
                         "signals are off", severity="warning")
             return
         pid, tag = target
+        if pid is None:
+            self.notify(f"{tag}: its pid is not known; no signal is sent", severity="warning")
+            return
 
         def answered(yes: bool | None) -> None:
             if yes:

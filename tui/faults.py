@@ -1,9 +1,11 @@
 """Faults worth a banner: ECC events, execution errors, runtimes in error or gone."""
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from monitor.report import Report
+from tui.fmt import pid_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -12,8 +14,10 @@ class Fault:
     text: str
 
 
-def report_faults(report: Report, vanished: dict[int, str] | None = None) -> tuple[Fault, ...]:
-    """Faults in one report; ``vanished`` maps pids that left since the previous report to tags."""
+def report_faults(report: Report, vanished: Iterable[tuple[int | None, str]] = ()
+                  ) -> tuple[Fault, ...]:
+    """Faults in one report; ``vanished``: the (pid, tag) of runtimes that left since the
+    previous report (pid None where the source does not know it)."""
     faults: list[Fault] = []
     hw = report.system.hw_counters
     for ecc in (hw.devices or ()) if hw else ():
@@ -25,12 +29,13 @@ def report_faults(report: Report, vanished: dict[int, str] | None = None) -> tup
             faults.append(Fault("warning", f"ND{ecc.index}: {corrected} corrected ECC"))
     for runtime in report.runtimes:
         if runtime.error:
-            faults.append(Fault("error", f"{runtime.tag} (pid {runtime.pid}): {runtime.error}"))
+            faults.append(Fault("error", f"{runtime.tag} ({pid_text(runtime.known_pid)}): "
+                                         f"{runtime.error}"))
         stats = runtime.execution_stats
         errors = sum(stats.errors.values()) if stats else 0
         if errors:
             kinds = ",".join(k for k, v in stats.errors.items() if v)
             faults.append(Fault("error", f"{runtime.tag}: {errors} execution errors ({kinds})"))
-    for pid, tag in sorted((vanished or {}).items()):
-        faults.append(Fault("error", f"{tag} (pid {pid}) stopped reporting"))
+    for pid, tag in vanished or ():
+        faults.append(Fault("error", f"{tag} ({pid_text(pid)}) stopped reporting"))
     return tuple(faults)

@@ -4,6 +4,11 @@ from __future__ import annotations
 _BYTE_UNITS = ("B", "KB", "MB", "GB", "TB", "PB")
 
 
+def pid_text(pid: int | None) -> str:
+    """``pid 4242``, or ``pid unknown`` where the source does not know the process."""
+    return f"pid {pid}" if pid else "pid unknown"
+
+
 def human_bytes(value: float | None) -> str:
     """Bytes as neuron-top prints them: binary steps, one decimal, e.g. ``17.5GB``, ``256.0KB``."""
     if value is None:

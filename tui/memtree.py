@@ -49,22 +49,13 @@ def _unattributed(prefix: tuple, breakdown: dict[str, int], in_models: dict[str,
     return (TreeNode(key, label, None, sum(rest.values()), None, _category_nodes(key, rest)),)
 
 
-def _global_core(subgraph_core: int, device: int, per_device: int) -> int:
-    """Subgraphs name a core either globally or within their device; accept both readings."""
-    if device * per_device <= subgraph_core < (device + 1) * per_device:
-        return subgraph_core
-    if subgraph_core < per_device:
-        return device * per_device + subgraph_core
-    return subgraph_core
-
-
 def _models_by_core(models: Iterable[LoadedModel], per_device: int,
                     in_models: dict[int, dict[str, int]]) -> dict[int, list[TreeNode]]:
     """Model nodes per global core; adds each core's model memory by category to ``in_models``."""
     found: dict[int, list[TreeNode]] = {}
     for model in models:
         for sub in model.subgraphs.values():
-            core = _global_core(sub.neuroncore_index, sub.neuron_device_index, per_device)
+            core = sub.global_core(per_device)
             key = ("model", core, model.model_id, model.uuid)
             breakdown = dict(sub.device_breakdown)
             node = TreeNode(key, model.name, model.model_id, sub.device_bytes, sub.host_bytes,

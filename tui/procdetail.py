@@ -18,7 +18,7 @@ class ProcessDetail:
     history: tuple[tuple[str, np.ndarray], ...]  # (label, mean over its cores, oldest first)
     device_memory: tuple[tuple[str, int], ...]  # category label, bytes (summed over its cores)
     host_memory: tuple[tuple[str, int], ...]
-    models: tuple[tuple[str, int, int], ...]  # (name, model id, device bytes)
+    models: tuple[tuple[str, int, int], ...] | None  # (name, model id, device bytes); None: unknown
     statuses: tuple[tuple[str, int], ...]  # execution outcomes in the period
     errors: tuple[tuple[str, int], ...]  # execution errors by kind in the period
     latency: tuple[tuple[str, float], ...]  # (percentile, seconds)
@@ -26,12 +26,16 @@ class ProcessDetail:
     host_vcpus: int
 
 
-def find_runtime(report: Report, pid: int) -> RuntimeReport | None:
-    return next((r for r in report.runtimes if r.pid == pid), None)
+def find_runtime(report: Report, pid: int | None, tag: str | None = None) -> RuntimeReport | None:
+    """The runtime with that pid (and tag, when given: runtimes whose pid is unknown are told
+    apart by their tag)."""
+    return next((r for r in report.runtimes
+                 if r.known_pid == pid and (tag is None or r.tag == tag)), None)
 
 
-def process_detail(report: Report, pid: int, history: History) -> ProcessDetail | None:
-    runtime = find_runtime(report, pid)
+def process_detail(report: Report, pid: int | None, history: History,
+                   tag: str | None = None) -> ProcessDetail | None:
+    runtime = find_runtime(report, pid, tag)
     if runtime is None:
         return None
     row = process_row(runtime)
@@ -44,14 +48,15 @@ def process_detail(report: Report, pid: int, history: History) -> ProcessDetail 
                    for index, name in enumerate(ENGINES)]
     used = runtime.memory_used
     device: dict[str, int] = {}
-    models: list[tuple[str, int, int]] = []
+    models = None   # the stream says nothing of loaded models
     if used is not None:
         for breakdown in used.core_breakdown.values():
             for key, value in breakdown.items():
                 device[key] = device.get(key, 0) + value
-        for model in used.loaded_models or ():
-            models.append((model.name, model.model_id,
-                           sum(s.device_bytes or 0 for s in model.subgraphs.values())))
+        if used.loaded_models is not None:
+            models = tuple((model.name, model.model_id,
+                            sum(s.device_bytes or 0 for s in model.subgraphs.values()))
+                           for model in used.loaded_models)
     stats = runtime.execution_stats
     latency = stats.total_latency if stats else None
     return ProcessDetail(
@@ -59,7 +64,7 @@ def process_detail(report: Report, pid: int, history: History) -> ProcessDetail 
         tuple((label, device.get(key, 0)) for key, label in DEVICE_CATEGORIES),
         tuple((label, used.host_breakdown.get(key, 0)) for key, label in HOST_CATEGORIES)
         if used and used.host_breakdown is not None else (),
-        tuple(models),
+        models,
         tuple(sorted(stats.statuses.items())) if stats else (),
         tuple(sorted(stats.errors.items())) if stats else (),
         tuple((name, value) for name in ("p0", "p50", "p99", "p100")

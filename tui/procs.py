@@ -8,7 +8,7 @@ from monitor.report import K8sInfo, Report, RuntimeReport
 
 @dataclass(frozen=True, slots=True)
 class ProcessRow:
-    pid: int
+    pid: int | None  # None: the source does not know the process (shown as N/A, sorted last)
     tag: str
     cores: tuple[int, ...]
     utilization: float | None  # mean over its cores, ratio
@@ -61,7 +61,7 @@ def process_row(runtime: RuntimeReport, k8s: K8sInfo | None = None) -> ProcessRo
         errors = sum(stats.errors.values())
         p50 = stats.total_latency.p50 if stats.total_latency else None
     vcpu = (runtime.vcpu.user + runtime.vcpu.system) if runtime.vcpu else None
-    return ProcessRow(runtime.pid, runtime.tag, cores, util, used.device_bytes if used else None,
+    return ProcessRow(runtime.known_pid, runtime.tag, cores, util, used.device_bytes if used else None,
                       used.host_bytes if used else None, vcpu, rate, errors, p50, runtime.error,
                       pod_text(k8s, cores))
 
@@ -72,13 +72,13 @@ def matches(row: ProcessRow, query: str) -> bool:
     for term in query.replace(",", " ").lower().split():
         kind, _, needle = term.partition(":") if ":" in term else ("", "", term)
         if kind == "pid":
-            if needle.isdigit() and row.pid == int(needle):
+            if needle.isdigit() and row.pid is not None and row.pid == int(needle):
                 return True
         elif kind == "tag":
             if needle in row.tag.lower():
                 return True
-        elif (term in str(row.pid) or term in row.tag.lower() or term in row.status.lower()
-              or term in (row.pod or "").lower()):
+        elif ((row.pid is not None and term in str(row.pid)) or term in row.tag.lower()
+              or term in row.status.lower() or term in (row.pod or "").lower()):
             return True
     return False
 
@@ -91,5 +91,5 @@ def process_rows(report: Report, sort_key: str = "pid", reverse: bool = False,
         rows = [r for r in rows if matches(r, query)]
     present = [r for r in rows if getattr(r, sort_key) is not None]
     missing = [r for r in rows if getattr(r, sort_key) is None]
-    present.sort(key=lambda r: (getattr(r, sort_key), r.pid), reverse=reverse)
+    present.sort(key=lambda r: (getattr(r, sort_key), r.pid or 0, r.tag), reverse=reverse)
     return present + missing

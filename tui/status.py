@@ -7,7 +7,7 @@ Plain functions of the source's state, shared by the screen (tui/app.py) and ``-
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from monitor.coverage import stream_gaps
 from monitor.errors import one_line
@@ -18,7 +18,7 @@ from tui.faults import Fault, report_faults
 __all__ = ["stream_faults", "source_status", "exit_status"]
 
 
-def stream_faults(report: Report | None, vanished: dict[int, str] | None,
+def stream_faults(report: Report | None, vanished: Iterable[tuple[int | None, str]],
                   rejections: list[str]) -> tuple[Fault, ...]:
     """The banner's fault lines: the report's faults and gaps, or (before any valid report)
     the first rejected lines' reasons."""

@@ -129,12 +129,12 @@ class VcpuUsage:
     system_system: float | None
     runtime_user: float | None  # share of the host's vCPUs (0..1) when host_vcpus is known
     runtime_system: float | None
-    host_vcpus: int = 0  # 0: the stream has no per-vCPU data; runtime figures are of one vCPU
+    host_vcpus: int = 0  # 0: the stream has no vCPU count; runtime figures are of one vCPU
 
 
 def host_vcpu_count(report: Report) -> int:
     system = report.system.vcpu
-    return len(system.per_cpu) if system is not None and system.per_cpu else 0
+    return system.vcpu_count if system is not None else 0
 
 
 def vcpu_usage(report: Report, runtimes: Iterable[RuntimeReport]) -> VcpuUsage:

@@ -8,7 +8,7 @@ from textual.strip import Strip
 from monitor.report import CoreEngineCounters, DeviceCounter, Report
 from monitor.vocab import ENGINE_LABELS
 from tui.braille import bar, braille_rows
-from tui.fmt import human_rate, percent, tflops, wrap_words
+from tui.fmt import human_rate, percent, pid_text, tflops, wrap_words
 from tui.history import ENGINES, History
 from tui.view import core_layout
 from tui.widgets.base import LineWidget, strip
@@ -85,7 +85,7 @@ class EngineView(LineWidget):
         for runtime in report.runtimes:
             counters = runtime.neuroncore_counters
             if counters and self.core in counters.cores:
-                owner = f"{runtime.tag} (pid {runtime.pid})"
+                owner = f"{runtime.tag} ({pid_text(runtime.known_pid)})"
                 util, flops = counters.cores[self.core].utilization, counters.cores[self.core].flops
         per_device = core_layout(report)[1]
         text = (f"NC{self.core} on ND{self.core // per_device} · {owner} · utilization "

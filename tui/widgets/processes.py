@@ -58,9 +58,9 @@ class ProcessTable(LineWidget, can_focus=True):
             self.key = key
 
     class DetailsRequested(Message):
-        def __init__(self, pid: int) -> None:
+        def __init__(self, pid: int | None, tag: str) -> None:
             super().__init__()
-            self.pid = pid
+            self.pid, self.tag = pid, tag
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -73,20 +73,28 @@ class ProcessTable(LineWidget, can_focus=True):
 
     def show(self, rows: list[ProcessRow], sort_key: str, reverse: bool, query: str,
              tree: list[TreeLine] | None = None) -> None:
-        selected = self.selected_pid
+        selected = self.selected_key
         if tree is not None:  # the tree orders the runtimes: under their parents
             rows = [line.row for line in tree if line.row is not None]
         self.rows, self.sort_key, self.reverse, self.query = rows, sort_key, reverse, query
         self.parents_tree = tree
-        pids = [row.pid for row in rows]
-        if selected in pids:  # the cursor stays on its process when the order changes
-            self.cursor = pids.index(selected)
+        keys = [(row.pid, row.tag) for row in rows]
+        if selected in keys:  # the cursor stays on its process when the order changes
+            self.cursor = keys.index(selected)
         self.cursor = min(self.cursor, max(0, len(rows) - 1))
         self.invalidate(layout=True)
 
     @property
     def selected_pid(self) -> int | None:
         return self.rows[self.cursor].pid if self.rows and self.cursor < len(self.rows) else None
+
+    @property
+    def selected_key(self) -> tuple[int | None, str] | None:
+        """(pid, tag) of the row under the cursor: the tag tells apart runtimes of unknown pid."""
+        if not self.rows or self.cursor >= len(self.rows):
+            return None
+        row = self.rows[self.cursor]
+        return row.pid, row.tag
 
     def _columns(self, width: int) -> list[tuple[tuple, int]]:
         """The columns that fit ``width``, dropping the lowest priority first, with their widths;
@@ -171,7 +179,8 @@ class ProcessTable(LineWidget, can_focus=True):
 
     def action_details(self) -> None:
         if self.rows:
-            self.post_message(self.DetailsRequested(self.rows[self.cursor].pid))
+            row = self.rows[self.cursor]
+            self.post_message(self.DetailsRequested(row.pid, row.tag))
 
     def on_click(self, event: events.Click) -> None:
         offset = event.get_content_offset(self)

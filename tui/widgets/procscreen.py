@@ -9,7 +9,7 @@ from textual.strip import Strip
 from textual.widgets import Static
 
 from tui.braille import braille_rows
-from tui.fmt import core_ranges, human_bytes, per_second, percent, tflops, wrap_words
+from tui.fmt import core_ranges, human_bytes, per_second, percent, pid_text, tflops, wrap_words
 from tui.procdetail import ProcessDetail
 from tui.widgets.base import LineWidget, strip
 
@@ -36,7 +36,7 @@ class ProcessDetailView(LineWidget, can_focus=True):
                 Binding("home", "scroll(-100000)", show=False),
                 Binding("end", "scroll(100000)", show=False)]
 
-    def __init__(self, pid: int, *, id: str | None = None) -> None:
+    def __init__(self, pid: int | None, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.pid = pid
         self.detail: ProcessDetail | None = None
@@ -53,12 +53,12 @@ class ProcessDetailView(LineWidget, can_focus=True):
         d = self.detail
         muted = self.style_of("detail--muted")
         if d is None:
-            return [strip([(f"pid {self.pid}: waiting for its report…", muted)])]
+            return [strip([(f"{pid_text(self.pid)}: waiting for its report…", muted)])]
         row = d.row
         vcpu = "N/A" if row.vcpu is None else (
             f"{percent(row.vcpu / d.host_vcpus)} of {d.host_vcpus} vCPUs ({percent(row.vcpu, 1)} "
             f"of one)" if d.host_vcpus else f"{percent(row.vcpu, 1)} of one vCPU")
-        head = (f"pid {row.pid} · {row.tag} · {len(row.cores)} cores ({core_ranges(row.cores)}) · "
+        head = (f"{pid_text(row.pid)} · {row.tag} · {len(row.cores)} cores ({core_ranges(row.cores)}) · "
                 f"NC utilization {percent(row.utilization)} · vCPU {vcpu}")
         lines = [strip([(" " + part, self.style_of("detail--head"))])
                  for part in wrap_words(head, width - 1, 2)]
@@ -123,7 +123,10 @@ class ProcessDetailView(LineWidget, can_focus=True):
             text = f"{name:<8}Total {human_bytes(total)} · " + " · ".join(
                 f"{label} {human_bytes(value)}" for label, value in parts)
             lines += [strip([("  " + part, None)]) for part in wrap_words(text, width - 2, 2)]
-        for name, model_id, size in d.models:
+        if d.models is None:
+            lines.append(strip([("  loaded models: not in this stream",
+                                 self.style_of("detail--muted"))]))
+        for name, model_id, size in d.models or ():
             lines.append(strip([(fit_line(f"  model {name} (id {model_id}): {human_bytes(size)} "
                                           "on the device", width), self.style_of("detail--muted"))]))
         return lines
@@ -161,13 +164,13 @@ class ProcessScreen(Screen[None]):
     BINDINGS = [Binding("escape", "close", "back"),
                 Binding("o", "show_app", "show this app in the overview")]
 
-    def __init__(self, pid: int, tag: str, readonly: bool) -> None:
+    def __init__(self, pid: int | None, tag: str, readonly: bool) -> None:
         super().__init__()
         self.pid, self.tag, self.readonly = pid, tag, readonly
 
     def compose(self) -> ComposeResult:
         view = ProcessDetailView(self.pid, id="detail")
-        view.border_title = f"Process {self.pid} ({self.tag})"
+        view.border_title = f"Process {self.pid or '(pid unknown)'} ({self.tag})"
         yield view
         keys = " esc back  o its app  arrows scroll  " + (
             "" if self.readonly else "I/T/K SIGINT/TERM/KILL  ") + "q quit"

@@ -1,0 +1,99 @@
+"""neuron_runtime_info and neuron_runtime_model_memory_used_bytes: what a runtime is, for a
+scrape to rebuild its process details. They hold only what the runtime's latest report carries."""
+from __future__ import annotations
+
+import copy
+import json
+import pathlib
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from exporters.exporter import PrometheusExporter
+from monitor.report import Report
+
+FIXTURES = pathlib.Path(__file__).parent / "fixtures"
+BASE = json.loads((FIXTURES / "neuron_monitor_aws_example.json").read_text())
+MODEL = "neuron_runtime_model_memory_used_bytes"
+
+
+def series(exporter: PrometheusExporter, name: str) -> dict[tuple, float]:
+    out = {}
+    for family in text_string_to_metric_families(exporter.current.text.decode()):
+        for sample in family.samples:
+            if sample.name == name:
+                out[tuple(sorted(sample.labels.items()))] = sample.value
+    return out
+
+
+def ingest(exporter: PrometheusExporter, doc: dict) -> None:
+    exporter.ingest(Report.from_json(json.dumps(doc).encode(), received_at=1.0))
+
+
+def runtime(doc: dict) -> dict:
+    return doc["neuron_runtime_data"][0]
+
+
+def test_the_pid_behind_each_tag_and_a_replaced_pid_leaves_no_stale_series():
+    exporter = PrometheusExporter(clock=lambda: 1.0)
+    doc = copy.deepcopy(BASE)
+    ingest(exporter, doc)
+    assert series(exporter, "neuron_runtime_info") == {
+        (("pid", "12345"), ("runtime_tag", "my_app_1")): 1.0}
+    runtime(doc)["pid"] = 23456           # the job restarted under the same tag
+    ingest(exporter, doc)
+    assert series(exporter, "neuron_runtime_info") == {
+        (("pid", "23456"), ("runtime_tag", "my_app_1")): 1.0}
+    doc["neuron_runtime_data"] = []       # gone: its series go with the other per-runtime ones
+    ingest(exporter, doc)
+    assert series(exporter, "neuron_runtime_info") == {}
+    assert series(exporter, MODEL) == {}
+
+
+def test_model_memory_per_core_location_and_category():
+    exporter = PrometheusExporter(clock=lambda: 1.0)
+    ingest(exporter, BASE)
+    got = series(exporter, MODEL)
+    model = runtime(BASE)["report"]["memory_used"]["loaded_models"][0]
+    sub = model["subgraphs"]["sg_00"]
+    breakdown = sub["memory_used_bytes"]["usage_breakdown"]
+    per_device = BASE["neuron_hardware_info"]["neuroncore_per_device_count"]
+    # the subgraph names core 0 of its device: exported as the host-wide logical index
+    core = sub["neuron_device_index"] * per_device + sub["neuroncore_index"]
+    expected = {}
+    for location in ("host", "neuron_device"):
+        for category, value in breakdown[location].items():
+            expected[tuple(sorted({"runtime_tag": "my_app_1", "model_id": str(model["model_id"]),
+                                   "model_name": model["name"],
+                                   "neuron_device_index": str(sub["neuron_device_index"]),
+                                   "neuroncore": str(core), "memory_location": location,
+                                   "category": category}.items()))] = float(value)
+    assert got == expected
+    device = sum(v for k, v in got.items() if ("memory_location", "neuron_device") in k)
+    assert device == sub["memory_used_bytes"]["neuron_device"]
+
+
+def test_an_unloaded_model_goes_and_a_failing_group_keeps_its_last_models():
+    exporter = PrometheusExporter(clock=lambda: 1.0)
+    doc = copy.deepcopy(BASE)
+    ingest(exporter, doc)
+    loaded = series(exporter, MODEL)
+    assert loaded
+    failing = copy.deepcopy(doc)
+    failing_group = runtime(failing)["report"]["memory_used"]
+    failing_group["error"] = "memory query failed"
+    failing_group.pop("loaded_models")
+    ingest(exporter, failing)
+    assert series(exporter, MODEL) == loaded          # AWS's rule: an errored group keeps its values
+    runtime(doc)["report"]["memory_used"]["loaded_models"] = []
+    ingest(exporter, doc)
+    assert series(exporter, MODEL) == {}
+    assert series(exporter, "neuron_runtime_info")    # the runtime itself is still there
+
+
+def test_a_source_that_does_not_know_the_pid_exports_no_runtime_info():
+    exporter = PrometheusExporter(clock=lambda: 1.0)
+    doc = copy.deepcopy(BASE)
+    runtime(doc)["pid"] = 0
+    ingest(exporter, doc)
+    assert series(exporter, "neuron_runtime_info") == {}
+    assert series(exporter, "neuroncore_utilization_ratio")

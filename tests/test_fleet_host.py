@@ -1,0 +1,116 @@
+"""The drill-down's Report from instant-query answers: pids, loaded models and the vCPU count,
+with neuronscope's exporter behind Prometheus and with AWS's only."""
+from __future__ import annotations
+
+from monitor.fleet_host import host_queries, host_report
+from monitor.promql import Sample
+from monitor.report import Report
+from tui.history import History
+from tui.procdetail import process_detail
+from tui.procs import process_rows
+from tui.view import vcpu_usage
+
+INSTANCE = {"instance_id": "i-0abc", "instance_type": "trn2.48xlarge", "instance_name": "n",
+            "availability_zone": "us-east-2a", "region": "us-east-2", "subnet_id": "s"}
+HARDWARE = {"neuron_device_count": "16", "neuron_device_memory_size": "103079215104",
+            "neuroncore_per_device_count": "4"}
+
+
+def sample(name: str, value: float, **labels: str) -> Sample:
+    return Sample({"__name__": name, **labels}, value, 0.0)
+
+
+def aws_answers(tags=("llama-train", "4242")) -> dict[str, list[Sample]]:
+    out: dict[str, list[Sample]] = {
+        "info": [sample("instance_info", 1, **INSTANCE)],
+        "hardware": [sample("neuron_hardware_info", 1, **HARDWARE)],
+        "util": [], "runtime_memory": [], "core_memory": [], "runtime_vcpu": [],
+        "system": [sample("system_vcpu_count", 192), sample("system_vcpu_usage_ratio", 0.25, usage_type="user"),
+                   sample("system_vcpu_usage_ratio", 0.05, usage_type="system")],
+    }
+    for n, tag in enumerate(tags):
+        out["util"].append(sample("neuroncore_utilization_ratio", 0.5, runtime_tag=tag, neuroncore=str(n)))
+        out["runtime_memory"].append(sample("neuron_runtime_memory_used_bytes", 1000, runtime_tag=tag,
+                                            memory_location="neuron_device"))
+        out["core_memory"].append(sample("neuroncore_memory_usage_tensors", 1000, runtime_tag=tag,
+                                         neuroncore=str(n), memory_location="None"))
+        out["runtime_vcpu"].append(sample("neuron_runtime_vcpu_usage_ratio", 1.5, runtime_tag=tag,
+                                          usage_type="user"))
+    return out
+
+
+def model(tag: str, core: int, location: str, category: str, value: float, model_id: str = "10005",
+          name: str = "llama-7b") -> Sample:
+    return sample("neuron_runtime_model_memory_used_bytes", value, runtime_tag=tag, model_id=model_id,
+                  model_name=name, neuron_device_index=str(core // 4), neuroncore=str(core),
+                  memory_location=location, category=category)
+
+
+def test_the_new_queries_select_by_the_exporters_target():
+    q = host_queries("i-0abc", "10.0.0.7:8000", "neuron", "60s")
+    assert q["runtime_info"] == 'neuron_runtime_info{instance="10.0.0.7:8000",job="neuron"}'
+    assert q["models"] == ('neuron_runtime_model_memory_used_bytes'
+                           '{instance="10.0.0.7:8000",job="neuron"}')
+
+
+def test_aws_only_a_pid_is_known_where_the_tag_is_one_and_models_are_unknown():
+    report = host_report(aws_answers(), 2.0)
+    pids = {r.tag: r.known_pid for r in report.runtimes}
+    assert pids == {"llama-train": None, "4242": 4242}
+    assert all(r.memory_used.loaded_models is None for r in report.runtimes)
+    rows = {r.tag: r for r in process_rows(report)}
+    assert rows["llama-train"].pid is None and rows["4242"].pid == 4242
+    assert [r.tag for r in process_rows(report, "pid")] == ["4242", "llama-train"]  # unknown last
+    assert process_rows(report, query="none") == [] and process_rows(report, query="pid:0") == []
+    detail = process_detail(report, None, History(8), "llama-train")
+    assert detail is not None and detail.row.tag == "llama-train" and detail.models is None
+
+
+def test_extension_series_give_pids_and_models_per_core():
+    answers = aws_answers(("llama-train", "serve"))
+    answers["runtime_info"] = [sample("neuron_runtime_info", 1, runtime_tag="llama-train", pid="31337"),
+                               sample("neuron_runtime_info", 1, runtime_tag="serve", pid="31338")]
+    answers["models"] = [model("llama-train", 0, "neuron_device", "tensors", 600),
+                         model("llama-train", 0, "neuron_device", "constants", 300),
+                         model("llama-train", 0, "host", "dma_buffers", 64),
+                         model("llama-train", 5, "neuron_device", "tensors", 100, "10006", "head")]
+    report = host_report(answers, 2.0)
+    by_tag = {r.tag: r for r in report.runtimes}
+    assert {t: r.pid for t, r in by_tag.items()} == {"llama-train": 31337, "serve": 31338}
+    models = by_tag["llama-train"].memory_used.loaded_models
+    assert [(m.name, m.model_id) for m in models] == [("llama-7b", 10005), ("head", 10006)]
+    sub = next(iter(models[0].subgraphs.values()))
+    assert (sub.neuroncore_index, sub.neuron_device_index, sub.device_bytes, sub.host_bytes) == \
+        (0, 0, 900, 64)
+    assert dict(sub.device_breakdown) == {"tensors": 600, "constants": 300}
+    assert next(iter(models[1].subgraphs.values())).global_core(4) == 5
+    assert by_tag["serve"].memory_used.loaded_models == ()   # ours, and nothing loaded
+    detail = process_detail(report, 31337, History(8), "llama-train")
+    assert detail.models == (("llama-7b", 10005, 900), ("head", 10006, 100))
+
+
+def test_a_model_query_that_failed_leaves_models_unknown():
+    answers = aws_answers()
+    answers["runtime_info"] = [sample("neuron_runtime_info", 1, runtime_tag="llama-train", pid="7")]
+    report = host_report(answers, 2.0)   # no "models" answer at all
+    assert {r.tag: r.pid for r in report.runtimes}["llama-train"] == 7
+    assert all(r.memory_used.loaded_models is None for r in report.runtimes)
+
+
+def test_the_vcpu_count_travels_without_per_cpu_usage():
+    report = host_report(aws_answers(), 2.0)
+    vcpu = report.system.vcpu
+    assert vcpu.per_cpu == {} and vcpu.vcpu_count == 192
+    usage = vcpu_usage(report, report.runtimes)
+    assert usage.host_vcpus == 192
+    assert abs(usage.runtime_user - 3.0 / 192) < 1e-9      # two runtimes at 1.5 vCPUs each
+    again = Report.from_dict(report.to_dict())             # the extension key round-trips
+    assert again.system.vcpu.vcpu_count == 192 and again.system.vcpu.per_cpu == {}
+
+
+def test_without_system_vcpu_count_the_count_stays_unknown():
+    answers = aws_answers()
+    answers["system"] = [s for s in answers["system"] if s.labels["__name__"] != "system_vcpu_count"]
+    report = host_report(answers, 2.0)
+    assert report.system.vcpu.vcpu_count == 0
+    assert vcpu_usage(report, report.runtimes).host_vcpus == 0
