@@ -98,8 +98,10 @@ def _memory_used(group: Any, base: tuple[str, ...], ctx: Context) -> list[Family
 
 
 def _model_memory(models: Any, tag: str, ctx: Context) -> list[Sample]:
-    """Each loaded model's memory per core, location and category (two subgraphs of one model on
-    one core are added up), so a scrape can rebuild the memory tree down to models."""
+    """Each loaded model's device memory per core and category (two subgraphs of one model on
+    one core are added up), so a scrape can rebuild the memory tree down to models. Host-side
+    model memory stays out: it is a few buffers per model, already in the runtime's host total
+    (neuron_runtime_memory_used_bytes), and would double these series on every host."""
     per_device = ctx.cores_per_device
     bytes_of: dict[tuple[str, ...], float] = {}
     for model in models:
@@ -107,11 +109,9 @@ def _model_memory(models: Any, tag: str, ctx: Context) -> list[Sample]:
             core = sub.global_core(per_device) if per_device > 0 else sub.neuroncore_index
             device = str(core // per_device) if per_device > 0 else str(sub.neuron_device_index)
             head = (tag, str(model.model_id), model.name, device, str(core))
-            for location, breakdown in (("host", sub.host_breakdown),
-                                        ("neuron_device", sub.device_breakdown)):
-                for category, value in breakdown.items():
-                    key = head + (location, category)
-                    bytes_of[key] = bytes_of.get(key, 0.0) + float(value)
+            for category, value in sub.device_breakdown.items():
+                key = head + ("neuron_device", category)
+                bytes_of[key] = bytes_of.get(key, 0.0) + float(value)
     return list(bytes_of.items())
 
 

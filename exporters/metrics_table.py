@@ -184,10 +184,11 @@ EXTRA_METRICS: tuple[MetricSpec, ...] = (
          "One per runtime: the process id behind its runtime_tag; always 1.",
          ("runtime_tag", "pid"), RUNTIME_GROUP, "neuron_runtime_data[].pid", "", replaced=True),
     _ext("neuron_runtime_model_memory_used_bytes", "gauge",
-         "Memory a loaded model's subgraph holds on one NeuronCore, by location and category.",
+         "Device memory a loaded model's subgraphs hold on one NeuronCore, by category.",
          _MODEL, MODEL_MEMORY_GROUP,
-         "loaded_models[].subgraphs[].memory_used_bytes.usage_breakdown.{host,neuron_device}"
-         "[category]; neuroncore is the host-wide logical index", "bytes", replaced=True),
+         "loaded_models[].subgraphs[].memory_used_bytes.usage_breakdown.neuron_device"
+         "[category]; memory_location is always neuron_device; neuroncore is the host-wide "
+         "logical index", "bytes", replaced=True),
     _ext("neuron_exporter_scrape_duration_seconds", "gauge",
          "Time the exporter took to turn the latest report into the exposition it serves.", (),
          EXPORTER_GROUP, "ingest + render of the last report", "seconds"),

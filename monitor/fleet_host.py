@@ -5,7 +5,7 @@ neuron-monitor document from what the exporter exposes and parses it with ``Repo
 (the one parser). Counters become per-period counts (``increase``/``rate`` over the refresh
 period). AWS's metrics name runtimes by ``runtime_tag`` only; neuronscope's exporter adds
 ``neuron_runtime_info`` (the pid behind each tag) and ``neuron_runtime_model_memory_used_bytes``
-(each loaded model's memory per core, location and category), so pids and loaded models come
+(each loaded model's device memory per core and category), so pids and loaded models come
 back. The host's vCPU count comes from ``system_vcpu_count`` (the document's ``vcpu_count``); each
 vCPU's own usage does not travel (the exporter does not export it: one series per vCPU and usage
 type on every host of a fleet costs more than the screen gains), nor do a model's uuid and
@@ -175,7 +175,8 @@ def _pids(results) -> dict[str, int]:
 
 def _models(results) -> dict[str, list[dict]]:
     """loaded_models per runtime tag from the per-core model memory series: one subgraph per
-    core, its breakdown by location and category (uuid and is_running do not travel)."""
+    core, its device memory by category (host-side model memory, uuid and is_running do not
+    travel)."""
     models: dict[str, dict[tuple[str, str], dict]] = {}
     for s in results.get("models", ()):
         labels = s.labels

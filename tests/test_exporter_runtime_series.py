@@ -49,7 +49,7 @@ def test_the_pid_behind_each_tag_and_a_replaced_pid_leaves_no_stale_series():
     assert series(exporter, MODEL) == {}
 
 
-def test_model_memory_per_core_location_and_category():
+def test_model_device_memory_per_core_and_category():
     exporter = PrometheusExporter(clock=lambda: 1.0)
     ingest(exporter, BASE)
     got = series(exporter, MODEL)
@@ -60,7 +60,7 @@ def test_model_memory_per_core_location_and_category():
     # the subgraph names core 0 of its device: exported as the host-wide logical index
     core = sub["neuron_device_index"] * per_device + sub["neuroncore_index"]
     expected = {}
-    for location in ("host", "neuron_device"):
+    for location in ("neuron_device",):   # host-side model memory is the runtime's total only
         for category, value in breakdown[location].items():
             expected[tuple(sorted({"runtime_tag": "my_app_1", "model_id": str(model["model_id"]),
                                    "model_name": model["name"],
