@@ -31,7 +31,9 @@ for name in ("orjson", "rich", "monitor", "device_model.catalog"):
         report[name] = "importable"
     except ImportError:
         report[name] = "missing"
-print("REPORT " + json.dumps(report), flush=True)
+# one write of the whole line: torchrun's workers share this stdout, unbuffered
+sys.stdout.write("REPORT " + json.dumps(report) + "\\n")
+sys.stdout.flush()
 model = torch.nn.Linear(8, 4)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 for step in range(2):
