@@ -29,8 +29,10 @@ time.sleep(600)
 """
 
 
-def test_demo_runtimes_stop_when_their_owner_is_killed():
-    owner = subprocess.Popen([sys.executable, "-c", OWNER], stdout=subprocess.PIPE, text=True)
+def test_demo_runtimes_stop_when_their_owner_is_killed(tmp_path):
+    # TMPDIR: the killed owner cannot remove its demo directory; it goes with the test's
+    owner = subprocess.Popen([sys.executable, "-c", OWNER], stdout=subprocess.PIPE, text=True,
+                             env=dict(os.environ, TMPDIR=str(tmp_path)))
     try:
         pids = [int(p) for p in owner.stdout.readline().split()]
         assert pids and all(_pid_alive(p, "device_model.runtime") for p in pids)
