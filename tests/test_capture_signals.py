@@ -116,7 +116,8 @@ def test_a_write_that_fails_at_the_end_keeps_the_profile_and_the_exit_code(tmp_p
     folder.mkdir()
     res = subprocess.run([*CLI, "capture", "-s", str(folder / "p.nsprof"), "--recorder", "python", "--",
                           sys.executable, str(_script(tmp_path)), "2", str(folder)],
-                         capture_output=True, text=True, cwd=ROOT, timeout=300)
+                         capture_output=True, text=True, cwd=ROOT, timeout=300,
+                         env=dict(os.environ, TMPDIR=str(tmp_path)))   # the keeping place: the test's
     assert res.returncode == 5                # the script's own exit code is kept
     line = next(ln for ln in res.stderr.splitlines() if "cannot write the profile" in ln)
     assert str(folder / "p.nsprof") in line and "the profile is kept at " in line
