@@ -128,6 +128,8 @@ class FleetTable(LineWidget, can_focus=True):
         self._layout: _RowLayout | None = None
         self._prefiltered = False
         self._frame: Size | None = None   # the size, during one render_lines
+        self._rendered_key: tuple | None = None   # the last render_lines: its inputs, its lines
+        self._rendered: list[Strip] = []
 
     def show(self, rows: list[InstanceRow], sort_key: str, reverse: bool, query: str,
              empty_text: str) -> None:
@@ -285,8 +287,13 @@ class FleetTable(LineWidget, can_focus=True):
             # per-line box styling, which would copy every strip, is skipped; the app's line
             # filters (colour conversion, dimming) still apply, and a strip that comes back
             # unchanged keeps its filtered copy.
-            filters = self.get_line_filters()
+            filters = tuple(self.get_line_filters())
             background = self.background_colors[1]
+            # Textual's compositor renders every visible widget on any partial update (a new
+            # header line too): the same lines as last time come back as they were
+            key = (crop, self._cache_key, self.top_row, len(self._shown), filters, background)
+            if key == self._rendered_key:
+                return self._rendered
             rows_ready = self._prefiltered and bool(self.rows)   # rows: filtered styles
             shown, top, lines = self._shown, self.top_row, []
             for y in crop.line_range:
@@ -302,6 +309,7 @@ class FleetTable(LineWidget, can_focus=True):
             if crop.column_span != (0, size.width):
                 x1, x2 = crop.column_span
                 lines = [line.crop(x1, x2) for line in lines]
+            self._rendered_key, self._rendered = key, lines
             return lines
         finally:
             self._frame = None
