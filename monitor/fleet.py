@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import lru_cache
 from operator import attrgetter, methodcaller
 
 import numpy as np
@@ -194,14 +195,18 @@ _SHAPE_LABELS = ("neuron_device_count", "neuroncore_per_device_count", "neuron_d
 
 def _shape(hardware: Mapping[str, str]) -> tuple[int, int, int]:
     """(devices, logical NeuronCores, bytes of memory per device) from neuron_hardware_info."""
-    devices = _int_label(hardware, "neuron_device_count")
-    return (devices, devices * _int_label(hardware, "neuroncore_per_device_count"),
-            _int_label(hardware, "neuron_device_memory_size"))
+    return _parsed_shape(*(hardware.get(key, "0") for key in _SHAPE_LABELS))
 
 
-def _int_label(labels: Mapping[str, str], key: str) -> int:
+@lru_cache(maxsize=4096)   # an instance's hardware labels are the same refresh after refresh
+def _parsed_shape(devices: str, per_device: str, memory: str) -> tuple[int, int, int]:
+    count = _int_label(devices)
+    return count, count * _int_label(per_device), _int_label(memory)
+
+
+def _int_label(text: str) -> int:
     try:
-        return max(0, int(float(labels.get(key, "0"))))
+        return max(0, int(float(text)))
     except ValueError:
         return 0
 
@@ -220,7 +225,6 @@ class FleetQuery:
         self._interval_checked = 0.0
         self._recorded: bool | None = None
         self._recorded_checked = 0.0
-        self._shapes: dict[tuple[str, ...], tuple[int, int, int]] = {}
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -324,7 +328,7 @@ class FleetQuery:
         tags: dict[str, dict[str, int]] = {}
         for s in results["runtimes"]:
             tags.setdefault(s.labels.get("instance_id", ""), {})[s.labels.get("runtime_tag", "")] = int(s.value)
-        shapes = {iid: self._shape(hardware.get(iid, {})) for iid in targets}
+        shapes = {iid: _shape(hardware.get(iid, {})) for iid in targets}
         histories: dict[str, np.ndarray] = {}
         if series:   # every series onto one grid in one pass (a row per series)
             grid = np.full((len(series), points), np.nan)
@@ -370,16 +374,6 @@ class FleetQuery:
                 bool(modelled.get(iid, 0)), read(flops), read(mfu), read(errors), read(ecc),
                 tuple(sorted(runtime_tags)), state, reason, since, history))
         return tuple(rows)
-
-    def _shape(self, hardware: Mapping[str, str]) -> tuple[int, int, int]:
-        # an instance's hardware labels stay the same refresh after refresh: parsed once
-        labels = tuple(hardware.get(key, "0") for key in _SHAPE_LABELS)
-        shape = self._shapes.get(labels)
-        if shape is None:
-            if len(self._shapes) > 4096:
-                self._shapes.clear()
-            shape = self._shapes[labels] = _shape(dict(zip(_SHAPE_LABELS, labels)))
-        return shape
 
     @staticmethod
     def _state(up: float | None, age: float | None, interval: float) -> tuple[bool, str]:

@@ -127,7 +127,7 @@ def host_report(results: Mapping[str, list[Sample]], period: float,
             if "memory_used" in rep:
                 rep["memory_used"]["loaded_models"] = loaded.get(tag, [])
     document = {
-        "neuron_runtime_data": [{"pid": pids.get(tag, _pid_of_tag(tag)), "neuron_runtime_tag": tag,
+        "neuron_runtime_data": [{"pid": pids.get(tag, _pid(tag)), "neuron_runtime_tag": tag,
                                  "error": "", "report": rep}
                                 for tag, rep in sorted(runtimes.items())],
         "system_data": _system(results, period),
@@ -156,10 +156,10 @@ def _execution(results, group, period: float) -> None:
             s.labels.get("percentile", "")] = max(0.0, _n(s.value))
 
 
-def _pid_of_tag(tag: str) -> int:
-    """Without neuron_runtime_info: an untagged runtime's tag is its pid; any other tag tells
-    nothing (0: unknown, which the screens show as such)."""
-    return int(tag) if tag.isdigit() and 0 < int(tag) < 2 ** 32 else 0
+def _pid(text: str) -> int:
+    """A process id written as text; 0 (unknown, which the screens show as such) for anything
+    else. Without neuron_runtime_info an untagged runtime's tag is its pid, so this reads tags too."""
+    return int(text) if text.isdigit() and 0 < int(text) < 2 ** 32 else 0
 
 
 def _pids(results) -> dict[str, int]:
@@ -167,9 +167,9 @@ def _pids(results) -> dict[str, int]:
     still sees both sides of a restart under the same tag)."""
     pids: dict[str, int] = {}
     for s in results.get("runtime_info", ()):
-        tag, text = s.labels.get("runtime_tag", ""), s.labels.get("pid", "")
-        if text.isdigit() and 0 < int(text) < 2 ** 32:
-            pids[tag] = max(pids.get(tag, 0), int(text))
+        tag, pid = s.labels.get("runtime_tag", ""), _pid(s.labels.get("pid", ""))
+        if pid:
+            pids[tag] = max(pids.get(tag, 0), pid)
     return pids
 
 

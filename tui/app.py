@@ -5,8 +5,8 @@ Attributes down, messages up: one background worker iterates the Source and post
 """
 from __future__ import annotations
 
-import os
 import asyncio
+import os
 import signal
 import time
 from collections import Counter

@@ -86,7 +86,8 @@ class ProcessTable(LineWidget, can_focus=True):
 
     @property
     def selected_pid(self) -> int | None:
-        return self.rows[self.cursor].pid if self.rows and self.cursor < len(self.rows) else None
+        key = self.selected_key
+        return None if key is None else key[0]
 
     @property
     def selected_key(self) -> tuple[int | None, str] | None:
