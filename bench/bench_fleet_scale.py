@@ -5,7 +5,7 @@
 
 Per size N: bench/fleet_replay.py serves N instances (the real exporter, one loopback port each,
 replaying a trn2.48xlarge stream recorded from the simulator with ``neuron-monitor --record``: 16
-devices, 64 cores, ~1,650 series per instance), a real Prometheus scrapes them every
+devices, 64 cores, ~1,950 series per instance), a real Prometheus scrapes them every
 ``--interval`` seconds with dashboards/fleet-rules.yml loaded. Then, median of ``--runs``:
 
 - every panel query of the fleet screen (``monitor.fleet.QUERIES`` as ``FleetQuery`` sends them,
