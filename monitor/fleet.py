@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import lru_cache
-from operator import attrgetter, methodcaller
+from operator import attrgetter
 
 import numpy as np
 
@@ -345,34 +345,41 @@ class FleetQuery:
         util_sum, util_max, hbm, memory_used, power, flops, mfu, errors, ecc = (
             values[n] for n in ("util_sum", "util_max", "hbm", "memory_used", "power", "flops",
                                 "mfu", "errors", "ecc"))
-        rows = []
+        # one pass over the instances with every lookup spelled out: this loop runs on every
+        # refresh for every instance, and its cost is neuron-top's to carry
+        last_up, state_of, rows = self._last_up, self._state, []
+        append = rows.append
         for iid, labels in targets.items():
             devices, cores, mem_size = shapes[iid]
             key = (labels.get("instance", ""), labels.get("job", ""))
-            state, reason = self._state(up.get(key), age.get(key), interval)
+            state, reason = state_of(up.get(key), age.get(key), interval)
             history = histories.get(iid)
             if history is None:
                 history = np.full(points, np.nan)
-            if state:
-                self._last_up[iid] = now
-                since, read, runtime_tags = None, methodcaller("get", iid), tags.get(iid, {})
-                busy = util_sum.get(iid)
-                util_mean = None if busy is None else (min(1.0, busy / cores) if cores else None)
-                busiest = util_max.get(iid)
-                if util_mean is not None and busiest is not None:
-                    # two series read at one instant may come from neighbouring evaluations
-                    # (recorded series): the busiest core is never below the mean
-                    busiest = max(busiest, util_mean)
-            else:   # a down target has no readings, only what it is and when it was last seen
-                since = self._last_up.get(iid, _last_seen(history, start, step))
-                read, runtime_tags, util_mean, busiest = _no_reading, {}, None, None
-            rows.append(InstanceRow(
+            memory_total = float(devices * mem_size) if mem_size else None
+            if not state:   # a down target has no readings, only what it is and when last seen
+                append(InstanceRow(
+                    iid, labels.get("instance_type", ""), labels.get("availability_zone", ""),
+                    key[0], key[1], devices, cores, 0, None, None, {}, None, None,
+                    memory_total, None, bool(modelled.get(iid, 0)), None, None, None, None, (),
+                    False, reason, last_up.get(iid, _last_seen(history, start, step)), history))
+                continue
+            last_up[iid] = now
+            runtime_tags = tags.get(iid, {})
+            busy = util_sum.get(iid)
+            util_mean = None if busy is None else (min(1.0, busy / cores) if cores else None)
+            busiest = util_max.get(iid)
+            if util_mean is not None and busiest is not None:
+                # two series read at one instant may come from neighbouring evaluations
+                # (recorded series): the busiest core is never below the mean
+                busiest = max(busiest, util_mean)
+            append(InstanceRow(
                 iid, labels.get("instance_type", ""), labels.get("availability_zone", ""),
-                key[0], key[1], devices, cores, sum(runtime_tags.values()),
-                util_mean, busiest, engines.get(iid, {}) if state else {}, read(hbm),
-                read(memory_used), float(devices * mem_size) if mem_size else None, read(power),
-                bool(modelled.get(iid, 0)), read(flops), read(mfu), read(errors), read(ecc),
-                tuple(sorted(runtime_tags)), state, reason, since, history))
+                key[0], key[1], devices, cores, sum(runtime_tags.values()), util_mean, busiest,
+                engines.get(iid, {}), hbm.get(iid), memory_used.get(iid), memory_total,
+                power.get(iid), bool(modelled.get(iid, 0)), flops.get(iid), mfu.get(iid),
+                errors.get(iid), ecc.get(iid), tuple(sorted(runtime_tags)), True, reason, None,
+                history))
         return tuple(rows)
 
     @staticmethod
@@ -401,10 +408,6 @@ def same_rows(old: tuple[InstanceRow, ...], new: tuple[InstanceRow, ...]) -> boo
                            a.history.tobytes() != b.history.tobytes()):
             return False
     return True
-
-
-def _no_reading(panel: Mapping[str, float]) -> None:
-    return None
 
 
 def _last_seen(history: np.ndarray, start: float, step: float) -> float | None:

@@ -1,14 +1,20 @@
-"""Pure pieces of the fleet screen: down/stale states, column layout, wrapping, and the
-vectorised braille rows drawing exactly what tui.braille draws."""
+"""Pure pieces of the fleet screen: down/stale states, column layout, wrapping, the
+vectorised braille rows drawing exactly what tui.braille draws, and the lean row strips
+drawing exactly what Textual's Strip draws."""
 from __future__ import annotations
 
 import numpy as np
 from hypothesis import given, strategies as st
 from hypothesis.extra.numpy import arrays
+from rich.console import Console
+from rich.segment import Segment
+from rich.style import Style
+from textual.strip import Strip
 
 from monitor.fleet import FleetQuery, InstanceRow
 from tui.braille import braille_rows
 from tui.fleet_view import COLUMNS, layout
+from tui.widgets.base import LeanStrip
 from tui.widgets.fleet import _fit_all, spark_rows, wrap
 
 RATIOS = st.one_of(st.floats(0, 1), st.just(float("nan")), st.floats(1, 3), st.floats(-1, 0),
@@ -68,3 +74,30 @@ def test_table_cells_are_the_cell_texts_column_by_column(readings, width):
     for _ in range(2):   # the second pass reads the remembered texts
         for row, texts in zip(rows, row_layout.texts(rows)):
             assert texts == tuple(_pad(cell(row, key), w, key in RIGHT) for key, w in columns)
+
+
+SEGMENT_TEXT = st.text(st.sampled_from("ab ⣿x|"), min_size=1, max_size=12)
+SEGMENT_STYLE = st.sampled_from([None, Style(color="red"), Style(bold=True, bgcolor="blue")])
+
+
+@given(st.lists(st.tuples(SEGMENT_TEXT, SEGMENT_STYLE), max_size=6),
+       st.lists(st.integers(0, 80), max_size=4), st.integers(0, 80), st.integers(0, 80))
+def test_lean_strip_draws_and_cuts_like_textuals_strip(parts, cuts, a, b):
+    segments = [Segment(text, style) for text, style in parts]
+    width = sum(len(text) for text, _ in parts)
+    lean, plain = LeanStrip(list(segments), width), Strip(list(segments), width)
+    assert LeanStrip is not Strip   # this Textual's Strip is served (else the plain one is)
+    console = Console(color_system="truecolor", width=200)
+    x1, x2 = sorted((a, b))
+
+    def seen(strip: Strip) -> tuple:
+        return strip.text, strip.cell_length, strip.render(console)
+    for _ in range(2):   # the second time from the caches made the first time
+        assert seen(lean) == seen(plain)
+        assert seen(lean.crop(x1, x2)) == seen(plain.crop(x1, x2))
+        assert ([seen(s) for s in lean.divide(sorted(cuts))] ==
+                [seen(s) for s in plain.divide(sorted(cuts))])
+        assert (seen(lean.apply_style(Style(italic=True))) ==
+                seen(plain.apply_style(Style(italic=True))))
+        assert seen(lean.extend_cell_length(x2)) == seen(plain.extend_cell_length(x2))
+        assert seen(Strip.join([lean, plain])) == seen(Strip.join([plain, plain]))

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from rich.segment import Segment
 from rich.style import Style
+from textual.cache import FIFOCache
 from textual.geometry import Size
 from textual.strip import Strip
 from textual.widget import Widget
@@ -84,7 +85,54 @@ class LineWidget(Widget):
         return self.get_component_rich_style(component, partial=True)
 
 
+def _lean_strip() -> type[Strip]:
+    """A Strip that makes its memo caches when first used, not when made.
+
+    Textual's Strip makes seven caches up front; the rows of a table that changes every refresh
+    are drawn once or twice and most of those caches are never used, yet making them is most
+    of what a row strip costs, and two fifths of the objects a refresh leaves for the garbage
+    collector to walk.
+    The caches are found on a plain Strip (whatever this Textual version has), so a version
+    that adds one is still served; one whose Strip holds anything else that is not None by
+    default gets the plain Strip back."""
+    template = Strip([], 0)
+    slots = [name for cls in Strip.__mro__ for name in getattr(cls, "__slots__", ())]
+    caches = {name: getattr(template, name)._maxsize for name in slots
+              if isinstance(getattr(template, name, None), FIFOCache)}
+    others = tuple(name for name in slots if name not in caches
+                   and name not in ("_segments", "_cell_length"))
+    if not caches or any(getattr(template, name, 0) is not None for name in others):
+        return Strip
+
+    def lazy(name: str, size: int) -> property:
+        slot = getattr(Strip, name)
+        read, write = slot.__get__, slot.__set__
+
+        def cache(self: Strip) -> FIFOCache:
+            try:
+                return read(self)
+            except AttributeError:
+                made = FIFOCache(size)
+                write(self, made)
+                return made
+        return property(cache)
+
+    def __init__(self: Strip, segments, cell_length: int | None = None) -> None:
+        # a list is taken as it is (the callers here build a fresh one), not copied
+        self._segments = segments if type(segments) is list else list(segments)
+        self._cell_length = cell_length
+        for name in others:
+            setattr(self, name, None)
+
+    namespace: dict = {name: lazy(name, size) for name, size in caches.items()}
+    namespace.update(__slots__=(), __init__=__init__, __doc__=_lean_strip.__doc__)
+    return type("LeanStrip", (Strip,), namespace)
+
+
+LeanStrip = _lean_strip()
+
+
 def strip(parts: list[tuple[str, Style | None]]) -> Strip:
     """A Strip from (text, style) pairs. Text from the stream (tags, errors) may hold control
     characters: they are escaped here, so none reaches the terminal."""
-    return Strip([Segment(one_line(text), style) for text, style in parts if text])
+    return LeanStrip([Segment(one_line(text), style) for text, style in parts if text])

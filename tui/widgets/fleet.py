@@ -19,7 +19,7 @@ from textual.geometry import Region, Size
 
 from tui.braille import _LEFT, _RIGHT  # the braille dot tables, shared
 from tui.fleet_view import CELL_TEXT, COLUMNS, VALUE_TEXT, header_cell, layout
-from tui.widgets.base import LineWidget, strip
+from tui.widgets.base import LeanStrip, LineWidget, strip
 
 RIGHT = {key for key, _, _, right, _ in COLUMNS if right}
 
@@ -470,12 +470,10 @@ class _RowLayout:
             plain = styles["plain"]
             segments = [Segment(join(texts[:split]), plain),
                         Segment(spark + " ", styles["graph"])]
-            tail = join(texts[split:])
+            tail = join(texts[split:]) + self.pad
             if tail:
                 segments.append(Segment(tail, plain))
-            if self.pad:
-                segments.append(Segment(self.pad, plain))
-            return Strip(segments, self.width)
+            return LeanStrip(segments, self.width)
         if up:
             plain = styles["plain"]
             parts = [(join(texts[:split]), plain)]
@@ -500,7 +498,7 @@ class _RowLayout:
                 left -= len(text)
         if left > 0:
             segments.append(Segment(" " * left, styles["plain"]))
-        return Strip(segments, self.width)
+        return LeanStrip(segments, self.width)
 
 
 # Cells that hold what an instance is, not what it does: the same text refresh after refresh,
