@@ -14,7 +14,9 @@ from tests.test_tui_support import run_async
 from monitor.fleet import QUERIES, RECORDED_PROBE
 from tui.fleet import FleetArrived, FleetScreen
 from tui.fleet_view import SORT_KEYS
+from tui.keys import FLEET_FOOTER
 from tui.widgets.engines import EngineView
+from tui.widgets.footer import KeyFooter
 from tui.widgets.panels import TitleBar, VcpuPanel
 from tui.widgets.processes import ProcessTable
 from tui.widgets.procscreen import ConfirmSignal, ProcessDetailView
@@ -95,6 +97,35 @@ async def test_sort_reverse_and_filter(replay):
         assert ids(app) == [DOWN]
         await pilot.press("slash", "z", "z", "enter")
         assert "no instance matches 'zz'" in text(screen.table)
+
+
+@pytest.mark.parametrize("width", [80, 160])
+@run_async
+async def test_fleet_footer_shows_the_fleet_keys_and_a_click_runs_each(replay, width):
+    app = make_fleet_app(replay.url)
+    async with app.run_test(size=(width, 24)) as pilot:
+        await settle_fleet(pilot, app)
+        screen = app.fleet_screen
+        footer = screen.query_one(KeyFooter)
+        line = footer.text()
+        assert len(line.rstrip()) <= width
+        for keys, label, _ in FLEET_FOOTER:   # all of them fit at 80 columns, each whole
+            assert f"{keys} {label}" in line
+        assert "o/e/p" not in line            # the host views' keys are not the fleet's
+
+        async def click(keys: str) -> None:
+            await pilot.click(KeyFooter, offset=(line.index(keys), 0))
+            await pilot.pause()
+
+        await click("s/r")
+        assert screen.sort_key == SORT_KEYS[1]
+        await click("/ filter")
+        assert screen.query_one("#fleet-filter").has_class("-visible")
+        await pilot.press("escape")
+        await click("enter")                  # the first row (sorted by id) is the down one
+        assert isinstance(app.screen, FleetScreen) and "is down since" in text(screen.header)
+        await click("? help")
+        assert not isinstance(app.screen, FleetScreen)
 
 
 @run_async

@@ -19,7 +19,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Input
+from textual.widgets import Input
 
 from monitor.fleet import FleetQuery, FleetSnapshot, InstanceRow, same_rows
 from monitor.fleet_host import PrometheusHostSource
@@ -31,6 +31,7 @@ from tui.fleet_view import SORT_KEYS, clock_text, fleet_rows, source_line, total
 from tui.history import History
 from tui.view import ALL_TAB
 from tui.widgets.fleet import FleetHeader, FleetTable
+from tui.widgets.footer import KeyFooter
 
 # host-screen actions that make no sense while the fleet screen is on top
 FLEET_ACTIONS = {"quit", "help", "next_theme", "command_palette"}
@@ -93,11 +94,16 @@ class FleetScreen(Screen):
         yield self.table
         yield Input(placeholder="filter by instance id, type, AZ, up/down or runtime tag; "
                                 "enter applies, esc clears", id="fleet-filter")
-        yield Footer()
+        footer = KeyFooter(id="fleet-footer")
+        footer.view = "fleet"
+        yield footer
 
     def on_mount(self) -> None:
         self.query_one(FleetTable).focus()
         self.redraw()
+
+    def action_open(self) -> None:   # the footer's "enter open", clicked
+        self.table.action_open()
 
     def history_points(self) -> int:
         """Samples per history graph (two per braille cell); read by the worker thread."""

@@ -64,7 +64,21 @@ FOOTER: tuple[tuple[str, str, str, frozenset | None], ...] = (
 )
 
 
+# The fleet screen's footer (neuron-top --prometheus), in the same priority order: its own keys
+# run on the screen (click: "screen.<action>"); the host views' keys do not apply there.
+FLEET_FOOTER: tuple[tuple[str, str, str], ...] = (
+    ("q", "quit", "quit"),
+    ("?", "help", "help"),
+    ("enter", "open", "screen.open"),
+    ("s/r", "sort", "screen.sort"),
+    ("/", "filter", "screen.filter"),
+    ("^p", "cmds", "command_palette"),
+)
+
+
 def footer_entries(view: str, readonly: bool = False) -> list[tuple[str, str, str]]:
+    if view == "fleet":
+        return list(FLEET_FOOTER)
     return [(keys, label, action) for keys, label, action, views in FOOTER
             if (views is None or view in views) and not (readonly and label == "signal")]
 
