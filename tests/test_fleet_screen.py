@@ -14,9 +14,11 @@ from tests.test_tui_support import run_async
 from monitor.fleet import QUERIES, RECORDED_PROBE
 from tui.fleet import FleetArrived, FleetScreen
 from tui.fleet_view import SORT_KEYS
-from tui.keys import FLEET_FOOTER
+from tui.keys import FLEET_FOOTER, FLEET_KEYS, display_key
 from tui.widgets.engines import EngineView
+from tui.widgets.fleet import FleetTable
 from tui.widgets.footer import KeyFooter
+from tui.widgets.help import HelpScreen
 from tui.widgets.panels import TitleBar, VcpuPanel
 from tui.widgets.processes import ProcessTable
 from tui.widgets.procscreen import ConfirmSignal, ProcessDetailView
@@ -126,6 +128,33 @@ async def test_fleet_footer_shows_the_fleet_keys_and_a_click_runs_each(replay, w
         assert isinstance(app.screen, FleetScreen) and "is down since" in text(screen.header)
         await click("? help")
         assert not isinstance(app.screen, FleetScreen)
+
+
+@run_async
+async def test_help_on_the_fleet_lists_the_fleet_keys_and_on_an_instance_the_way_back(replay):
+    app = make_fleet_app(replay.url)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle_fleet(pilot, app)
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen) and app.screen.title == "fleet keys"
+        documented = " / ".join(key for key, _ in app.screen.lines)
+        for key, _, _ in FLEET_KEYS:
+            assert display_key(key) in documented
+        for binding in [*FleetScreen.BINDINGS, *FleetTable.BINDINGS]:   # every key is in it
+            key = {"up": "arrows", "down": "arrows", "pageup": "pgup", "pagedown": "pgdn"}.get(
+                binding.key, display_key(binding.key))
+            assert key in documented
+        await pilot.press("escape")
+        assert isinstance(app.screen, FleetScreen)
+        await pilot.press("down", "enter")        # the first up instance
+        await settle_host(pilot, app)
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen) and app.screen.title == "keys"
+        assert ("esc", "back to the fleet (clears a process filter first)") in app.screen.lines
+        await pilot.press("escape")
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, FleetScreen)
 
 
 @run_async

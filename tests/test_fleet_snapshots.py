@@ -39,3 +39,8 @@ def test_fleet_sorted_by_utilization_reversed(snap_compare, replay):
 def test_fleet_drill_down_overview(snap_compare, replay):
     app, ready = fleet_app(replay.url, drill=True)
     assert snap_compare(app, terminal_size=(160, 50), run_before=ready)
+
+
+def test_fleet_help(snap_compare, replay):
+    app, ready = fleet_app(replay.url)
+    assert snap_compare(app, press=["question_mark"], terminal_size=(80, 24), run_before=ready)

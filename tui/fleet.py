@@ -26,12 +26,15 @@ from monitor.fleet_host import PrometheusHostSource
 from monitor.promql import PrometheusClient, PrometheusError
 from monitor.report import Report
 from monitor.sources import Source
+from tui import __version__
 from tui.app import NeuronTopApp
 from tui.fleet_view import SORT_KEYS, clock_text, fleet_rows, source_line, totals_line
 from tui.history import History
+from tui.keys import fleet_bindings, fleet_help_lines, help_lines
 from tui.view import ALL_TAB
 from tui.widgets.fleet import FleetHeader, FleetTable
 from tui.widgets.footer import KeyFooter
+from tui.widgets.help import HelpScreen
 
 # host-screen actions that make no sense while the fleet screen is on top
 FLEET_ACTIONS = {"quit", "help", "next_theme", "command_palette"}
@@ -63,20 +66,14 @@ class IdleSource(Source):
 
 
 class FleetScreen(Screen):
-    """Attributes down from the app: ``show(snapshot, error, ...)``. Keys: enter, s, r, /, esc."""
+    """Attributes down from the app: ``show(snapshot, error, ...)``. Keys: tui.keys.FLEET_KEYS."""
 
     DEFAULT_CSS = """
     FleetScreen { layout: vertical; }
     FleetScreen #fleet-filter { dock: bottom; display: none; }
     FleetScreen #fleet-filter.-visible { display: block; }
     """
-    BINDINGS = [
-        Binding("s", "sort", "sort"),
-        Binding("r", "reverse", "reverse"),
-        Binding("slash", "filter", "filter", key_display="/"),
-        Binding("escape", "clear_filter", "clear filter", show=False),
-        Binding("q", "app.quit", "quit"),
-    ]
+    BINDINGS = fleet_bindings()
 
     def __init__(self, url: str, selector: str) -> None:
         super().__init__(id="fleet")
@@ -286,6 +283,14 @@ class FleetApp(NeuronTopApp):
         self.pop_screen()
         self.pump_reports()
         self.refresh_views()
+
+    def action_help(self) -> None:
+        # the keys of the screen it was asked on: the fleet's, or the host screens' and the way back
+        if self._host_visible():
+            lines = [*help_lines(), ("esc", "back to the fleet (clears a process filter first)")]
+            self.push_screen(HelpScreen(__version__, lines))
+        else:
+            self.push_screen(HelpScreen(__version__, fleet_help_lines(), "fleet keys"))
 
     def back_to_fleet(self) -> None:
         self.source.close()

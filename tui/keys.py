@@ -40,7 +40,7 @@ WIDGET_KEYS: tuple[tuple[str, str], ...] = (
 )
 
 _DISPLAY = {"question_mark": "?", "space": "space", "left_square_bracket": "[",
-            "right_square_bracket": "]", "slash": "/"}
+            "right_square_bracket": "]", "slash": "/", "escape": "esc"}
 
 
 # The footer, in priority order (what a narrow terminal keeps): quit, help and the views, then
@@ -64,8 +64,30 @@ FOOTER: tuple[tuple[str, str, str, frozenset | None], ...] = (
 )
 
 
-# The fleet screen's footer (neuron-top --prometheus), in the same priority order: its own keys
-# run on the screen (click: "screen.<action>"); the host views' keys do not apply there.
+# The fleet screen's keys (neuron-top --prometheus): its bindings, its help and its footer.
+# (key, action on the fleet screen, help text)
+FLEET_KEYS: tuple[tuple[str, str, str], ...] = (
+    ("s", "sort", "sort by the next column"),
+    ("r", "reverse", "reverse the sort order"),
+    ("slash", "filter", "filter by instance id, type, AZ, up/down or runtime tag "
+     "(enter applies, esc clears)"),
+    ("escape", "clear_filter", "clear the filter; on an instance's screens: back to the fleet"),
+    ("q", "app.quit", "quit"),
+)
+
+FLEET_WIDGET_KEYS: tuple[tuple[str, str], ...] = (
+    ("arrows / pgup / pgdn", "move the instance cursor (pgup / pgdn: ten rows)"),
+    ("home / end", "the first / the last instance"),
+    ("enter", "open the instance: the host screens (core grid, engines, memory, processes) "
+              "built from Prometheus; esc returns to the fleet"),
+    ("?", "show this help (on an instance's screens: their keys)"),
+    ("c", "next colour theme"),
+    ("ctrl+p", "command palette"),
+    ("mouse", "click a row to select it (twice: open it), a column header to sort by it "
+              "(again: reverse), a footer key to run it"),
+)
+
+# The fleet footer, in the same priority order as the host views' (click: "screen.<action>").
 FLEET_FOOTER: tuple[tuple[str, str, str], ...] = (
     ("q", "quit", "quit"),
     ("?", "help", "help"),
@@ -98,3 +120,15 @@ def help_lines() -> list[tuple[str, str]]:
     lines = [(display_key(k), text) for k, _, _, text in GLOBAL_KEYS if not k.isdigit()]
     lines.append(("1-9", "select a Neuron Apps tab by number"))
     return lines + list(WIDGET_KEYS)
+
+
+def fleet_bindings() -> list[Binding]:
+    """The fleet screen's own keys (the footer shows them, not Textual's)."""
+    return [Binding(key, action, help_text, show=False,
+                    key_display=display_key(key) if key in _DISPLAY else None)
+            for key, action, help_text in FLEET_KEYS]
+
+
+def fleet_help_lines() -> list[tuple[str, str]]:
+    """(key, description) pairs of the fleet screen's help."""
+    return [(display_key(k), text) for k, _, text in FLEET_KEYS] + list(FLEET_WIDGET_KEYS)

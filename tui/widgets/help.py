@@ -1,4 +1,4 @@
-"""The help screen: every key, from ``tui.keys``."""
+"""The help screen: every key of the screen it was asked on, from ``tui.keys``."""
 from __future__ import annotations
 
 from rich.table import Table
@@ -20,18 +20,21 @@ class HelpScreen(ModalScreen[None]):
     """
     BINDINGS = [Binding("escape,question_mark,q", "close", "close help")]
 
-    def __init__(self, version: str) -> None:
+    def __init__(self, version: str, lines: list[tuple[str, str]] | None = None,
+                 title: str = "keys") -> None:
         super().__init__()
         self.version = version
+        self.lines = help_lines() if lines is None else lines
+        self.title = title
 
     def compose(self) -> ComposeResult:
         text = Table(box=None, show_header=False, padding=(0, 2, 0, 0), expand=True)
         text.add_column(style="bold", no_wrap=True, max_width=26)
         text.add_column(ratio=1)
-        for key, description in help_lines():
+        for key, description in self.lines:
             text.add_row(Text(key), Text(description))
         with VerticalScroll() as scroll:
-            scroll.border_title = f"neuron-top {self.version}: keys"
+            scroll.border_title = f"neuron-top {self.version}: {self.title}"
             scroll.border_subtitle = "esc / ? closes"
             yield Static(text)
 
