@@ -10,6 +10,7 @@ import pytest
 
 from tests.test_fleet_support import (RECORDING, ReplayServer, aws_only, make_fleet_app,
                                       settle_fleet, settle_host)
+from tests.test_tui_commands import _palette_offers, run_command
 from tests.test_tui_support import run_async
 from monitor.fleet import QUERIES, RECORDED_PROBE
 from tui.fleet import FleetArrived, FleetScreen
@@ -155,6 +156,32 @@ async def test_help_on_the_fleet_lists_the_fleet_keys_and_on_an_instance_the_way
         await pilot.press("escape")
         await pilot.pause()
         assert isinstance(app.screen, FleetScreen)
+
+
+@run_async
+async def test_palette_on_the_fleet_offers_the_fleets_commands(replay):
+    app = make_fleet_app(replay.url)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle_fleet(pilot, app)
+        screen = app.fleet_screen
+        await run_command(pilot, "Sort instances by UTIL")
+        assert screen.sort_key == "util_mean" and isinstance(app.screen, FleetScreen)
+        await run_command(pilot, "Reverse the sort order")
+        assert screen.reverse
+        await run_command(pilot, "Filter instances")
+        assert screen.query_one("#fleet-filter").has_class("-visible")
+        await pilot.press("escape")
+        await pilot.press("ctrl+p")             # the host views' commands are not the fleet's
+        await pilot.press(*"View: engines")
+        for _ in range(25):
+            await pilot.pause(0.02)
+        assert not _palette_offers(app, "View: engines")
+        await pilot.press("escape")
+        await pilot.pause()
+        await pilot.press("home")               # reversed by utilization: the busiest first
+        await run_command(pilot, "Open the selected instance")
+        await settle_host(pilot, app)
+        assert not isinstance(app.screen, FleetScreen) and app.opened is not None
 
 
 @run_async

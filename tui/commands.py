@@ -8,6 +8,7 @@ from typing import Any, Callable, Protocol
 from textual.app import SystemCommand
 
 from monitor.report import Report
+from tui.fleet_view import HEADERS, SORT_KEYS
 from tui.procs import COLUMNS
 from tui.view import app_tabs
 
@@ -55,3 +56,31 @@ def app_commands(app: Commandable) -> Iterator[SystemCommand]:
                         app.action_process_tree)
     yield SystemCommand("Save screenshot", "save an SVG of the screen in the working directory",
                         app.action_save_screenshot)
+
+
+class FleetCommandable(Protocol):
+    """What the fleet screen's commands call on it."""
+
+    sort_key: str
+    reverse: bool
+    sort_by: Callable[[str], Any]
+    action_reverse: Callable[[], Any]
+    action_filter: Callable[[], Any]
+    action_open: Callable[[], Any]
+
+
+def fleet_commands(screen: FleetCommandable,
+                   save_screenshot: Callable[[], Any]) -> Iterator[SystemCommand]:
+    """The palette on the fleet screen: its own commands (the host views' apply once an
+    instance is open)."""
+    yield SystemCommand("Open the selected instance", "the host screens of the instance under "
+                        "the cursor, built from Prometheus (esc returns)", screen.action_open)
+    for key in SORT_KEYS:
+        yield SystemCommand(f"Sort instances by {HEADERS[key]}", f"sort the fleet table by {key}",
+                            partial(screen.sort_by, key))
+    yield SystemCommand("Reverse the sort order", "fleet: reverse the sort order",
+                        screen.action_reverse)
+    yield SystemCommand("Filter instances", "by instance id, type, AZ, up/down or runtime tag",
+                        screen.action_filter)
+    yield SystemCommand("Save screenshot", "save an SVG of the screen in the working directory",
+                        save_screenshot)

@@ -11,11 +11,11 @@ from __future__ import annotations
 import gc
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import CancelledError
 
 from textual import work
-from textual.app import ComposeResult
+from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.message import Message
 from textual.screen import Screen
@@ -28,6 +28,7 @@ from monitor.report import Report
 from monitor.sources import Source
 from tui import __version__
 from tui.app import NeuronTopApp
+from tui.commands import fleet_commands
 from tui.fleet_view import SORT_KEYS, clock_text, fleet_rows, source_line, totals_line
 from tui.history import History
 from tui.keys import fleet_bindings, fleet_help_lines, help_lines
@@ -37,7 +38,7 @@ from tui.widgets.footer import KeyFooter
 from tui.widgets.help import HelpScreen
 
 # host-screen actions that make no sense while the fleet screen is on top
-FLEET_ACTIONS = {"quit", "help", "next_theme", "command_palette"}
+FLEET_ACTIONS = {"quit", "help", "next_theme", "command_palette", "save_screenshot"}
 
 
 class FleetArrived(Message):
@@ -138,6 +139,11 @@ class FleetScreen(Screen):
 
     def action_reverse(self) -> None:
         self.reverse = not self.reverse
+        self.redraw()
+
+    def sort_by(self, key: str) -> None:
+        """The palette's "Sort instances by …" (the order stays as it is)."""
+        self.sort_key = key
         self.redraw()
 
     def action_filter(self) -> None:
@@ -291,6 +297,15 @@ class FleetApp(NeuronTopApp):
             self.push_screen(HelpScreen(__version__, lines))
         else:
             self.push_screen(HelpScreen(__version__, fleet_help_lines(), "fleet keys"))
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        if self._host_visible():
+            yield from super().get_system_commands(screen)
+            return
+        yield from fleet_commands(self.fleet_screen, self.action_save_screenshot)
+        for command in App.get_system_commands(self, screen):   # Textual's: theme, keys, quit
+            if command.title != "Screenshot":
+                yield command
 
     def back_to_fleet(self) -> None:
         self.source.close()

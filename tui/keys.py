@@ -82,7 +82,8 @@ FLEET_WIDGET_KEYS: tuple[tuple[str, str], ...] = (
               "built from Prometheus; esc returns to the fleet"),
     ("?", "show this help (on an instance's screens: their keys)"),
     ("c", "next colour theme"),
-    ("ctrl+p", "command palette"),
+    ("S", "save a screenshot (SVG) in the working directory"),
+    ("ctrl+p", "command palette: open, sort, reverse, filter, screenshot, theme"),
     ("mouse", "click a row to select it (twice: open it), a column header to sort by it "
               "(again: reverse), a footer key to run it"),
 )
