@@ -185,6 +185,21 @@ async def test_palette_on_the_fleet_offers_the_fleets_commands(replay):
 
 
 @run_async
+async def test_c_and_S_on_the_fleet_change_the_theme_and_save_a_screenshot(replay, tmp_path,
+                                                                         monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    app = make_fleet_app(replay.url)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle_fleet(pilot, app)
+        before = app.theme
+        await pilot.press("c", "S")
+        await pilot.pause()
+        assert app.theme != before and isinstance(app.screen, FleetScreen)
+        saved = list(tmp_path.glob("neuron-top_*.svg"))
+        assert len(saved) == 1 and "INSTANCE" in saved[0].read_text()
+
+
+@run_async
 async def test_enter_opens_the_host_screens_and_escape_returns(replay):
     app = make_fleet_app(replay.url)
     async with app.run_test(size=(160, 50)) as pilot:
