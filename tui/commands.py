@@ -61,8 +61,6 @@ def app_commands(app: Commandable) -> Iterator[SystemCommand]:
 class FleetCommandable(Protocol):
     """What the fleet screen's commands call on it."""
 
-    sort_key: str
-    reverse: bool
     sort_by: Callable[[str], Any]
     action_reverse: Callable[[], Any]
     action_filter: Callable[[], Any]

@@ -92,9 +92,7 @@ class FleetScreen(Screen):
         yield self.table
         yield Input(placeholder="filter by instance id, type, AZ, up/down or runtime tag; "
                                 "enter applies, esc clears", id="fleet-filter")
-        footer = KeyFooter(id="fleet-footer")
-        footer.view = "fleet"
-        yield footer
+        yield KeyFooter(id="fleet-footer", view="fleet")
 
     def on_mount(self) -> None:
         self.query_one(FleetTable).focus()

@@ -23,9 +23,9 @@ class KeyFooter(LineWidget):
     KeyFooter > .keyfooter--label { color: $text; }
     """
 
-    def __init__(self, *, id: str | None = None) -> None:
+    def __init__(self, *, id: str | None = None, view: str = "overview") -> None:
         super().__init__(id=id)
-        self.view, self.readonly = "overview", False
+        self.view, self.readonly = view, False
         self._spans: list[tuple[int, int, str]] = []
 
     def show(self, view: str, readonly: bool) -> None:
