@@ -200,6 +200,20 @@ async def test_c_and_S_on_the_fleet_change_the_theme_and_save_a_screenshot(repla
 
 
 @run_async
+async def test_cursor_keys_move_over_the_instances(replay):
+    app = make_fleet_app(replay.url)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle_fleet(pilot, app)
+        table = app.fleet_screen.table
+        last = len(table.rows) - 1
+        for key, row in (("end", last), ("home", 0), ("down", 1), ("up", 0), ("pagedown", last),
+                         ("pageup", 0), ("up", 0)):
+            await pilot.press(key)
+            assert table.cursor == row, key
+            assert table.selected.instance_id == ids(app)[row]
+
+
+@run_async
 async def test_enter_opens_the_host_screens_and_escape_returns(replay):
     app = make_fleet_app(replay.url)
     async with app.run_test(size=(160, 50)) as pilot:
