@@ -30,12 +30,9 @@ class Subgraph:
         """The logical core index across the host: streams name a subgraph's core either
         globally or within its device (AWS's example: core 0 of device 12); accept both."""
         per_device = max(per_device, 1)
-        core, device = self.neuroncore_index, self.neuron_device_index
-        if device * per_device <= core < (device + 1) * per_device:
-            return core
-        if core < per_device:
-            return device * per_device + core
-        return core
+        core = self.neuroncore_index
+        # an index below one device's count is within the device (on device 0 both readings agree)
+        return core if core >= per_device else self.neuron_device_index * per_device + core
 
     @classmethod
     def parse(cls, d: Any, path: str) -> Subgraph:

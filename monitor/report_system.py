@@ -86,11 +86,11 @@ class SystemVcpu:
     def dump(self) -> dict:
         if self.error and not (self.average or self.per_cpu or self.context_switches):
             return f.group_out(self.period, self.error)
-        switches = {} if self.context_switches is None else {
+        extra = {} if self.context_switches is None else {
             "context_switch_count": self.context_switches}
         if self.cpu_count is not None:
-            switches["vcpu_count"] = self.cpu_count
-        return f.group_out(self.period, self.error, **switches,
+            extra["vcpu_count"] = self.cpu_count
+        return f.group_out(self.period, self.error, **extra,
                            average_usage={k: v * 100.0 for k, v in self.average.items()},
                            usage_data={str(i): {k: v * 100.0 for k, v in cpu.items()}
                                        for i, cpu in self.per_cpu.items()})

@@ -10,7 +10,7 @@ import os
 import signal
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 
 from textual import work
@@ -416,8 +416,13 @@ class NeuronTopApp(App[None]):
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from app_commands(self)
-        for command in super().get_system_commands(screen):
-            if command.title != "Screenshot":  # ours saves where the user is, and says where
+        yield from self.textual_commands(screen)
+
+    def textual_commands(self, screen: Screen) -> Iterator[SystemCommand]:
+        """Textual's own commands (theme, keys, quit) but its screenshot: ours saves where the
+        user is, and says where."""
+        for command in App.get_system_commands(self, screen):
+            if command.title != "Screenshot":
                 yield command
 
     def action_save_screenshot(self) -> None:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import CancelledError
 
 from textual import work
-from textual.app import App, ComposeResult, SystemCommand
+from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.message import Message
 from textual.screen import Screen
@@ -301,9 +301,7 @@ class FleetApp(NeuronTopApp):
             yield from super().get_system_commands(screen)
             return
         yield from fleet_commands(self.fleet_screen, self.action_save_screenshot)
-        for command in App.get_system_commands(self, screen):   # Textual's: theme, keys, quit
-            if command.title != "Screenshot":
-                yield command
+        yield from self.textual_commands(screen)
 
     def back_to_fleet(self) -> None:
         self.source.close()

@@ -112,7 +112,7 @@ def display_key(key: str) -> str:
 
 def bindings() -> list[Binding]:
     return [Binding(key, action, label or help_text, show=bool(label),
-                    key_display=display_key(key) if key in _DISPLAY else None)
+                    key_display=_DISPLAY.get(key))
             for key, action, label, help_text in GLOBAL_KEYS]
 
 
@@ -125,8 +125,7 @@ def help_lines() -> list[tuple[str, str]]:
 
 def fleet_bindings() -> list[Binding]:
     """The fleet screen's own keys (the footer shows them, not Textual's)."""
-    return [Binding(key, action, help_text, show=False,
-                    key_display=display_key(key) if key in _DISPLAY else None)
+    return [Binding(key, action, help_text, show=False, key_display=_DISPLAY.get(key))
             for key, action, help_text in FLEET_KEYS]
 
 

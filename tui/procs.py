@@ -72,7 +72,7 @@ def matches(row: ProcessRow, query: str) -> bool:
     for term in query.replace(",", " ").lower().split():
         kind, _, needle = term.partition(":") if ":" in term else ("", "", term)
         if kind == "pid":
-            if needle.isdigit() and row.pid is not None and row.pid == int(needle):
+            if needle.isdigit() and row.pid == int(needle):   # an unknown pid (None) is none
                 return True
         elif kind == "tag":
             if needle in row.tag.lower():
