@@ -225,6 +225,10 @@ def test_stopped_runtime_is_reported_stale_and_a_deleted_file_is_reported(root):
         c.collect()
         os.kill(pa, signal.SIGSTOP)
         try:
+            # a period later the monitor sees a's last counters (written before the stop, maybe
+            # after the first collect); stale is those same counters seen again 2 s on
+            time.sleep(1.0)
+            c.collect()
             (root / f"runtime-{pb}.ctr").unlink()
             time.sleep(2.6)
             by_pid = {r.pid: r for r in c.collect().runtimes}
