@@ -10,7 +10,7 @@ from functools import cache
 from types import MappingProxyType
 from typing import Mapping
 
-__all__ = ["peak_bf16_per_physical_core"]
+__all__ = ["hardware_of_instance_type", "peak_bf16_per_physical_core"]
 
 
 @cache
@@ -21,3 +21,26 @@ def peak_bf16_per_physical_core() -> Mapping[str, float]:
     peaks = {d.device_type.lower(): d.peak_flops("bf16") for d in DEVICES.values()}
     peaks.setdefault("trainium", peaks.get("trainium1", 0.0))
     return MappingProxyType(peaks)
+
+
+def hardware_of_instance_type(instance_type: str, cores_per_device: int | None) -> dict[str, object]:
+    """The ``neuron_hardware_info`` fields that an EC2 instance type fixes — the device type and
+    version, and with the NeuronCores per device also the LNC and the NeuronCore version — as
+    neuron-monitor writes them, for sources that carry the type but not these (Prometheus's
+    ``neuron_hardware_info`` has only the counts). Empty for a type the catalog does not know;
+    no LNC where the count fits none of the chip's."""
+    from device_model.catalog.specs import get_instance
+    from device_model.errors import SpecError
+    try:
+        device = get_instance(instance_type).device
+    except SpecError:
+        return {}
+    out: dict[str, object] = {"neuron_device_type": device.device_type,
+                              "neuron_device_version": device.device_version}
+    if cores_per_device and device.physical_cores % cores_per_device == 0:
+        lnc = device.physical_cores // cores_per_device
+        if lnc in device.lnc_options:
+            out["neuroncore_version"] = device.core_version(lnc)
+            if len(device.lnc_options) > 1:   # the field exists only where LNC can be chosen
+                out["logical_neuroncore_config"] = lnc
+    return out

@@ -2,6 +2,7 @@
 with neuronscope's exporter behind Prometheus and with AWS's only."""
 from __future__ import annotations
 
+from monitor.coverage import stream_gaps
 from monitor.fleet_host import host_queries, host_report
 from monitor.promql import Sample
 from monitor.report import Report
@@ -114,3 +115,46 @@ def test_without_system_vcpu_count_the_count_stays_unknown():
     report = host_report(answers, 2.0)
     assert report.system.vcpu.vcpu_count == 0
     assert vcpu_usage(report, report.runtimes).host_vcpus == 0
+
+
+def _hardware_of(instance_type: str, **hardware: str) -> Report:
+    answers = aws_answers()
+    answers["info"] = [sample("instance_info", 1, **(INSTANCE | {"instance_type": instance_type}))]
+    answers["hardware"] = [sample("neuron_hardware_info", 1, **hardware)]
+    return host_report(answers, 2.0)
+
+
+def test_the_instance_type_names_the_devices_prometheus_does_not():
+    """Prometheus's neuron_hardware_info has only counts: the drill-down names the chip, its
+    versions and the LNC from the instance type, as neuron-monitor on that host does, so the
+    host screens do not report a stream lacking the device type."""
+    trn2 = _hardware_of("trn2.48xlarge", **HARDWARE).hardware
+    assert (trn2.device_type, trn2.device_version, trn2.core_version, trn2.lnc) == (
+        "trainium2", "v4", "v3d", 2)
+    assert (trn2.device_count, trn2.cores_per_device) == (16, 4)
+    lnc1 = _hardware_of("trn2.48xlarge", **(HARDWARE | {"neuroncore_per_device_count": "8"}))
+    assert (lnc1.hardware.core_version, lnc1.hardware.lnc) == ("v3", 1)
+    trn1 = _hardware_of("trn1.32xlarge", neuron_device_count="16",
+                        neuroncore_per_device_count="2").hardware
+    # trn1 has no LNC choice: neuron-monitor writes no logical_neuroncore_config there
+    assert (trn1.device_type, trn1.core_version, trn1.lnc) == ("trainium1", "v2", None)
+    report = _hardware_of("trn2n.48xlarge", **HARDWARE)   # an alias AWS's material uses
+    assert report.hardware.device_type == "trainium2"
+    assert "neuron_device_type" not in stream_gaps(report).missing
+
+
+def test_an_unknown_type_or_a_core_count_that_fits_no_lnc_leaves_out_what_is_not_known():
+    unknown = _hardware_of("inf2.xlarge", neuron_device_count="1", neuroncore_per_device_count="2")
+    assert unknown.hardware.device_type is None and unknown.hardware.device_count == 1
+    assert "neuron_device_type" in stream_gaps(unknown).missing
+    odd = _hardware_of("trn2.48xlarge", neuron_device_count="16",
+                       neuroncore_per_device_count="3").hardware
+    assert odd.device_type == "trainium2" and odd.core_version is None and odd.lnc is None
+
+
+def test_labels_the_series_carries_win_and_bad_counts_read_as_none_known():
+    named = _hardware_of("trn2.48xlarge", **HARDWARE, neuron_device_type="trainium2x").hardware
+    assert named.device_type == "trainium2x"
+    bad = _hardware_of("trn2.48xlarge", neuron_device_count="lots",
+                       neuroncore_per_device_count="").hardware
+    assert (bad.device_count, bad.cores_per_device, bad.device_type) == (0, 0, "trainium2")
