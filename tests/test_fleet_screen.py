@@ -243,7 +243,24 @@ async def test_enter_on_a_down_instance_says_so(replay):
         await settle_fleet(pilot, app)
         await pilot.press("enter")        # the first row (sorted by id) is the down one
         assert isinstance(app.screen, FleetScreen)
-        assert f"{DOWN} is down since" in text(app.fleet_screen.header)
+        screen = app.fleet_screen
+        assert f"{DOWN} is down since" in text(screen.header)
+        # the line is about that instance: it goes when the cursor leaves it ...
+        await pilot.press("down")
+        await pilot.pause()
+        assert "is down since" not in text(screen.header)
+        await pilot.press("up")
+        await pilot.pause()
+        assert "is down since" not in text(screen.header)   # back on it: until enter again
+        await pilot.press("enter")
+        assert f"{DOWN} is down since" in text(screen.header)
+        # ... or when the instance is up again
+        snapshot = screen.snapshot
+        screen.snapshot = dataclasses.replace(snapshot, rows=tuple(
+            dataclasses.replace(r, up=True) if r.instance_id == DOWN else r for r in snapshot.rows))
+        screen.redraw()
+        await pilot.pause()
+        assert "is down since" not in text(screen.header)
 
 
 @run_async

@@ -81,7 +81,7 @@ class FleetScreen(Screen):
         self.url, self.selector = url, selector
         self.snapshot: FleetSnapshot | None = None
         self.error, self.error_since = "", None
-        self.note = ""
+        self.note, self.note_for = "", ""   # a line about one instance, while it is selected
         self.sort_key, self.reverse, self.filter_text = "instance_id", False, ""
         self.header = FleetHeader(id="fleet-header")
         self.table = FleetTable(id="fleet-table")
@@ -97,6 +97,11 @@ class FleetScreen(Screen):
     def on_mount(self) -> None:
         self.query_one(FleetTable).focus()
         self.redraw()
+
+    def on_fleet_table_highlighted(self, message: FleetTable.Highlighted) -> None:
+        if self.note_for and message.instance_id != self.note_for:
+            self.note = self.note_for = ""
+            self.redraw(rows_changed=False)
 
     def action_open(self) -> None:   # the footer's "enter open", clicked
         self.table.action_open()
@@ -114,6 +119,9 @@ class FleetScreen(Screen):
             kept = f"; showing data from {clock_text(snap.at)}" if snap else ""
             banner = f"{self.error} (since {clock_text(self.error_since)}){kept}"
         notes = tuple(snap.problems) if snap else ()
+        if self.note_for and snap and any(r.up and r.instance_id == self.note_for
+                                          for r in snap.rows):
+            self.note = self.note_for = ""   # "down, nothing to show": up again
         if self.note:
             notes = (self.note, *notes)
         if snap is None:
@@ -269,9 +277,10 @@ class FleetApp(NeuronTopApp):
             since = f" since {clock_text(row.since)}" if row.since else ""
             self.fleet_screen.note = f"{row.instance_id} is down{since} ({row.down_reason}); " \
                                      "nothing to show"
+            self.fleet_screen.note_for = row.instance_id
             self.fleet_screen.redraw()
             return
-        self.fleet_screen.note = ""
+        self.fleet_screen.note = self.fleet_screen.note_for = ""
         snapshot = self.fleet_screen.snapshot   # no network call on the UI thread
         interval = snapshot.scrape_interval if snapshot else 15.0
         self.source.close()

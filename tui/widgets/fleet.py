@@ -73,7 +73,8 @@ class FleetHeader(LineWidget):
 
 
 class FleetTable(LineWidget, can_focus=True):
-    """Attributes down: rows, sort and filter. Messages up: Opened (enter), SortChanged (click)."""
+    """Attributes down: rows, sort and filter. Messages up: Opened (enter), Highlighted (the
+    cursor on another instance), SortChanged (click)."""
 
     COMPONENT_CLASSES = {"fleet--header", "fleet--sorted", "fleet--cursor", "fleet--down",
                          "fleet--muted", "fleet--graph"}
@@ -101,6 +102,12 @@ class FleetTable(LineWidget, can_focus=True):
         def __init__(self, row: InstanceRow) -> None:
             super().__init__()
             self.row = row
+
+    class Highlighted(Message):
+        """The cursor moved to another instance (its id; "" when no row is left)."""
+        def __init__(self, instance_id: str) -> None:
+            super().__init__()
+            self.instance_id = instance_id
 
     class SortChanged(Message):
         def __init__(self, key: str) -> None:
@@ -139,8 +146,13 @@ class FleetTable(LineWidget, can_focus=True):
         # the cursor follows its instance when the order changes
         self.cursor = ids.index(self._cursor_id) if self._cursor_id in ids else min(
             self.cursor, max(0, len(rows) - 1))
-        self._cursor_id = ids[self.cursor] if ids else ""
+        self._select(ids[self.cursor] if ids else "")
         self._repaint()
+
+    def _select(self, instance_id: str) -> None:
+        if instance_id != self._cursor_id:
+            self._cursor_id = instance_id
+            self.post_message(self.Highlighted(instance_id))
 
     def _repaint(self) -> None:
         """Rebuild, then repaint only the lines that changed (unchanged rows keep their Strip).
@@ -336,7 +348,7 @@ class FleetTable(LineWidget, can_focus=True):
     def action_cursor(self, step: int) -> None:
         if self.rows:
             self.cursor = min(max(self.cursor + step, 0), len(self.rows) - 1)
-            self._cursor_id = self.rows[self.cursor].instance_id
+            self._select(self.rows[self.cursor].instance_id)
             self._repaint()
 
     def action_open(self) -> None:
@@ -352,7 +364,7 @@ class FleetTable(LineWidget, can_focus=True):
         index = event.y - 1 + self.top_row
         if 0 <= index < len(self.rows):
             self.cursor = index
-            self._cursor_id = self.rows[index].instance_id
+            self._select(self.rows[index].instance_id)
             self.invalidate()
             if event.chain >= 2:
                 self.action_open()
