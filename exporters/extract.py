@@ -91,6 +91,10 @@ def _memory_used(group: Any, base: tuple[str, ...], ctx: Context) -> list[Family
     for kind in mt.CORE_MEMORY_KINDS:
         spec = mt.BY_NAME[f"neuroncore_memory_usage_{kind}"]
         out.append((spec, [(key, float(kinds[kind])) for key, kinds in cores if kind in kinds]))
+    if group.host_breakdown is not None:   # a stream without it has no series, not zeros
+        out.append((mt.BY_NAME["neuron_runtime_host_memory_used_bytes"],
+                    [((base[0], category), float(value))
+                     for category, value in group.host_breakdown.items()]))
     if group.loaded_models is not None:
         out.append((mt.BY_NAME["neuron_runtime_model_memory_used_bytes"],
                     _model_memory(group.loaded_models, base[0], ctx)))

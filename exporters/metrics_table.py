@@ -189,6 +189,11 @@ EXTRA_METRICS: tuple[MetricSpec, ...] = (
          "loaded_models[].subgraphs[].memory_used_bytes.usage_breakdown.neuron_device"
          "[category]; memory_location is always neuron_device; neuroncore is the host-wide "
          "logical index", "bytes", replaced=True),
+    _ext("neuron_runtime_host_memory_used_bytes", "gauge",
+         "Host memory a runtime uses, by category; they add up to its host total in "
+         "neuron_runtime_memory_used_bytes.", ("runtime_tag", "category"), MODEL_MEMORY_GROUP,
+         "memory_used.neuron_runtime_used_bytes.usage_breakdown.host[category]", "bytes",
+         replaced=True),
     _ext("neuron_exporter_scrape_duration_seconds", "gauge",
          "Time the exporter took to turn the latest report into the exposition it serves.", (),
          EXPORTER_GROUP, "ingest + render of the last report", "seconds"),

@@ -62,6 +62,7 @@ def host_queries(instance_id: str, target: str, job: str, rate: str) -> dict[str
         "energy": f"rate(neuron_device_energy_joules_total{{{own}}}[{rate}])",
         "runtime_info": f"neuron_runtime_info{{{own}}}",
         "models": f"neuron_runtime_model_memory_used_bytes{{{own}}}",
+        "host_memory": f"neuron_runtime_host_memory_used_bytes{{{own}}}",
     }
 
 
@@ -232,6 +233,9 @@ def _memory(results, group) -> None:
 
     for s in results.get("runtime_memory", ()):
         used_of(s)[s.labels.get("memory_location", "host")] = _count(s.value)
+    for s in results.get("host_memory", ()):   # neuronscope's exporter: the host categories
+        if s.labels.get("category"):
+            used_of(s)["usage_breakdown"]["host"][s.labels["category"]] = _count(s.value)
     for s in results.get("core_memory", ()):
         core = _idx(s.labels, "neuroncore")
         kind = s.labels.get("__name__", "").removeprefix("neuroncore_memory_usage_")

@@ -158,3 +158,17 @@ def test_labels_the_series_carries_win_and_bad_counts_read_as_none_known():
     bad = _hardware_of("trn2.48xlarge", neuron_device_count="lots",
                        neuroncore_per_device_count="").hardware
     assert (bad.device_count, bad.cores_per_device, bad.device_type) == (0, 0, "trainium2")
+
+
+def test_host_memory_by_category_from_the_extension_series_and_unknown_with_aws_only():
+    answers = aws_answers(("llama-train",))
+    answers["host_memory"] = [
+        sample("neuron_runtime_host_memory_used_bytes", value, runtime_tag="llama-train",
+               category=category)
+        for category, value in (("application_memory", 7e9), ("dma_buffers", 1048576),
+                                ("tensors", 0), ("constants", 0))]
+    memory = host_report(answers, 2.0).runtimes[0].memory_used
+    assert dict(memory.host_breakdown) == {"application_memory": 7_000_000_000,
+                                           "dma_buffers": 1048576, "tensors": 0, "constants": 0}
+    aws = host_report(aws_answers(("llama-train",)), 2.0).runtimes[0].memory_used
+    assert not aws.host_breakdown   # AWS's exporter has no such series: nothing to show, not 0

@@ -15,6 +15,7 @@ from fleet_env import (FLEET_INSTANCES, SCRAPE_INTERVAL_S, console_script, fleet
                        fleet_prometheus, fleet_server, fleet_victoria, wait_fleet_up)
 from monitor.fleet import FleetConfig, FleetQuery
 from monitor.fleet_host import PrometheusHostSource
+from monitor.vocab import HOST_MEMORY
 from monitor.promql import PrometheusClient, parse_selector
 
 pytestmark = pytest.mark.timeout(300)
@@ -73,6 +74,11 @@ def test_rows_and_drill_down_from_a_real_server(fleet, fleet_server):
         devices = report.system.device_counters.devices
         memory = [r.memory_used for r in report.runtimes if r.memory_used is not None]
         assert memory and all(m.device_bytes > 0 and m.core_breakdown for m in memory)
+        # the host categories (neuronscope's series) add up to the runtime's host total
+        assert all(set(m.host_breakdown) == set(HOST_MEMORY) and
+                   sum(m.host_breakdown.values()) == m.host_bytes for m in memory)
+        assert report.hardware.device_type == ("trainium2" if itype.startswith("trn2")
+                                               else "trainium1")
         assert any(d.hbm_read_bytes > 0 for d in devices) and all(d.energy_joules > 0 for d in devices)
     totals = snapshot.totals
     assert totals.up == len(fleet.instance_ids) and totals.down == 0
