@@ -1,8 +1,9 @@
-"""Facts about the hardware that sinks need beside the Report, taken from the device catalog.
+"""Facts about the hardware taken from the device catalog, so that it stays behind monitor/.
 
 A Report names its devices (``neuron_hardware_info.neuron_device_type``) but not their peak
-rates; a sink that shows utilization of peak (the exporter's FLOPs ratio) looks them up here, so
-the chip model's catalog stays behind monitor/.
+rates; a sink that shows utilization of peak (the exporter's FLOPs ratio) looks them up here. A
+source whose hardware info lacks the device names (Prometheus's) derives them here from the
+instance type.
 """
 from __future__ import annotations
 
