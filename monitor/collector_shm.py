@@ -205,7 +205,7 @@ def hardware_info(instance: Any, spec: InstanceSpec | None) -> HardwareInfo:
     if instance is None:
         return NO_DEVICE_HARDWARE
     # logical_neuroncore_config exists only where LNC can be chosen (Trn2 and later).
-    has_lnc = spec is None or len(spec.device.lnc_options) > 1
+    has_lnc = spec is None or spec.device.lnc_selectable
     return HardwareInfo(instance.device_type, instance.device_version, instance.core_version,
                         instance.device_count, instance.device_memory_bytes,
                         instance.cores_per_device, instance.lnc if has_lnc else None)

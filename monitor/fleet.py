@@ -23,7 +23,8 @@ from operator import attrgetter
 
 import numpy as np
 
-from monitor.promql import Matcher, PrometheusClient, PrometheusError, Sample, render_selector
+from monitor.promql import (Matcher, PrometheusClient, PrometheusError, Sample, label_count,
+                            render_selector)
 
 __all__ = ["QUERIES", "HISTORY_QUERY", "RECORDED", "expand", "FleetConfig", "InstanceRow", "FleetTotals",
            "FleetSnapshot", "FleetQuery", "same_rows"]
@@ -200,15 +201,8 @@ def _shape(hardware: Mapping[str, str]) -> tuple[int, int, int]:
 
 @lru_cache(maxsize=4096)   # an instance's hardware labels are the same refresh after refresh
 def _parsed_shape(devices: str, per_device: str, memory: str) -> tuple[int, int, int]:
-    count = _int_label(devices)
-    return count, count * _int_label(per_device), _int_label(memory)
-
-
-def _int_label(text: str) -> int:
-    try:
-        return max(0, int(float(text)))
-    except ValueError:
-        return 0
+    count = label_count(devices)
+    return count, count * label_count(per_device), label_count(memory)
 
 
 class FleetQuery:

@@ -22,7 +22,7 @@ from concurrent.futures import CancelledError, ThreadPoolExecutor
 
 from monitor.errors import ReportError
 from monitor.hardware import hardware_of_instance_type
-from monitor.promql import PrometheusClient, PrometheusError, Sample
+from monitor.promql import PrometheusClient, PrometheusError, Sample, label_count
 from monitor.report import Report
 from monitor.sources import Source
 from monitor.vocab import CORE_MEMORY
@@ -76,13 +76,6 @@ def _n(value: float, scale: float = 1.0) -> float:
 
 def _count(value: float) -> int:
     return max(0, int(round(value))) if math.isfinite(value) else 0
-
-
-def _float(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:   # a label that is not a number (another exporter's): no count
-        return 0.0
 
 
 def _idx(labels: Mapping[str, str], key: str) -> int | None:
@@ -155,7 +148,7 @@ def _hardware(instance_type: str, hw: Mapping[str, str]) -> dict:
     """neuron_hardware_info: the counts from its series; the device type, versions and LNC,
     which the series does not carry, from the instance type (a trn2 holds Trainium2 chips), so
     the drill-down names its devices as neuron-monitor on the host would."""
-    counts = {key: _count(_float(hw.get(key, ""))) for key in (
+    counts = {key: label_count(hw.get(key, "")) for key in (
         "neuron_device_count", "neuron_device_memory_size", "neuroncore_per_device_count")}
     named = {key: hw[key] for key in ("neuron_device_type", "neuron_device_version",
                                       "neuroncore_version") if hw.get(key)}

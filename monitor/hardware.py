@@ -42,6 +42,6 @@ def hardware_of_instance_type(instance_type: str, cores_per_device: int | None) 
         lnc = device.physical_cores // cores_per_device
         if lnc in device.lnc_options:
             out["neuroncore_version"] = device.core_version(lnc)
-            if len(device.lnc_options) > 1:   # the field exists only where LNC can be chosen
+            if device.lnc_selectable:
                 out["logical_neuroncore_config"] = lnc
     return out

@@ -222,5 +222,5 @@ def build_view(inst: InstanceSpec, lnc: int, instance_id: str,
         numa_node=topology.numa_node(inst, d), processes=tuple(processes.get(d, ())))
         for d in range(inst.devices))
     return LsView(instance_type or inst.name, instance_id, lnc,
-                  show_lnc=len(inst.device.lnc_options) > 1, topology=inst.topology,
+                  show_lnc=inst.device.lnc_selectable, topology=inst.topology,
                   torus_dims=inst.torus_dims, devices=devices)

@@ -24,7 +24,7 @@ import numpy as np
 import orjson
 
 __all__ = ["PrometheusError", "Sample", "Series", "PrometheusClient", "Matcher", "parse_selector",
-           "render_selector", "check_url", "parse_duration"]
+           "render_selector", "check_url", "parse_duration", "label_count"]
 
 MAX_BODY = 64 * 1024 * 1024  # a bounded query never returns more; anything larger is refused
 
@@ -59,6 +59,12 @@ def _float(text: str) -> float:
         return float(text)
     except (TypeError, ValueError):
         return math.nan
+
+
+def label_count(text: str) -> int:
+    """A count written in a label ("16"): 0 for anything that is not a finite number >= 0."""
+    value = _float(text)
+    return max(0, int(value)) if math.isfinite(value) else 0
 
 
 def check_url(url: str) -> str:

@@ -96,6 +96,12 @@ class DeviceSpec:
     def dma_bw_per_core(self) -> float:
         return self.dma_engines_per_core * self.dma_engine_bw
 
+    @property
+    def lnc_selectable(self) -> bool:
+        """Whether LNC can be chosen (Trn2 and later): only then do neuron-monitor and neuron-ls
+        show logical_neuroncore_config."""
+        return len(self.lnc_options) > 1
+
     def core_version(self, lnc: int) -> str:
         """`neuroncore_version` as neuron-monitor reports it: "v3" at LNC=1, "v3d" at LNC=2."""
         check_lnc(self, lnc)
