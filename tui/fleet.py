@@ -29,7 +29,8 @@ from monitor.sources import Source
 from tui import __version__
 from tui.app import NeuronTopApp
 from tui.commands import fleet_commands
-from tui.fleet_view import SORT_KEYS, clock_text, fleet_rows, source_line, totals_line
+from tui.fleet_view import (SORT_KEYS, clock_text, down_note, fleet_rows, source_line,
+                             totals_line)
 from tui.history import History
 from tui.keys import fleet_bindings, fleet_help_lines, help_lines
 from tui.view import ALL_TAB
@@ -81,7 +82,7 @@ class FleetScreen(Screen):
         self.url, self.selector = url, selector
         self.snapshot: FleetSnapshot | None = None
         self.error, self.error_since = "", None
-        self.note, self.note_for = "", ""   # a line about one instance, while it is selected
+        self.asked_down = ""   # a down instance opened: its line shows while it is selected
         self.sort_key, self.reverse, self.filter_text = "instance_id", False, ""
         self.header = FleetHeader(id="fleet-header")
         self.table = FleetTable(id="fleet-table")
@@ -99,8 +100,8 @@ class FleetScreen(Screen):
         self.redraw()
 
     def on_fleet_table_highlighted(self, message: FleetTable.Highlighted) -> None:
-        if self.note_for and message.instance_id != self.note_for:
-            self.note = self.note_for = ""
+        if self.asked_down and message.instance_id != self.asked_down:
+            self.asked_down = ""
             self.redraw(rows_changed=False)
 
     def action_open(self) -> None:   # the footer's "enter open", clicked
@@ -119,11 +120,11 @@ class FleetScreen(Screen):
             kept = f"; showing data from {clock_text(snap.at)}" if snap else ""
             banner = f"{self.error} (since {clock_text(self.error_since)}){kept}"
         notes = tuple(snap.problems) if snap else ()
-        if self.note_for and snap and any(r.up and r.instance_id == self.note_for
-                                          for r in snap.rows):
-            self.note = self.note_for = ""   # "down, nothing to show": up again
-        if self.note:
-            notes = (self.note, *notes)
+        down = next((r for r in snap.rows if r.instance_id == self.asked_down and not r.up),
+                    None) if snap and self.asked_down else None
+        self.asked_down = down.instance_id if down else ""   # up again or gone: the line goes
+        if down:
+            notes = (down_note(down), *notes)
         if snap is None:
             totals = "neuron-top fleet view"
             empty = "waiting for Prometheus…" if not self.error else "no data yet"
@@ -274,13 +275,10 @@ class FleetApp(NeuronTopApp):
     def on_fleet_table_opened(self, message: FleetTable.Opened) -> None:
         row = message.row
         if not row.up:
-            since = f" since {clock_text(row.since)}" if row.since else ""
-            self.fleet_screen.note = f"{row.instance_id} is down{since} ({row.down_reason}); " \
-                                     "nothing to show"
-            self.fleet_screen.note_for = row.instance_id
+            self.fleet_screen.asked_down = row.instance_id
             self.fleet_screen.redraw()
             return
-        self.fleet_screen.note = self.fleet_screen.note_for = ""
+        self.fleet_screen.asked_down = ""
         snapshot = self.fleet_screen.snapshot   # no network call on the UI thread
         interval = snapshot.scrape_interval if snapshot else 15.0
         self.source.close()

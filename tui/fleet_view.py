@@ -88,6 +88,12 @@ def _state(row: InstanceRow) -> str:
     return f"down {clock_text(row.since)}" if row.since else "down"
 
 
+def down_note(row: InstanceRow) -> str:
+    """The header's line for a down instance asked to open."""
+    since = f" since {clock_text(row.since)}" if row.since else ""
+    return f"{row.instance_id} is down{since} ({row.down_reason}); nothing to show"
+
+
 def _engines(row: InstanceRow) -> str:
     mix = row.engines
     if not mix:
