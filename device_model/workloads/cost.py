@@ -5,7 +5,7 @@ Costs are additive (`+`) and scale (`*`), so one simulated layer stands for all 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
@@ -44,6 +44,15 @@ class Cost:
 
     __rmul__ = __mul__
 
+    def split_as(self, split: "Split") -> "Cost":
+        """This cost with its time divided into compute, DMA and collectives as `split` is."""
+        total = split.compute + split.dma + split.collective
+        if total <= 0:
+            return replace(self, compute=self.time, dma=0.0, collective=0.0)
+        k = self.time / total
+        return replace(self, compute=split.compute * k, dma=split.dma * k,
+                       collective=split.collective * k)
+
     def engine_seconds(self) -> dict[str, float]:
         return {"tensor": self.tensor, "vector": self.vector, "scalar": self.scalar,
                 "gpsimd": self.gpsimd, "dma": self.dma_active}
@@ -52,10 +61,28 @@ class Cost:
 ZERO = Cost()
 
 
+@dataclass(frozen=True, slots=True)
+class Split:
+    """Critical-path seconds of some ops of a program, by what bound them."""
+    compute: float = 0.0
+    dma: float = 0.0
+    collective: float = 0.0
+
+
 def measure(inst: Instance, program: Program, busy_cores_per_stack: int | None = None) -> Cost:
     """Simulate `program` once on one logical core and attribute its critical path."""
+    return _measure(inst, program, busy_cores_per_stack, "")[0]
+
+
+def measure_part(inst: Instance, program: Program, prefix: str) -> tuple[Cost, Split]:
+    """`measure`, and how the critical path of the ops named `prefix`... splits (one run)."""
+    return _measure(inst, program, None, prefix)
+
+
+def _measure(inst: Instance, program: Program, busy_cores_per_stack: int | None,
+             prefix: str) -> tuple[Cost, Split]:
     if not program.ops:
-        return ZERO
+        return ZERO, Split()
     run = inst.run(program, busy_cores_per_stack=busy_cores_per_stack)
     tl, m = run.timeline, run.metrics()
     wall = tl.wall
@@ -75,11 +102,13 @@ def measure(inst: Instance, program: Program, busy_cores_per_stack: int | None =
     counted = np.array([not n.startswith("recompute.") for n in tl.op_names])
     lnc = inst.lnc
     active = m["engine_active"]
+    kinds = (~is_coll & ~is_dma, is_dma, is_coll)
+    whole = [float(increment[k].sum()) for k in kinds]
+    mine = np.array([n.startswith(prefix) for n in tl.op_names]) if prefix else None
+    part = Split(*(float(increment[k & mine].sum()) for k in kinds)) if prefix else Split(*whole)
     return Cost(
         time=wall,
-        compute=float(increment[~is_coll & ~is_dma].sum()),
-        dma=float(increment[is_dma].sum()),
-        collective=float(increment[is_coll].sum()),
+        compute=whole[0], dma=whole[1], collective=whole[2],
         tensor=active["tensor"] * wall, vector=active["vector"] * wall,
         scalar=active["scalar"] * wall, gpsimd=active["gpsimd"] * wall,
         dma_active=active["dma"] * wall, collective_active=m["collective_active"] * wall,
@@ -88,4 +117,4 @@ def measure(inst: Instance, program: Program, busy_cores_per_stack: int | None =
         raw_flops=float(per_op["flops"][counted].sum()) * lnc,
         hbm_bytes=(m["hbm_read_bytes"] + m["hbm_write_bytes"]),
         instructions=float(m["instructions"]),
-    )
+    ), part

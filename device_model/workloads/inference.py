@@ -12,7 +12,7 @@ from functools import cached_property
 from ..catalog.dtypes import get_dtype
 from ..core import Instance
 from ..program import Op, Program
-from .cost import Cost, measure
+from .cost import Cost, measure, measure_part
 from .memory import RUNTIME_RESERVE_BYTES, Memory, check_fits
 from .parallel import Layout
 from .presets import ModelConfig
@@ -131,8 +131,12 @@ class InferencePlan:
     def _cost(self, q_len: int, kv_len: int) -> Cost:
         """Embedding and head once, one simulated layer scaled to all."""
         ends = measure(self.inst, self._program(q_len, kv_len, 0))
-        one = measure(self.inst, self._program(q_len, kv_len, 1))
-        return ends + (one + ends * -1) * self.cfg.layers
+        one, own = measure_part(self.inst, self._program(q_len, kv_len, 1), "layer0.")
+        # A layer costs the time it adds to the ends, split as its own ops' critical path is:
+        # the difference of the two runs' splits goes negative where the ends' ops are bound
+        # differently next to a layer (a head's DMA hidden behind it, say).
+        layer = (one + ends * -1).split_as(own)
+        return ends + layer * self.cfg.layers
 
     @cached_property
     def prefill(self) -> Cost:
