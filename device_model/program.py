@@ -80,17 +80,23 @@ class Program:
     # --- TensorE ---------------------------------------------------------------------------
     def matmul(self, m: int, k: int, n: int, dtype: str = "bf16", *, batch: int = 1,
                out_dtype: str | None = None, weights: bool = True, name: str | None = None,
-               deps: tuple[int, ...] | None = None, run_bytes: int = 0) -> int:
+               deps: tuple[int, ...] | None = None, run_bytes: int = 0,
+               left_dtype: str | None = None, right_dtype: str | None = None) -> int:
         """[batch, m, k] @ [k, n] (or [batch, k, n] when weights=False). `weights` marks the right
         operand as a parameter that can be prefetched before the producer op finishes.
         `run_bytes`: the right operand is read in contiguous runs of this many bytes per
-        partition (a KV cache read in decode); 0: its transfers spread evenly."""
+        partition (a KV cache read in decode); 0: its transfers spread evenly.
+        `left_dtype`/`right_dtype`: what the operands are stored in, if not `dtype` (the matmul
+        converts them as it loads them)."""
         for label, v in (("m", m), ("k", k), ("n", n), ("batch", batch)):
             _positive(label, v)
         get_dtype(dtype)
+        stored = {key: get_dtype(value).name for key, value in
+                  (("left_dtype", left_dtype), ("right_dtype", right_dtype))
+                  if value and get_dtype(value).name != get_dtype(dtype).name}
         return self._add("matmul", name, deps, m=int(m), k=int(k), n=int(n), dtype=dtype, batch=int(batch),
                          out_dtype=out_dtype or ("fp32" if dtype == "fp32" else "bf16"), weights=weights,
-                         **({"run_bytes": int(run_bytes)} if run_bytes else {}))
+                         **({"run_bytes": int(run_bytes)} if run_bytes else {}), **stored)
 
     def transpose(self, rows: int, cols: int, dtype: str = "bf16", *, engine: str = "tensor",
                   name: str | None = None, deps: tuple[int, ...] | None = None) -> int:

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from device_model import CollectiveGroup, Program, instance
+from device_model.catalog.dtypes import get_dtype
 from device_model.engine.isa import E_TENSOR, L_DMA, L_PE_MM
 
 TRN2 = instance("trn2.48xlarge", lnc=1)
@@ -182,6 +183,22 @@ def test_m1_kernel_blocks_k_in_sbuf_and_is_compute_bound():
     operands = (4096 * 8192 + 8192 * 8192) * 2
     assert m["hbm_read_bytes"] < 4 * operands
     assert m["engine_active"]["tensor"] > 0.95 and m["engine_active"]["dma"] < 0.6
+
+
+@pytest.mark.parametrize("compute, left, right", [
+    ("bf16", "fp32", "fp32"),   # an FP32 model under neuronx-cc's matmul auto-cast
+    ("fp8", "bf16", "bf16"),    # FP8 training: BF16 activations and weights, cast per matmul
+    ("fp8", "bf16", "fp8"),     # FP8 inference: FP8 weights against BF16 activations
+    ("bf16", "bf16", "bf16"),   # stored as computed: as without the arguments
+])
+def test_matmul_reads_each_operand_at_the_width_it_is_stored_in(compute, left, right):
+    def reads(**stored):
+        p = Program()
+        p.matmul(512, 512, 512, compute, **stored)   # both operands fit in SBUF: read once
+        return TRN2.run(p).metrics()["hbm_read_bytes"]   # one physical core
+    assert reads() == pytest.approx(2 * 512 * 512 * get_dtype(compute).bytes, rel=0.01)
+    expected = 512 * 512 * (get_dtype(left).bytes + get_dtype(right).bytes)
+    assert reads(left_dtype=left, right_dtype=right) == pytest.approx(expected, rel=0.01)
 
 
 def test_tensor_engine_efficiency_is_per_generation_and_overridable():

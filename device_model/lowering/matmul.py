@@ -46,20 +46,23 @@ def mm_cycles(stat: np.ndarray, mov: np.ndarray, ctx: CoreContext, slow: float) 
     return np.broadcast_to(np.maximum(mm_min, mov)[None, :], (len(stat), len(mov))) * per
 
 
-def blocking(m: int, k: int, n: int, b_in: float, ctx: CoreContext) -> tuple[float, float]:
-    """SBUF blocks (Bm, Bn) minimising HBM reads b_in*(M*K*ceil(N/Bn) + K*N*ceil(M/Bm)) (§6).
-    Either a block pair holds the whole contraction, (Bm + Bn)*K*b_in within the SBUF budget, or
-    K is blocked: the output block accumulates in FP32 in SBUF (PSUM partial sums added per K
-    block, as the NKI matmul tutorial's optimised kernel does) beside double-buffered K blocks of
-    both operands, Bm*Bn*4 + 2*(Bm + Bn)*Bk*b_in within the budget."""
+def blocking(m: int, k: int, n: int, b_left: float, b_right: float,
+             ctx: CoreContext) -> tuple[float, float]:
+    """SBUF blocks (Bm, Bn) minimising HBM reads b_left*M*K*ceil(N/Bn) + b_right*K*N*ceil(M/Bm)
+    (§6), each operand at the width it is stored in. Either a block pair holds the whole
+    contraction, (Bm*b_left + Bn*b_right)*K within the SBUF budget, or K is blocked: the output
+    block accumulates in FP32 in SBUF (PSUM partial sums added per K block, as the NKI matmul
+    tutorial's optimised kernel does) beside double-buffered K blocks of both operands,
+    Bm*Bn*4 + 2*(Bm*b_left + Bn*b_right)*Bk within the budget."""
     bm = np.arange(1, max(1, math.ceil(m / 128)) + 1) * 128.0
     bn = np.arange(1, max(1, math.ceil(n / 128)) + 1) * 128.0
     bm, bn = np.minimum(bm, m), np.minimum(bn, n)
     BM, BN = np.meshgrid(bm, bn, indexing="ij")
     budget = ctx.sbuf_budget
-    whole_k = (BM + BN) * k * b_in <= budget
+    row_bytes = BM * b_left + BN * b_right
+    whole_k = row_bytes * k <= budget
     bk = min(k, ctx.costs.mm_k_block)
-    k_blocked = BM * BN * SBUF_ACC_BYTES + 2 * (BM + BN) * bk * b_in <= budget
+    k_blocked = BM * BN * SBUF_ACC_BYTES + 2 * row_bytes * bk <= budget
     fits = whole_k | k_blocked
     if not fits.any():
         fits = (BM == bm[0]) & (BN == bn[0])
@@ -67,7 +70,7 @@ def blocking(m: int, k: int, n: int, b_in: float, ctx: CoreContext) -> tuple[flo
     right = k * n * np.ceil(m / BM)
     cost = np.where(fits, left + right, np.inf)
     i = np.unravel_index(np.argmin(cost), cost.shape)
-    return float(left[i] * b_in), float(right[i] * b_in)
+    return float(left[i] * b_left), float(right[i] * b_right)
 
 
 def lower_matmul(op: Op, ctx: CoreContext) -> list[Stage]:
@@ -117,8 +120,12 @@ def lower_matmul(op: Op, ctx: CoreContext) -> list[Stage]:
     ls_of_mm = np.cumsum(first) - 1
     ls_cyc = np.maximum(stat[s_i[ls_pos]], costs.mm_min_cycles) / costs.fast_ls_speedup
 
-    # HBM traffic with SBUF blocking; transfers interleave activations and weights.
-    left_b, right_b = blocking(m, k, n, dt.bytes, ctx)
+    # HBM traffic with SBUF blocking; transfers interleave activations and weights. An operand
+    # stored wider than the matmul runs (neuronx-cc's auto-cast of an FP32 model, BF16 weights of
+    # FP8 training) is read at its stored width and converted as it is loaded (assumption: the
+    # conversion costs no engine pass of its own).
+    stored = (get_dtype(op.get(key) or dt.name).bytes for key in ("left_dtype", "right_dtype"))
+    left_b, right_b = blocking(m, k, n, *stored, ctx)
     left_b, right_b = left_b * batch, right_b * batch
     resident = bool(op.get("resident")) and weights     # activations already in SBUF (inference)
     if resident:

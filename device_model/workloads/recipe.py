@@ -32,10 +32,13 @@ class Step:
 @dataclass(slots=True)
 class Recipe:
     """`act` is the dtype of activations and elementwise math; `grad` the dtype weight gradients
-    are written in (FP32 for mixed precision, so accumulation over micro-batches is exact)."""
+    are written in (FP32 for mixed precision, so accumulation over micro-batches is exact);
+    `weight` the dtype weights are stored in ("": as `mm_dtype`). Matmuls read each operand at
+    the width it is stored in and write their output as an activation."""
     mm_dtype: str = "bf16"
     act: str = "bf16"
     grad: str = "fp32"
+    weight: str = ""
     steps: list[Step] = field(default_factory=list)
     tag: str = ""
 
@@ -45,19 +48,23 @@ class Recipe:
     # --- builders --------------------------------------------------------------------------
     def linear(self, name: str, m: int, k: int, n: int) -> None:
         """X[m,k] @ W[k,n]; backward dX = dY @ W^T and dW = X^T @ dY."""
-        dt = self.mm_dtype
-        self._add(name, [_call("matmul", m, k, n, dt, name=name)],
-                  [_call("matmul", m, n, k, dt, name=f"{name}.dx"),
-                   _call("matmul", k, m, n, dt, weights=False, out_dtype=self.grad, name=f"{name}.dw")])
+        dt, act = self.mm_dtype, self.act
+        on_weights = {"left_dtype": act, "right_dtype": self.weight or dt, "out_dtype": act}
+        self._add(name, [_call("matmul", m, k, n, dt, name=name, **on_weights)],
+                  [_call("matmul", m, n, k, dt, name=f"{name}.dx", **on_weights),
+                   _call("matmul", k, m, n, dt, weights=False, out_dtype=self.grad,
+                         left_dtype=act, right_dtype=act, name=f"{name}.dw")])
 
     def bmm(self, name: str, batch: int, m: int, k: int, n: int, run_bytes: int = 0) -> None:
         """Activation @ activation (attention): both operands get gradients. `run_bytes`: the
         right operand comes from the KV cache in runs of that many bytes per partition."""
-        dt = self.mm_dtype
+        dt, act = self.mm_dtype, self.act
+        both = {"left_dtype": act, "right_dtype": act, "out_dtype": act}
         extra = {"run_bytes": run_bytes} if run_bytes else {}
-        self._add(name, [_call("matmul", m, k, n, dt, batch=batch, weights=False, name=name, **extra)],
-                  [_call("matmul", m, n, k, dt, batch=batch, weights=False, name=f"{name}.da"),
-                   _call("matmul", k, m, n, dt, batch=batch, weights=False, name=f"{name}.db")])
+        self._add(name, [_call("matmul", m, k, n, dt, batch=batch, weights=False, name=name,
+                               **both, **extra)],
+                  [_call("matmul", m, n, k, dt, batch=batch, weights=False, name=f"{name}.da", **both),
+                   _call("matmul", k, m, n, dt, batch=batch, weights=False, name=f"{name}.db", **both)])
 
     def attention(self, name: str, batch: int, q_rows: int, kv_len: int, head_dim: int,
                   causal: bool) -> None:

@@ -32,6 +32,14 @@ class Precision:
     def act_bytes(self) -> float:
         return get_dtype(self.act).bytes
 
+    @property
+    def weight(self) -> str:
+        """The dtype the weights are stored in, which the matmuls read them at."""
+        return _STORED_AT[self.weight_bytes]
+
+
+_STORED_AT = {4: "fp32", 2: "bf16", 1: "fp8"}
+
 
 PRECISIONS = ("fp32", "bf16", "fp8")
 
@@ -118,7 +126,7 @@ def layer_recipe(cfg: ModelConfig, sh: Shard, prec: Precision, batch: int, q_len
     """One layer for `batch` sequences of `q_len` new tokens attending to `kv_len` positions.
     `flash`: fused attention (no score matrix in HBM); else scores, softmax and context as
     separate ops, as XLA emits them and as decode's matrix-vector kernels run."""
-    r = Recipe(prec.matmul, prec.act)
+    r = Recipe(prec.matmul, prec.act, weight=prec.weight)
     h, d = cfg.hidden, sh.head_dim
     tokens = batch * q_len
     rows = math.ceil(tokens / sh.tp) if sh.sp else tokens       # norm / residual rows
@@ -174,7 +182,7 @@ def layer_recipe(cfg: ModelConfig, sh: Shard, prec: Precision, batch: int, q_len
 def embedding_recipe(cfg: ModelConfig, sh: Shard, prec: Precision, tokens: int,
                      group: CollectiveGroup, *, training: bool) -> Recipe:
     """Vocab-parallel embedding: each rank gathers its rows, then the partial sums are joined."""
-    r = Recipe(prec.matmul, prec.act)
+    r = Recipe(prec.matmul, prec.act, weight=prec.weight)
     h = cfg.hidden
     r.embedding("embed", tokens, h)
     _tp_pair(r, "embed", tokens, cfg, sh, group, False, prec)
@@ -194,7 +202,7 @@ def head_recipe(cfg: ModelConfig, sh: Shard, prec: Precision, tokens: int,
     """Final norm and vocab-parallel output projection; training adds the cross-entropy loss
     (softmax over the vocab shard, joined by small all-reduces of max and sum); inference
     picks the next token (argmax over the shard, then an all-gather of the candidates)."""
-    r = Recipe(prec.matmul, prec.act)
+    r = Recipe(prec.matmul, prec.act, weight=prec.weight)
     h = cfg.hidden
     rows = math.ceil(tokens / sh.tp) if sh.sp else tokens
     r.norm("final_norm", rows, h, cfg.norm == "rms")
