@@ -369,3 +369,8 @@ def test_selective_checkpointing_recomputes_the_fused_attention_forward():
     a = estimate("llama2-7b:seq=2048,gbs=32,ckpt=selective", TRN1, Placement(tp=8))
     b = estimate("llama2-7b:seq=2048,gbs=32", TRN1, Placement(tp=8))
     assert a["step_time_s"] > b["step_time_s"] and a["hfu"] > b["hfu"] * 0.9
+    # what it saves: the attention output [tokens, heads x head_dim] of every layer, recomputed
+    saved = b["memory"]["activations_bytes"] - a["memory"]["activations_bytes"]
+    sh = make_shard(PRESETS["llama2-7b"], 8, False)
+    layers = PRESETS["llama2-7b"].layers
+    assert saved == pytest.approx(layers * 2048 * sh.heads * sh.head_dim * 2, rel=1e-6)

@@ -52,7 +52,9 @@ def layer_activation_bytes(cfg: ModelConfig, sh: Shard, prec: Precision, batch: 
         return tokens * h * a / split                      # the layer input only
     norm_region = 4 * tokens * h * a / split               # two norm inputs, two matmul inputs
     qkv = tokens * (sh.heads + 2 * sh.kv_heads) * d * a
-    context = tokens * sh.heads * d * a
+    # selective checkpointing keeps the core attention's input (q, k, v) and recomputes its
+    # output before the output projection's backward needs it
+    context = 0.0 if ckpt == "selective" else tokens * sh.heads * d * a
     mlp = (3 if cfg.mlp == "swiglu" else 2) * tokens * sh.ffn * a
     masks = (2 * tokens * h / split) if cfg.dropout else 0.0
     probs = 0.0
