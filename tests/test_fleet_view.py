@@ -15,7 +15,8 @@ from monitor.fleet import FleetQuery, InstanceRow
 from tui.braille import braille_rows
 from tui.fleet_view import COLUMNS, layout
 from tui.widgets.base import LeanStrip
-from tui.widgets.fleet import _fit_all, spark_rows, wrap
+from tui.widgets.fleet import wrap
+from tui.widgets.fleet_rows import fit_all, spark_rows
 
 RATIOS = st.one_of(st.floats(0, 1), st.just(float("nan")), st.floats(1, 3), st.floats(-1, 0),
                    st.sampled_from([float("inf"), float("-inf")]))
@@ -24,7 +25,7 @@ RATIOS = st.one_of(st.floats(0, 1), st.just(float("nan")), st.floats(1, 3), st.f
 @given(arrays(float, st.tuples(st.integers(1, 6), st.integers(0, 40)), elements=RATIOS),
        st.integers(1, 20))
 def test_spark_rows_draw_what_braille_rows_draws(histories, width):
-    fitted = _fit_all(list(histories), 2 * width)
+    fitted = fit_all(list(histories), 2 * width)
     assert spark_rows(fitted, width) == [braille_rows(h, width, 1, top=1.0)[0] for h in histories]
 
 
@@ -64,13 +65,13 @@ def test_table_cells_are_the_cell_texts_column_by_column(readings, width):
     """The table formats its numeric columns for many rows at once, each value once: every
     cell must read what the one-cell formatter gives, repeated values and -0.0 included."""
     from tui.fleet_view import cell
-    from tui.widgets.fleet import RIGHT, _pad, _RowLayout
+    from tui.widgets.fleet_rows import RIGHT, RowLayout, _pad
     rows = [InstanceRow(f"i-{n}", "trn2.48xlarge", "az", "h:1", "neuron", 16, 64, 64, util, util,
                         {"tensor": 0.4}, hbm, memory, 2e9, power, True, None, None, util, power,
                         ("train",), up, "", None, np.zeros(0))
             for n, (util, hbm, memory, power, up) in enumerate(readings * 2)]
     columns = [(key, w) for key, w in layout(width) if key != "history"]
-    row_layout = _RowLayout(layout(width), width)
+    row_layout = RowLayout(layout(width), width)
     for _ in range(2):   # the second pass reads the remembered texts
         for row, texts in zip(rows, row_layout.texts(rows)):
             assert texts == tuple(_pad(cell(row, key), w, key in RIGHT) for key, w in columns)
