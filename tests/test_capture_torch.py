@@ -85,6 +85,22 @@ def test_matmuls_map_to_tensor_engine_with_auto_cast(captured):
     assert (ops["adj_flops"][mm] == ops["flops"][mm]).all()                   # run as BF16 (matmult)
 
 
+@pytest.mark.parametrize("auto_cast, compute, stored", [
+    ("matmult", "bf16", "fp32"),   # neuronx-cc's default: the matmul runs BF16 on FP32 tensors
+    ("all", "bf16", "bf16"),       # every tensor cast: stored as computed
+    ("none", "fp32", "fp32"),
+])
+def test_an_fp32_linear_reads_and_writes_its_tensors_at_their_width(auto_cast, compute, stored):
+    from device_model.program import Program
+    from profiler.capture.aten_map import AtenCall, add_call
+    prog = Program()
+    add_call(prog, AtenCall("linear", "aten", ((64, 512), (256, 512)), "torch.float32", 64 * 256),
+             auto_cast, None)
+    (op,) = prog.ops
+    assert (op.kind, op.get("dtype"), op.get("out_dtype")) == ("matmul", compute, stored)
+    assert (op.get("left_dtype") or compute, op.get("right_dtype") or compute) == (stored, stored)
+
+
 def test_script_exit_code_is_returned_and_profile_still_written(tmp_path):
     res = capture(tmp_path, "--steps", "3", "--fail-at", "3")
     assert res.returncode == 1

@@ -103,7 +103,7 @@ def add_call(prog: Program, call: AtenCall, auto_cast: str, group: CollectiveGro
             nbytes = max(1, _elements(call) * (4 if dtype == "fp32" else 2))
             prog.collective(kind, nbytes, group, dtype=dtype, name=label)
     elif name in ("mm", "addmm", "bmm", "baddbmm", "linear", "matmul", "_scaled_mm", "addmm_"):
-        _matmul(prog, name, s, mm_dtype, label)
+        _matmul(prog, name, s, mm_dtype, label, stored=dtype)
     elif name in ("convolution", "convolution_backward", "_convolution", "conv2d"):
         _conv(prog, s, call.extra, mm_dtype, label, backward=name == "convolution_backward")
     elif name in ("_softmax", "softmax", "_log_softmax", "log_softmax", "_softmax_backward_data",
@@ -141,19 +141,22 @@ def add_call(prog: Program, call: AtenCall, auto_cast: str, group: CollectiveGro
     return len(prog.ops) - before
 
 
-def _matmul(prog: Program, name: str, s, dtype: str, label: str) -> None:
+def _matmul(prog: Program, name: str, s, dtype: str, label: str, stored: str) -> None:
+    """`stored`: what the tensors are in memory (FP32 under a matmul-only auto-cast, which the
+    matmul reads and writes at that width)."""
+    kw = {"left_dtype": stored, "right_dtype": stored, "out_dtype": stored}
     if name in ("addmm", "addmm_", "baddbmm"):
         s = s[1:]
     if len(s) < 2 or not s[0] or not s[1]:
         return
     a, b = s[0], s[1]
     if name == "linear":                          # input [..., k], weight [n, k]
-        prog.matmul(max(1, _prod(a[:-1])), a[-1], b[0], dtype, name=label)
+        prog.matmul(max(1, _prod(a[:-1])), a[-1], b[0], dtype, name=label, **kw)
     elif name in ("bmm", "baddbmm") and len(a) == 3 and len(b) == 3:
-        prog.matmul(a[1], a[2], b[2], dtype, batch=a[0], weights=False, name=label)
+        prog.matmul(a[1], a[2], b[2], dtype, batch=a[0], weights=False, name=label, **kw)
     elif len(a) >= 2 and len(b) >= 2:
         prog.matmul(max(1, _prod(a[:-1])), a[-1], b[-1], dtype, batch=max(1, _prod(b[:-2])),
-                    weights=len(b) == 2, name=label)
+                    weights=len(b) == 2, name=label, **kw)
 
 
 def _conv(prog: Program, s, extra, dtype: str, label: str, backward: bool) -> None:
@@ -172,10 +175,11 @@ def _attention(prog: Program, s, mm_dtype: str, dtype: str, label: str, backward
     q = s[0]
     k_len = s[1][-2] if len(s) > 1 and len(s[1]) >= 2 else q[-2]
     batch, seq, d = _prod(q[:-2]), q[-2], q[-1]
+    kw = {"left_dtype": dtype, "right_dtype": dtype, "out_dtype": dtype}
     for _ in range(2 if backward else 1):
-        prog.matmul(seq, d, k_len, mm_dtype, batch=batch, weights=False, name=f"{label}.qk")
+        prog.matmul(seq, d, k_len, mm_dtype, batch=batch, weights=False, name=f"{label}.qk", **kw)
         prog.softmax(batch * seq, k_len, dtype, name=f"{label}.softmax")
-        prog.matmul(seq, k_len, d, mm_dtype, batch=batch, weights=False, name=f"{label}.pv")
+        prog.matmul(seq, k_len, d, mm_dtype, batch=batch, weights=False, name=f"{label}.pv", **kw)
 
 
 def conv_extra(name: str, args) -> tuple:
