@@ -141,7 +141,13 @@ def cmd_estimate(args) -> int:
     else:
         print(format_model(result) if "mode" in result else format_estimate(result))
         print(_trust_line())
+        print("\n".join(trust_lines(result)))
     return 0
+
+
+def trust_lines(result: dict) -> list[str]:
+    from .workloads.trust import trust_lines as lines
+    return lines(result)
 
 
 def _trust_line() -> str:

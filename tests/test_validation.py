@@ -10,8 +10,8 @@ import pytest
 from device_model.catalog.costs import DEFAULT_COSTS
 from device_model.workloads.validation import (CALIBRATED, CALIBRATION, HELD_OUT,
                                                HELD_OUT_ROWS, HELD_OUT_TARGET, KNOWN_GAPS,
-                                               RECORDED_MEDIANS, ROWS, run_all, simulate, summary,
-                                               validation_medians)
+                                               RECORDED_MEDIANS, ROWS, cached_results, simulate,
+                                               summary, validation_medians)
 
 # The held-out set today: the target (median <= 10%, worst <= 25%) is not met; these are
 # the bounds the model does meet, so that a regression fails and a fix has to tighten them.
@@ -30,7 +30,7 @@ def test_row_within_its_bound(row):
 
 @pytest.fixture(scope="module")
 def results():
-    return run_all()
+    return cached_results()
 
 
 def test_calibration_rows_median_and_worst(results):
@@ -87,3 +87,16 @@ def test_recorded_medians_that_estimate_prints_are_current():
     now = validation_medians()
     for role in (CALIBRATION, HELD_OUT):
         assert now[role] == pytest.approx(RECORDED_MEDIANS[role], abs=5e-4)
+
+
+def test_recorded_errors_by_kind_that_estimate_prints_are_current():
+    from device_model.workloads.trust import RECORDED_KINDS, kinds
+    now = kinds(cached_results())
+    assert set(now) == set(RECORDED_KINDS)
+    for key, kind in now.items():
+        recorded = RECORDED_KINDS[key]
+        assert kind.rows == recorded.rows, key
+        assert kind.median == pytest.approx(recorded.median, abs=5e-4), key
+        assert kind.worst == pytest.approx(recorded.worst, abs=5e-4), key
+    # every row has a kind, and the kinds split the rows
+    assert sum(k.rows for k in now.values()) == len(ROWS)

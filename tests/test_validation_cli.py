@@ -45,3 +45,28 @@ def test_estimate_text_states_the_validation_median(capsys):
     assert max(len(line) for line in out.splitlines()) <= 80
     assert main(["estimate", "-w", "matmul:m=1024,k=1024,n=1024", "--json"]) == 0
     assert "median" not in capsys.readouterr().out
+
+
+def test_estimate_text_states_the_error_of_each_figures_kind(capsys):
+    """Each figure with the error of the published rows of its kind (or that none exists): the
+    overall median alone would hide that long-prompt TTFT on Trainium1 is far off while decode
+    is close."""
+    from device_model.workloads.trust import RECORDED_KINDS
+    assert main(["estimate", "-w", "llama2-13b:mode=decode,batch=1,in=4096,out=4096",
+                 "-i", "trn1.32xlarge", "--tp", "32"]) == 0
+    out = capsys.readouterr().out
+    assert "published Trainium1 rows of its kind" in out
+    for figure in ("time to first token", "time per output token"):
+        kind = RECORDED_KINDS[("trainium1", figure)]
+        line = next(line for line in out.splitlines() if line.strip().startswith(figure))
+        assert f"{kind.median * 100:.0f}% median" in line and f"{kind.worst * 100:.0f}% worst" in line
+        assert f"({kind.rows} rows)" in line
+    assert max(len(line) for line in out.splitlines()) <= 80
+    # a figure no published row checks says so instead of borrowing another kind's error
+    assert main(["estimate", "-w", "llama3-8b:seq=4096,gbs=64", "-i", "trn2.48xlarge",
+                 "--tp", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "training throughput    none published: not checked" in out
+    assert main(["estimate", "-w", "allreduce:bytes=1M,ranks=64", "-i", "trn1.32xlarge",
+                 "--nodes", "2"]) == 0
+    assert "all-reduce time" in capsys.readouterr().out

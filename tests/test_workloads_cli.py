@@ -104,3 +104,24 @@ def test_nodes_place_a_microbenchmarks_ranks(capsys):
     assert (r["devices"], r["nodes"]) == (8, 4)
     assert main(["estimate", "-w", "allreduce:bytes=1K,ranks=2", "-i", "trn1.32xlarge",
                  "--nodes", "4"]) == 2
+
+
+@pytest.mark.parametrize("argv", [
+    ["estimate", "-w", "llama3.1-70b:seq=8192,mbs=1,gbs=1024,ckpt=selective", "-i",
+     "trn1.32xlarge", "--nodes", "32", "--tp", "32", "--pp", "8", "--dp", "4"],
+    ["estimate", "-w", "llama3-8b:seq=4096,gbs=64", "-i", "trn2.48xlarge", "--tp", "8",
+     "--vs", "tp=16"],
+])
+def test_model_reports_fit_an_80_column_terminal(capsys, argv):
+    """Long rows (the layout of a multi-node job, the memory detail, a long spec) wrap under
+    their label instead of running past 80 columns, and nothing of them is lost."""
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    joined = " ".join(line.strip() for line in out.splitlines())
+    assert "micro-batches" in joined
+    if "--vs" not in argv:
+        assert "reserved 1.0 GiB" in joined
+        assert "TP32 PP8 DP4 (1024 ranks; TP neuronlink, PP efa, DP efa); SP, ZeRO-1, selective " \
+               "checkpointing, 256 micro-batches" in joined
+        assert "on 32 x trn1.32xlarge (LNC=1)" in joined

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Any, Callable
 
 from ..errors import SpecError
@@ -99,18 +100,54 @@ def _title(r: dict) -> str:
 
 
 def format_model(r: dict) -> str:
-    lines = [_title(r)]
+    lines = _wrapped_title(_title(r))
     for label, get, fmt in _rows(r):
         try:
-            lines.append(f"  {label:<20} {fmt(get(r))}")
+            text = fmt(get(r))
         except KeyError:        # a row this workload does not report (mlp has no tokens)
             continue
+        lines += under_label(label, text)
     m = r["memory"]
-    parts = ", ".join(f"{k} {m[k + '_bytes'] / GiB:.1f}" for k in
-                      ("weights", "gradients", "optimizer", "activations", "kv_cache", "reserved")
-                      if m[k + "_bytes"])
-    lines.append(f"  {'memory detail':<20} {parts} GiB")
+    parts = [f"{k} {m[k + '_bytes'] / GiB:.1f}" for k in
+             ("weights", "gradients", "optimizer", "activations", "kv_cache", "reserved")
+             if m[k + "_bytes"]]
+    lines += under_label("memory detail", ", ".join(parts) + " GiB")
     return "\n".join(lines)
+
+
+WIDTH = 80          # the report fits an 80-column terminal
+_INDENT = 23        # where a row's value starts: two spaces, a 20-column label, a space
+
+
+def under_label(label: str, text: str, lead: str = "") -> list[str]:
+    """A row: `label`, then `lead` and `text`, wrapped after a comma or semicolon (else at a
+    space) under the value's column, so that the row fits WIDTH columns."""
+    first = f"  {label:<20} {lead}"
+    indent = " " * (_INDENT + len(lead))
+    lines, current = [], first
+    for piece in _pieces(text):
+        if len(current) + len(piece) > WIDTH and current not in (first, indent):
+            lines.append(current.rstrip())
+            current = indent
+        current += piece + " "
+    lines.append(current.rstrip())
+    return lines
+
+
+def _pieces(text: str) -> list[str]:
+    """`text` cut after each ", " or "; " (a piece keeps its punctuation); a piece still wider
+    than a row's value is cut at its spaces."""
+    pieces = re.split(r"(?<=[,;]) ", text)
+    room = WIDTH - _INDENT
+    return [word for piece in pieces for word in ([piece] if len(piece) <= room else piece.split(" "))]
+
+
+def _wrapped_title(title: str) -> list[str]:
+    """The title, its " on <instance>" part on a line of its own if the whole is too wide."""
+    head, sep, tail = title.rpartition(" on ")
+    if len(title) <= WIDTH or not sep:
+        return [title]
+    return [head, f"  on {tail}"]
 
 
 def ratios(a: dict, b: dict) -> dict:
@@ -137,7 +174,7 @@ def ratio_text(va: Any, vb: Any) -> str:
 
 
 def format_comparison(a: dict, b: dict) -> str:
-    lines = [f"A: {_title(a)}", f"B: {_title(b)}",
+    lines = [*_wrapped_title(f"A: {_title(a)}"), *_wrapped_title(f"B: {_title(b)}"),
              f"  {'':<20} {'A':>22} {'B':>22} {'B/A':>8}"]
     for label, get, fmt in _rows(a):
         try:
@@ -145,8 +182,8 @@ def format_comparison(a: dict, b: dict) -> str:
         except KeyError:
             continue
         if label == "parallel":
-            lines.append(f"  {label:<20} A {fmt(va)}")
-            lines.append(f"  {'':<20} B {fmt(vb)}")
+            lines += under_label(label, fmt(va), lead="A ")
+            lines += under_label("", fmt(vb), lead="B ")
             continue
         ratio = ratio_text(va, vb)
         lines.append(f"  {label:<20} {fmt(va):>22} {fmt(vb):>22} {ratio:>8}")

@@ -342,16 +342,20 @@ def format_report(rep: dict, width: int = 80) -> str:
 # state them without simulating the table (tests/test_validation.py checks they are current).
 RECORDED_MEDIANS = {CALIBRATION: 0.0624, HELD_OUT: 0.0831}
 
-_MEDIAN_CACHE: dict[CostParams, dict[str, float]] = {}
+_RESULTS_CACHE: dict[CostParams, list[Result]] = {}
+
+
+def cached_results(costs: CostParams = DEFAULT_COSTS) -> list[Result]:
+    """`run_all(costs)`, simulated once per costs."""
+    if costs not in _RESULTS_CACHE:
+        _RESULTS_CACHE[costs] = run_all(costs)
+    return _RESULTS_CACHE[costs]
 
 
 def validation_medians(costs: CostParams = DEFAULT_COSTS) -> dict[str, float]:
-    """Median |error| of the calibration rows and of the held-out rows, cached per costs."""
-    if costs not in _MEDIAN_CACHE:
-        results = run_all(costs)
-        _MEDIAN_CACHE[costs] = {role: summary(results, role)["median_abs_error"]
-                                for role in (CALIBRATION, HELD_OUT)}
-    return _MEDIAN_CACHE[costs]
+    """Median |error| of the calibration rows and of the held-out rows."""
+    results = cached_results(costs)
+    return {role: summary(results, role)["median_abs_error"] for role in (CALIBRATION, HELD_OUT)}
 
 
 def rows_of(role: str) -> int:
