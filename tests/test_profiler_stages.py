@@ -376,3 +376,29 @@ def test_cli_capture_and_views_of_a_pipeline(tmp_path, capsys):
     assert main(["view", "-s", str(path)]) == 0
     assert capsys.readouterr().out.count("pipeline_stage ") == PP
 
+
+
+# --- repeated micro-batches ----------------------------------------------------------------------
+def test_repeated_micro_batches_count_in_the_summary_as_often_as_they_ran(inst, mlp):
+    """A step's micro-batches are one program run MB times: the file keeps their instructions
+    once and their operators every time, and the summary counts every run (it counted one of
+    MB before: MFU a quarter of the truth here)."""
+    from profiler.analysis.summary import scope_mask, summarize
+    single = capture_workload(MLP, inst, Placement(cores=2, pp=1, dp=2), num_exec=2, nth_exec=2)
+    for view in [single, *rank_views(mlp)]:
+        ops, ins = view.table("ops"), view.table("instructions")
+        _, scope = scope_mask(view)
+        held = np.zeros(ops["start"].size, dtype=bool)
+        held[np.unique(ins["op"])] = True
+        assert (scope & ~held & (ops["instructions"] > 0)).any()     # repeats without instructions
+        s, lnc = summarize(view), view.meta["lnc"]
+        assert s["model_flops"] == pytest.approx(float(ops["flops"][scope].sum()) * lnc, rel=1e-6)
+        assert s["hbm_read_bytes"] == pytest.approx(float(ops["hbm_r"][scope].sum()) * lnc, rel=1e-6)
+        for engine in ("tensor", "vector", "scalar"):
+            assert s[f"{engine}_engine_instruction_time"] == pytest.approx(
+                float(ops[f"busy_{engine}"][scope].sum()), rel=1e-6)
+            assert s[f"{engine}_engine_active_time"] <= s[f"{engine}_engine_instruction_time"] + 1e-12
+    # one rank doing the whole model is not a device idle for MB-1 micro-batches of its step
+    assert "device-idle" not in {f.rule for f in advise(single)}
+    s = summarize(single)
+    assert s["total_active_time_percent"] > 90

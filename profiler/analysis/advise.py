@@ -6,6 +6,7 @@ Thresholds are plain constants below so they can be read and argued with.
 from __future__ import annotations
 
 import re
+import textwrap
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
@@ -19,6 +20,7 @@ from ..console import count
 from ..model.profile import PHASES, Profile
 from .ranks import rank_views
 from .render import human_count, human_time
+from .repeats import Repeats, repeats
 from .summary import scope_mask, summarize, union_length
 
 SMALL_DMA_BYTES = 64 * 1024       # below ~512 B per partition x 128 partitions, DMA efficiency drops
@@ -40,11 +42,33 @@ class Finding:
     fix: str
 
 
-def _intervals(profile: Profile, engines: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+def _intervals(profile: Profile, engines: tuple[str, ...],
+               rows: tuple[int, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Intervals of the instructions on `engines` (of the ops in `rows` [first, stop) only)."""
     ins = profile.table("instructions")
     lane_engine = np.array(profile.meta["lane_engines"])
     sel = np.isin(lane_engine[ins["lane"]], engines) if ins["lane"].size else np.zeros(0, bool)
+    if rows is not None:
+        sel &= (ins["op"] >= rows[0]) & (ins["op"] < rows[1])
     return ins["start"][sel], ins["end"][sel]
+
+
+def _repeats(profile: Profile) -> Repeats:
+    return repeats(profile, scope_mask(profile)[1])
+
+
+def _collective_exposure(p: Profile) -> tuple[float, float]:
+    """(collective time, of it with no compute engine busy), repeated segments counted as their
+    first run again (the file holds their instructions once)."""
+    def within(rows: tuple[int, int] | None) -> tuple[float, float]:
+        cc = _intervals(p, ("collective",), rows)
+        cc_time = union_length(*cc)
+        return cc_time, cc_time - _overlap(cc, _intervals(p, COMPUTE_ENGINES, rows))
+    cc_time, exposed = within(None)
+    for first, stop, times in _repeats(p).runs:
+        more, more_exposed = within((first, stop))
+        cc_time, exposed = cc_time + times * more, exposed + times * more_exposed
+    return cc_time, exposed
 
 
 def _overlap(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> float:
@@ -78,12 +102,10 @@ def rule_tensor_underused(p: Profile, s: dict) -> Finding | None:
 
 
 def rule_exposed_collectives(p: Profile, s: dict) -> Finding | None:
-    cc = _intervals(p, ("collective",))
     total = max(s["total_time"], 1e-15)
-    cc_time = union_length(*cc)
+    cc_time, exposed = _collective_exposure(p)
     if cc_time <= 0:
         return None
-    exposed = cc_time - _overlap(cc, _intervals(p, COMPUTE_ENGINES))
     if exposed / total < EXPOSED_CC_SHARE:
         return None
     return Finding("exposed-collectives", "Collectives not overlapped with compute", exposed / total,
@@ -100,8 +122,10 @@ def rule_bubbles(p: Profile, s: dict) -> Finding | None:
     if idle < IDLE_SHARE:
         return None
     ins = p.table("instructions")
-    starts = np.sort(ins["start"])
-    ends = np.maximum.accumulate(ins["end"][np.argsort(ins["start"], kind="stable")])
+    spans = _repeats(p).spans      # a repeated micro-batch's ops stand for its instructions
+    begin, finish = np.r_[ins["start"], spans[0]], np.r_[ins["end"], spans[1]]
+    order = np.argsort(begin, kind="stable")
+    starts, ends = begin[order], np.maximum.accumulate(finish[order])
     gaps = starts[1:] - ends[:-1] if starts.size > 1 else np.zeros(0)
     largest = float(gaps.max()) if gaps.size else 0.0
     pp = int(p.meta.get("placement", {}).get("pp", 1))
@@ -222,10 +246,18 @@ def findings_text(findings: list[Finding], steps: int | None = None) -> str:
         return "no findings: nothing in this profile crosses a rule's threshold\n"
     lines = []
     for i, f in enumerate(findings, 1):
-        lines.append(f"{i}. {f.title} [{f.rule}] (about {min(f.impact, 1):.0%} of step time at stake)")
-        lines += [f"   evidence: {e}" for e in f.evidence]
-        lines.append(f"   fix: {f.fix}")
+        lines += _wrapped(f"{i}. {f.title} [{f.rule}] (about {min(f.impact, 1):.0%} of step "
+                          f"time at stake)", "   ")
+        for e in f.evidence:
+            lines += _wrapped(f"   evidence: {e}", " " * 13)
+        lines += _wrapped(f"   fix: {f.fix}", " " * 8)
     return "\n".join(lines) + "\n"
+
+
+def _wrapped(text: str, indent: str, width: int = 80) -> list[str]:
+    """Prose wrapped to an 80-column terminal, continuation lines under the first word."""
+    return textwrap.wrap(text, width, subsequent_indent=indent, break_long_words=False,
+                         break_on_hyphens=False) or [text]
 
 
 def findings_json(findings: list[Finding], steps: int | None = None) -> bytes:

@@ -2,7 +2,8 @@
 top-operators table.
 
 The summary covers the executions captured at instruction level (as AWS's summary covers the
-profiled execution); the operator table covers the same steps. Internally ratios are 0..1; the
+profiled execution), a step's repeated micro-batches counted each time they ran although the file
+holds their instructions once (`repeats`); the operator table covers the same steps. Internally ratios are 0..1; the
 `*_percent` names are percentages because that is what the names say.
 """
 from __future__ import annotations
@@ -14,6 +15,7 @@ import numpy as np
 from device_model.engine.isa import E_DMA, E_GPSIMD, E_SCALAR, E_SYNC, E_TENSOR, E_VECTOR, ENGINES, LANES
 
 from ..model.profile import BUSY_ENGINES, PHASES, Profile
+from .repeats import Repeats, repeats
 
 # each engine's row name in AWS's profiler (that of its first lane); DMA is shown with its HBM traffic
 ENGINE_LABEL = {**{ENGINES[engine]: row for _, engine, row in reversed(LANES)}, ENGINES[E_DMA]: "DMA/HBM"}
@@ -62,11 +64,16 @@ def summarize(profile: Profile) -> dict:
     dur = ins["end"] - ins["start"]
     opcodes = np.array(meta["opcodes"])[ins["opcode"]] if ins["opcode"].size else np.array([], dtype=str)
     has_ins = ins["start"].size > 0
+    rep = repeats(profile, op_mask)     # micro-batches held once at instruction level
+    ones = np.ones(ins["start"].size)
 
     def total(q: str) -> float:
         if has_ins:
-            return float(ins[q].astype(np.float64).sum()) * lnc
+            return rep.weighted(ins, q) * lnc
         return float(ops[q][op_mask].sum()) * lnc if q in ops else 0.0
+
+    def merged(sel: np.ndarray | None = None) -> float:
+        return merged_length(ins, rep, sel)
 
     model_flops, hw_flops = total("flops"), total("hw_flops")
     transpose = total("transpose_flops") if has_ins else 0.0
@@ -90,20 +97,20 @@ def summarize(profile: Profile) -> dict:
         "sbuf_read_bytes": total("sbuf_r"), "sbuf_write_bytes": total("sbuf_w"),
         "psum_read_bytes": total("psum_r"), "psum_write_bytes": total("psum_w"),
     }
-    out.update(_dma_metrics(profile, ins, engines, dur, t, lnc))
+    out.update(_dma_metrics(profile, ins, engines, rep, t, lnc))
     for e in SUMMARY_ENGINES:
         sel = engines == e
-        active = union_length(ins["start"][sel], ins["end"][sel])
-        out[f"{e}_engine_instruction_time"] = float(dur[sel].sum())
+        active = merged(sel)
+        out[f"{e}_engine_instruction_time"] = rep.weighted(ins, dur, sel)
         out[f"{e}_engine_active_time"] = active
         out[f"{e}_engine_active_time_percent"] = 100.0 * min(1.0, active / t)
-        out[f"{e}_engine_instruction_count"] = int(sel.sum())
-    out["matmul_instruction_count"] = int((opcodes == "MATMUL").sum())
+        out[f"{e}_engine_instruction_count"] = int(round(rep.weighted(ins, ones, sel)))
+    out["matmul_instruction_count"] = int(round(rep.weighted(ins, ones, opcodes == "MATMUL")))
     act = np.char.startswith(opcodes.astype(str), "ACTIVATE") if opcodes.size else np.zeros(0, bool)
-    out["activate_instruction_time"] = float(dur[act].sum())
-    out["activate_instruction_count"] = int(act.sum())
+    out["activate_instruction_time"] = rep.weighted(ins, dur, act)
+    out["activate_instruction_count"] = int(round(rep.weighted(ins, ones, act)))
     out.update(_cc_metrics(profile, chosen, t))
-    busy = union_length(ins["start"], ins["end"]) if has_ins else float(ops["self_time"][op_mask].sum())
+    busy = merged() if has_ins else float(ops["self_time"][op_mask].sum())
     out["total_exec_time"] = float(np.sum(steps["host_end"][step_sel] - steps["host_start"][step_sel]))
     out["total_active_time"] = busy
     out["total_active_time_percent"] = 100.0 * min(1.0, busy / t)
@@ -116,15 +123,30 @@ def summarize(profile: Profile) -> dict:
     return out
 
 
-def _dma_metrics(profile, ins, engines, dur, t: float, lnc: int) -> dict:
+def merged_length(ins: dict[str, np.ndarray], rep: Repeats, sel: np.ndarray | None = None) -> float:
+    """Length of the union of the selected instructions' intervals, each repeated segment
+    adding what its first run adds (it is that run again, later)."""
+    if sel is None:
+        length = union_length(ins["start"], ins["end"])
+        sel = np.ones(ins["start"].size, dtype=bool) if rep.runs else sel
+    else:
+        length = union_length(ins["start"][sel], ins["end"][sel])
+    for first, stop, times in rep.runs:
+        inside = sel & (ins["op"] >= first) & (ins["op"] < stop)
+        length += times * union_length(ins["start"][inside], ins["end"][inside])
+    return length
+
+
+def _dma_metrics(profile, ins, engines, rep: Repeats, t: float, lnc: int) -> dict:
     meta = profile.meta
     sel = engines == "dma"
-    nbytes = (ins["hbm_r"][sel].astype(np.float64) + ins["hbm_w"][sel]) * lnc
-    active = union_length(ins["start"][sel], ins["end"][sel])
+    w = rep.weight[sel] if rep.runs else np.ones(int(sel.sum()))
+    nbytes = (ins["hbm_r"][sel].astype(np.float64) + ins["hbm_w"][sel]) * lnc * w
+    active = merged_length(ins, rep, sel)
     queues = meta["queues"]
     q = ins["queue"][sel].astype(np.int64)
     by_queue = np.bincount(np.minimum(q, len(queues)), weights=nbytes, minlength=len(queues) + 1)
-    count = int(sel.sum())
+    count = int(round(float(w.sum())))
     return {
         "dma_active_time": active, "dma_active_time_percent": 100.0 * min(1.0, active / t),
         "dma_transfer_count": count, "dma_transfer_total_bytes": float(nbytes.sum()),
