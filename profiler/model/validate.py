@@ -30,6 +30,10 @@ def _is_int(v) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+# seconds whose nanoseconds fit a signed 64-bit integer (what trace formats carry)
+_MAX_SECONDS = (2 ** 63 - 1) / 1e9
+
+
 def _is_number(v) -> bool:
     return (isinstance(v, (int, float)) and not isinstance(v, bool)) and math.isfinite(v)
 
@@ -68,8 +72,8 @@ def _check_meta(meta: dict, where: str) -> None:
         if key in meta and (not _is_int(meta[key]) or not 0 <= meta[key] < _MAX_INDEX):
             raise bad(key, "must be a non-negative integer")
     for key in _OPTIONAL_NUMBER:
-        if key in meta and (not _is_number(meta[key]) or meta[key] < 0):
-            raise bad(key, "must be a non-negative number")
+        if key in meta and (not _is_number(meta[key]) or not 0 <= meta[key] < _MAX_SECONDS):
+            raise bad(key, "must be a non-negative number of seconds (before the year 2262)")
     placement = meta.get("placement")
     if "placement" in meta:
         if not isinstance(placement, dict) or not all(
