@@ -142,6 +142,9 @@ def cmd_estimate(args) -> int:
         print(format_model(result) if "mode" in result else format_estimate(result))
         print(_trust_line())
         print("\n".join(trust_lines(result)))
+        if args.overrides:   # the recorded errors are the default constants' own
+            print("  (with the default constants; `neuron-sim validate --overrides "
+                  f"{args.overrides}`\n   gives the errors under these)")
     return 0
 
 

@@ -70,3 +70,15 @@ def test_estimate_text_states_the_error_of_each_figures_kind(capsys):
     assert main(["estimate", "-w", "allreduce:bytes=1M,ranks=64", "-i", "trn1.32xlarge",
                  "--nodes", "2"]) == 0
     assert "all-reduce time" in capsys.readouterr().out
+
+
+def test_estimate_under_overrides_says_the_errors_are_the_default_constants(tmp_path, capsys):
+    toml = tmp_path / "o.toml"
+    toml.write_text("[costs]\ncc_dma_fraction = 0.3\n")
+    assert main(["estimate", "-w", "allreduce:bytes=1M,ranks=64", "-i", "trn1.32xlarge",
+                 "--nodes", "2", "--overrides", str(toml)]) == 0
+    out = capsys.readouterr().out
+    assert "with the default constants" in out and f"validate --overrides {toml}" in out
+    assert main(["estimate", "-w", "allreduce:bytes=1M,ranks=64", "-i", "trn1.32xlarge",
+                 "--nodes", "2"]) == 0
+    assert "with the default constants" not in capsys.readouterr().out
