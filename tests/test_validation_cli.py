@@ -82,3 +82,22 @@ def test_estimate_under_overrides_says_the_errors_are_the_default_constants(tmp_
     assert main(["estimate", "-w", "allreduce:bytes=1M,ranks=64", "-i", "trn1.32xlarge",
                  "--nodes", "2"]) == 0
     assert "with the default constants" not in capsys.readouterr().out
+
+
+def test_validate_gives_the_error_of_each_kind_under_the_constants_it_runs(tmp_path, capsys):
+    from device_model.workloads.trust import RECORDED_KINDS
+    assert main(["validate", "--json"]) == 0
+    kinds = {(k["chip"], k["figure"]): k for k in orjson.loads(capsys.readouterr().out)["kinds"]}
+    assert set(kinds) == set(RECORDED_KINDS)
+    ttft = kinds[("trainium1", "time to first token")]
+    assert ttft["rows"] == RECORDED_KINDS[("trainium1", "time to first token")].rows
+    assert ttft["worst_abs_error"] >= ttft["median_abs_error"] > 0
+    toml = tmp_path / "o.toml"
+    toml.write_text("[costs]\nexec_overhead_s = 1e-3\n")   # every execution 1 ms longer
+    assert main(["validate", "--json", "--overrides", str(toml)]) == 0
+    slow = {(k["chip"], k["figure"]): k for k in orjson.loads(capsys.readouterr().out)["kinds"]}
+    assert slow[("trainium1", "all-reduce time")]["median_abs_error"] > \
+        kinds[("trainium1", "all-reduce time")]["median_abs_error"]
+    assert main(["validate"]) == 0
+    out = capsys.readouterr().out
+    assert "by kind" in out and "trainium1  time to first token" in out

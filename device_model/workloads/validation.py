@@ -15,6 +15,7 @@ from dataclasses import dataclass, fields, replace
 from ..catalog.costs import DEFAULT_COSTS, CostParams
 from ..core import Instance, instance
 from . import Placement, estimate
+from .trust import kinds
 
 CALIBRATION, HELD_OUT = "calibration", "held-out"
 _NCCOM = "nccom-test guide, SDK 2.10"
@@ -298,6 +299,8 @@ def report(results: list[Result], costs: CostParams = DEFAULT_COSTS) -> dict:
                   "bound": r.row.bound} for r in results],
         "calibration": summary(results, CALIBRATION),
         "held_out": summary(results, HELD_OUT),
+        "kinds": [{"chip": chip, "figure": figure, "rows": k.rows, "median_abs_error": k.median,
+                   "worst_abs_error": k.worst} for (chip, figure), k in kinds(results).items()],
         "constants": constants(costs),
     }
 
@@ -332,6 +335,11 @@ def format_report(rep: dict, width: int = 80) -> str:
                          f"worst {s['worst_abs_error'] * 100:.1f}%")
             lines.append(f"  (target: median <= {s['target_median'] * 100:.0f}%, worst <= "
                          f"{s['target_worst'] * 100:.0f}%: {verdict})")
+    lines.append("by kind (chip and figure, every row; what `estimate` prints per figure):")
+    for k in rep["kinds"]:
+        rows = f"{k['rows']:>3} row{'s' if k['rows'] != 1 else ' '}"
+        lines.append(f"  {k['chip']:<10} {k['figure']:<22} {rows}  median "
+                     f"{k['median_abs_error'] * 100:5.1f}%  worst {k['worst_abs_error'] * 100:5.1f}%")
     lines.append("calibrated constants (overridable in an override file's [costs] table):")
     for c in rep["constants"]:
         lines += wrap(f"{c['name']} = {c['value']:.4g}, set by {c['row']}: {c['what']}", "  ")
