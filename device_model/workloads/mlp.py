@@ -26,7 +26,7 @@ MLP_PARAMS = (
 def mlp_program(o: dict, dp_group) -> tuple[Program, int]:
     prec = precision(o["dtype"], o["mode"] == "train")
     h, f, b = o["hidden"], o["ffn"] or 4 * o["hidden"], o["batch"]
-    r = Recipe(prec.matmul, prec.act, weight=prec.weight)
+    r = Recipe.of(prec)
     for i in range(o["layers"]):
         r.linear(f"block{i}.fc1", b, h, f)
         r.binary(f"block{i}.fc1_bias", "add", b * f, grads=0)

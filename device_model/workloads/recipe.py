@@ -42,6 +42,11 @@ class Recipe:
     steps: list[Step] = field(default_factory=list)
     tag: str = ""
 
+    @classmethod
+    def of(cls, prec) -> "Recipe":
+        """An empty recipe in a precision's dtypes (a `transformer.Precision`)."""
+        return cls(prec.matmul, prec.act, weight=prec.weight)
+
     def _add(self, name: str, fwd: list[Call], bwd: list[Call]) -> None:
         self.steps.append(Step(name, tuple(fwd), tuple(bwd), self.tag))
 

@@ -24,7 +24,7 @@ class Precision:
     name: str
     matmul: str               # TensorE operand dtype
     act: str                  # activations and elementwise math
-    weight_bytes: float       # the weights the forward pass reads
+    weight: str               # what the weights are stored in, which the matmuls read them at
     grad_bytes: float         # gradient buffer (FP32 accumulation under mixed precision)
     optimizer_bytes: float    # AdamW state per parameter: FP32 master copy (if any), m and v
 
@@ -33,12 +33,9 @@ class Precision:
         return get_dtype(self.act).bytes
 
     @property
-    def weight(self) -> str:
-        """The dtype the weights are stored in, which the matmuls read them at."""
-        return _STORED_AT[self.weight_bytes]
-
-
-_STORED_AT = {4: "fp32", 2: "bf16", 1: "fp8"}
+    def weight_bytes(self) -> float:
+        """The weights the forward pass reads, per parameter."""
+        return get_dtype(self.weight).bytes
 
 
 PRECISIONS = ("fp32", "bf16", "fp8")
@@ -50,11 +47,11 @@ def precision(name: str, training: bool, autocast: bool = False) -> Precision:
     are performed in the data type specified by the model": neuronx-cc mixed-precision guide).
     Weights, gradients, optimizer state and elementwise work stay FP32."""
     if name == "fp32":
-        return Precision("fp32", "bf16" if autocast else "fp32", "fp32", 4, 4, 8)
+        return Precision("fp32", "bf16" if autocast else "fp32", "fp32", "fp32", 4, 8)
     if name == "bf16":
-        return Precision("bf16", "bf16", "bf16", 2, 4, 12)
+        return Precision("bf16", "bf16", "bf16", "bf16", 4, 12)
     if name == "fp8":     # FP8 matmuls; training keeps BF16 weights and casts per matmul
-        return Precision("fp8", "fp8", "bf16", 2 if training else 1, 4, 12)
+        return Precision("fp8", "fp8", "bf16", "bf16" if training else "fp8", 4, 12)
     raise SpecError(f"unknown precision {name!r}; allowed: {', '.join(PRECISIONS)}")
 
 
@@ -126,7 +123,7 @@ def layer_recipe(cfg: ModelConfig, sh: Shard, prec: Precision, batch: int, q_len
     """One layer for `batch` sequences of `q_len` new tokens attending to `kv_len` positions.
     `flash`: fused attention (no score matrix in HBM); else scores, softmax and context as
     separate ops, as XLA emits them and as decode's matrix-vector kernels run."""
-    r = Recipe(prec.matmul, prec.act, weight=prec.weight)
+    r = Recipe.of(prec)
     h, d = cfg.hidden, sh.head_dim
     tokens = batch * q_len
     rows = math.ceil(tokens / sh.tp) if sh.sp else tokens       # norm / residual rows
@@ -182,7 +179,7 @@ def layer_recipe(cfg: ModelConfig, sh: Shard, prec: Precision, batch: int, q_len
 def embedding_recipe(cfg: ModelConfig, sh: Shard, prec: Precision, tokens: int,
                      group: CollectiveGroup, *, training: bool) -> Recipe:
     """Vocab-parallel embedding: each rank gathers its rows, then the partial sums are joined."""
-    r = Recipe(prec.matmul, prec.act, weight=prec.weight)
+    r = Recipe.of(prec)
     h = cfg.hidden
     r.embedding("embed", tokens, h)
     _tp_pair(r, "embed", tokens, cfg, sh, group, False, prec)
@@ -202,7 +199,7 @@ def head_recipe(cfg: ModelConfig, sh: Shard, prec: Precision, tokens: int,
     """Final norm and vocab-parallel output projection; training adds the cross-entropy loss
     (softmax over the vocab shard, joined by small all-reduces of max and sum); inference
     picks the next token (argmax over the shard, then an all-gather of the candidates)."""
-    r = Recipe(prec.matmul, prec.act, weight=prec.weight)
+    r = Recipe.of(prec)
     h = cfg.hidden
     rows = math.ceil(tokens / sh.tp) if sh.sp else tokens
     r.norm("final_norm", rows, h, cfg.norm == "rms")
