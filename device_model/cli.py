@@ -140,25 +140,23 @@ def cmd_estimate(args) -> int:
         sys.stdout.buffer.write(orjson.dumps(result, option=orjson.OPT_INDENT_2) + b"\n")
     else:
         print(format_model(result) if "mode" in result else format_estimate(result))
-        print(_trust_line())
-        print("\n".join(trust_lines(result)))
-        if args.overrides:   # the recorded errors are the default constants' own
-            print("  (with the default constants; `neuron-sim validate --overrides "
-                  f"{args.overrides}`\n   gives the errors under these)")
+        print(_trust_text(result, args.overrides))
     return 0
 
 
-def trust_lines(result: dict) -> list[str]:
-    from .workloads.trust import trust_lines as lines
-    return lines(result)
-
-
-def _trust_line() -> str:
+def _trust_text(result: dict, overrides: str | None) -> str:
+    """How far to trust the estimate: the table's medians, then the error of each figure's kind."""
+    from .workloads.trust import trust_lines
     from .workloads.validation import CALIBRATION, HELD_OUT, RECORDED_MEDIANS, rows_of
     cal, held = RECORDED_MEDIANS[CALIBRATION], RECORDED_MEDIANS[HELD_OUT]
-    return (f"  (median error against published AWS measurements: {cal * 100:.0f}% on the "
-            f"{rows_of(CALIBRATION)} it was\n   calibrated on, {held * 100:.0f}% on "
-            f"{rows_of(HELD_OUT)} held-out ones; neuron-sim validate lists them)")
+    lines = [f"  (median error against published AWS measurements: {cal * 100:.0f}% on the "
+             f"{rows_of(CALIBRATION)} it was\n   calibrated on, {held * 100:.0f}% on "
+             f"{rows_of(HELD_OUT)} held-out ones; neuron-sim validate lists them)",
+             *trust_lines(result)]
+    if overrides:   # the recorded errors are the default constants' own
+        lines.append(f"  (with the default constants; `neuron-sim validate --overrides {overrides}`"
+                     "\n   gives the errors under these)")
+    return "\n".join(lines)
 
 
 def cmd_validate(args) -> int:
