@@ -101,3 +101,13 @@ def test_validate_gives_the_error_of_each_kind_under_the_constants_it_runs(tmp_p
     assert main(["validate"]) == 0
     out = capsys.readouterr().out
     assert "by kind" in out and "trainium1  time to first token" in out
+
+
+def test_the_mlp_block_borrows_no_published_models_error(capsys):
+    """The mlp block is no published model: its step is not an encoder's latency or a model's
+    training throughput, so no published row checks it."""
+    for mode in ("infer", "train"):
+        assert main(["estimate", "-w", f"mlp:mode={mode}", "-i", "trn1.2xlarge"]) == 0
+        out = capsys.readouterr().out
+        assert "mlp time               none published: not checked" in out
+        assert "encoder latency" not in out and "training throughput" not in out

@@ -38,7 +38,8 @@ def generation(instance_type: str) -> str:
 def figure(metric: str, workload: str) -> str:
     """What a metric of a workload is, for grouping: microbenchmarks by their workload."""
     if metric == "time_s":
-        return MICRO_FIGURES.get(workload.split(":", 1)[0], workload.split(":", 1)[0] + " time")
+        name = workload.split(":", 1)[0]
+        return MICRO_FIGURES.get(name, f"{name} time")
     return FIGURES.get(metric, metric)
 
 
@@ -65,21 +66,20 @@ RECORDED_KINDS: dict[tuple[str, str], KindError] = {
 
 
 def figures_of(result: dict) -> list[str]:
-    """The figures an estimate result reports that the validation table has kinds for."""
-    mode = result.get("mode")
-    if mode is None:
+    """The figures an estimate result reports: a model's by its mode, a microbenchmark's (and
+    the mlp block's, which is no published model) by its workload."""
+    if "model" not in result:
         return [figure("time_s", result.get("workload", ""))]
-    return [FIGURES[m] for m in MODE_FIGURES.get(mode, ())]
+    return [FIGURES[m] for m in MODE_FIGURES.get(result.get("mode", ""), ())]
 
 
-def trust_lines(result: dict, recorded: dict | None = None) -> list[str]:
+def trust_lines(result: dict) -> list[str]:
     """Under a heading, one line per figure: how far the published rows of its kind were from
     the model, or that none was published."""
-    table = RECORDED_KINDS if recorded is None else recorded
     chip = generation(result["instance"])
     lines = [f"  by figure, against AWS's published {chip.capitalize()} rows of its kind:"]
     for name in figures_of(result):
-        kind = table.get((chip, name))
+        kind = RECORDED_KINDS.get((chip, name))
         if kind is None:
             lines.append(f"    {name:<22} none published: not checked")
         else:
