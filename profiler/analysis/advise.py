@@ -60,15 +60,12 @@ def _repeats(profile: Profile) -> Repeats:
 def _collective_exposure(p: Profile) -> tuple[float, float]:
     """(collective time, of it with no compute engine busy), repeated segments counted as their
     first run again (the file holds their instructions once)."""
-    def within(rows: tuple[int, int] | None) -> tuple[float, float]:
+    def within(rows: tuple[int, int] | None) -> np.ndarray:
         cc = _intervals(p, ("collective",), rows)
         cc_time = union_length(*cc)
-        return cc_time, cc_time - _overlap(cc, _intervals(p, COMPUTE_ENGINES, rows))
-    cc_time, exposed = within(None)
-    for first, stop, times in _repeats(p).runs:
-        more, more_exposed = within((first, stop))
-        cc_time, exposed = cc_time + times * more, exposed + times * more_exposed
-    return cc_time, exposed
+        return np.array([cc_time, cc_time - _overlap(cc, _intervals(p, COMPUTE_ENGINES, rows))])
+    cc_time, exposed = _repeats(p).counted(within)
+    return float(cc_time), float(exposed)
 
 
 def _overlap(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> float:

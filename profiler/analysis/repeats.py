@@ -10,7 +10,9 @@ shifted in time, and segments never overlap, so a repeat adds what its first run
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -22,6 +24,15 @@ class Repeats:
     weight: np.ndarray                    # per instruction: how many executions it stands for
     runs: tuple[tuple[int, int, int], ...]   # (first op row, stop row, repeats) of repeated segments
     spans: tuple[np.ndarray, np.ndarray]  # (start, end) of the repeated ops, which have no instructions
+
+    def counted(self, measure: Callable[[tuple[int, int] | None], Any]) -> Any:
+        """`measure(None)` of what the file holds, plus `measure((first, stop))` of each repeated
+        segment's first run as many more times as it repeated: a repeat is that run again, later,
+        and segments never overlap, so lengths and sums add."""
+        total = measure(None)
+        for first, stop, times in self.runs:
+            total = total + times * measure((first, stop))
+        return total
 
     def weighted(self, ins: dict[str, np.ndarray], column: str | np.ndarray,
                  sel: np.ndarray | None = None) -> float:
@@ -53,9 +64,11 @@ def repeats(profile: Profile, op_mask: np.ndarray) -> Repeats:
     if not (loose & ran).any() or not recorded.any():
         return none
     key = np.stack([ops["step"], ops["name_s"], ops["kind_s"], ops["phase"]], axis=1)
-    first_row: dict[tuple, int] = {}
-    for row in np.flatnonzero(op_mask):
-        first_row.setdefault(tuple(key[row].tolist()), int(row))
+    # per op row in scope, the first row of the same step with its name, kind and phase
+    scope = np.flatnonzero(op_mask)
+    _, first_at, which = np.unique(key[scope], axis=0, return_index=True, return_inverse=True)
+    first_of = np.full(n, -1)
+    first_of[scope] = scope[first_at][which.ravel()]
     missing = loose & ran
     idx = np.flatnonzero(loose)
     runs: dict[tuple[int, int], int] = {}
@@ -63,11 +76,11 @@ def repeats(profile: Profile, op_mask: np.ndarray) -> Repeats:
     for run in np.split(idx, np.flatnonzero(np.diff(idx) != 1) + 1):
         at, end = int(run[0]), int(run[-1]) + 1
         while at < end:             # back-to-back repeats: one segment at a time
-            length = _segment(key, missing, first_row.get(tuple(key[at].tolist()), -1), at, end)
+            first = int(first_of[at])
+            length = _segment(key, missing, first, at, end)
             if length == 0:
                 at += 1
                 continue
-            first = first_row[tuple(key[at].tolist())]
             if missing[at:at + length].any():
                 weight[first:first + length] += 1
                 runs[(first, first + length)] = runs.get((first, first + length), 0) + 1

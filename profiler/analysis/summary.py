@@ -3,8 +3,8 @@ top-operators table.
 
 The summary covers the executions captured at instruction level (as AWS's summary covers the
 profiled execution), a step's repeated micro-batches counted each time they ran although the file
-holds their instructions once (`repeats`); the operator table covers the same steps. Internally ratios are 0..1; the
-`*_percent` names are percentages because that is what the names say.
+holds their instructions once (`repeats`); the operator table covers the same steps. Internally
+ratios are 0..1; the `*_percent` names are percentages because that is what the names say.
 """
 from __future__ import annotations
 
@@ -126,15 +126,12 @@ def summarize(profile: Profile) -> dict:
 def merged_length(ins: dict[str, np.ndarray], rep: Repeats, sel: np.ndarray | None = None) -> float:
     """Length of the union of the selected instructions' intervals, each repeated segment
     adding what its first run adds (it is that run again, later)."""
-    if sel is None:
-        length = union_length(ins["start"], ins["end"])
-        sel = np.ones(ins["start"].size, dtype=bool) if rep.runs else sel
-    else:
-        length = union_length(ins["start"][sel], ins["end"][sel])
-    for first, stop, times in rep.runs:
-        inside = sel & (ins["op"] >= first) & (ins["op"] < stop)
-        length += times * union_length(ins["start"][inside], ins["end"][inside])
-    return length
+    def length(rows: tuple[int, int] | None) -> float:
+        inside = np.ones(ins["start"].size, dtype=bool) if sel is None else sel
+        if rows is not None:
+            inside = inside & (ins["op"] >= rows[0]) & (ins["op"] < rows[1])
+        return union_length(ins["start"][inside], ins["end"][inside])
+    return rep.counted(length)
 
 
 def _dma_metrics(profile, ins, engines, rep: Repeats, t: float, lnc: int) -> dict:
