@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from device_model import Program, instance
 from device_model.errors import SpecError
-from device_model.workloads import Placement, build_step, estimate
+from device_model.workloads import REGISTRY, Placement, build_step, estimate
 from device_model.workloads.inference import padded
 from device_model.workloads.parallel import resolve_layout
 from device_model.workloads.presets import PRESETS
@@ -195,6 +195,12 @@ def test_a_model_that_does_not_fit_is_refused_with_the_excess():
         _train("llama3-70b:seq=8192", TRN1)
 
 
+def test_a_small_shortfall_is_said_in_mib_not_as_zero_gib():
+    # Llama-2-7B inference on one trn1 core: 16.02 GiB asked of 16 GiB
+    with pytest.raises(SpecError, match=r"over by [1-9]\d* MiB \(0\.\d%\)"):
+        estimate("llama2-7b:mode=infer", instance("trn1.2xlarge"), Placement(cores=1))
+
+
 def test_sequence_longer_than_learned_positions_is_refused():
     with pytest.raises(SpecError, match="longer than bert-large allows"):
         _train("bert-large:seq=1024")
@@ -266,8 +272,13 @@ def test_unknown_preset_and_keys_name_the_problem():
         estimate("llama3-8b:sequence=1", TRN1)
     with pytest.raises(SpecError, match="does not apply to mode=train"):
         estimate("llama3-8b:batch=4", TRN1)
-    with pytest.raises(SpecError, match="encoder"):
+    # the modes the error offers are the ones the help lists, and each of them runs
+    with pytest.raises(SpecError, match=r"encoder .*allowed modes: train, infer, prefill") as err:
         estimate("bert-base:mode=decode", TRN1)
+    listed = REGISTRY["bert-base"].help.split("mode=")[1]
+    assert listed.split("|") == str(err.value).split("allowed modes: ")[1].split(", ")
+    for mode in listed.split("|"):
+        assert estimate(f"bert-base:mode={mode}", instance("trn1.2xlarge"), Placement(cores=1))
     with pytest.raises(SpecError, match="not a multiple of mbs"):
         estimate("bert-base:gbs=33", TRN1)
 

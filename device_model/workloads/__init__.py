@@ -61,7 +61,8 @@ register(Workload("mlp", MLP_PARAMS, estimate_mlp,
                   "blocks of fc1, GELU, fc2: mode=train|infer, data parallel over --cores",
                   capture=Capture(MLP_STEP_PARAMS, mlp_step, MLP_STEP_HELP)))
 for _name, _cfg in PRESETS.items():
-    _help = f"{_cfg.family} model, {_cfg.params() / 1e9:.3g}B parameters: mode=train|prefill|decode"
+    _modes = "train|infer|prefill" if _cfg.family == "bert" else "train|prefill|decode|infer"
+    _help = f"{_cfg.family} model, {_cfg.params() / 1e9:.3g}B parameters: mode={_modes}"
     _build = (lambda inst, o, pl, _c=_cfg, _n=_name: build_model_step(_n, _c, inst, o, pl))
     register(Workload(
         _name, MODEL_PARAMS,

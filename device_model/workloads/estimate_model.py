@@ -87,7 +87,8 @@ def _check_keys(cfg: ModelConfig, opts: dict[str, Any]) -> None:
     if bad:
         raise SpecError(f"{cfg.name}: option {bad[0]!r} does not apply to mode={opts['mode']}")
     if cfg.family == "bert" and opts["mode"] == "decode":
-        raise SpecError(f"{cfg.name} is an encoder; allowed modes: train, prefill")
+        raise SpecError(f"{cfg.name} is an encoder (nothing to decode); allowed modes: train, "
+                        "infer, prefill")
 
 
 def _autocast(opts: dict) -> bool:

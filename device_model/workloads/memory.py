@@ -71,8 +71,19 @@ def check_fits(name: str, mem: Memory, hint: str) -> None:
             f"{mem.weights / GiB:.1f}, gradients {mem.gradients / GiB:.1f}, optimizer "
             f"{mem.optimizer / GiB:.1f}, activations {mem.activations / GiB:.1f}, KV cache "
             f"{mem.kv_cache / GiB:.1f}, reserved {mem.reserved / GiB:.1f}) but HBM holds "
-            f"{mem.capacity / GiB:.1f} GiB; over by {over / GiB:.1f} GiB "
-            f"({over / mem.capacity * 100:.0f}%); {hint}")
+            f"{mem.capacity / GiB:.1f} GiB; over by {_amount(over)} "
+            f"({_share(over / mem.capacity)}); {hint}")
+
+
+def _amount(nbytes: float) -> str:
+    """A shortfall as it reads best: under a tenth of a GiB "0.0 GiB" says nothing."""
+    if nbytes >= 0.1 * GiB:
+        return f"{nbytes / GiB:.1f} GiB"
+    return f"{max(1, round(nbytes / 2**20))} MiB"
+
+
+def _share(ratio: float) -> str:
+    return f"{ratio * 100:.0f}%" if ratio >= 0.01 else f"{ratio * 100:.1f}%"
 
 
 def in_flight_microbatches(stage: int, pp: int, microbatches: int) -> int:

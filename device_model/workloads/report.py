@@ -65,7 +65,8 @@ def _parallel(r: dict) -> str:
         extra.append(f"{p['ckpt']} checkpointing")
     if "microbatches" in p:
         extra.append(f"{p['microbatches']} micro-batches")
-    return (f"TP{p['tp']} PP{p['pp']} DP{p['dp']} ({p['ranks']} ranks; {links})"
+    ranks = f"{p['ranks']} rank" + ("s" if p["ranks"] != 1 else "")
+    return (f"TP{p['tp']} PP{p['pp']} DP{p['dp']} ({ranks}; {links})"
             + ("; " + ", ".join(extra) if extra else ""))
 
 
