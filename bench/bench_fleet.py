@@ -49,7 +49,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 import fleet_env  # noqa: E402
 from bench_fleet_scale import Replay, record_stream  # noqa: E402
-from monitor.fleet import QUERIES, FleetConfig, FleetQuery, expand, same_rows  # noqa: E402
+from monitor.fleet import FleetConfig, FleetQuery, same_rows  # noqa: E402
+from monitor.fleet_queries import QUERIES, expand  # noqa: E402
 from monitor.promql import Matcher, PrometheusClient  # noqa: E402
 from tui.fleet import FleetApp, FleetArrived  # noqa: E402
 

@@ -8,7 +8,7 @@ replaying a trn2.48xlarge stream recorded from the simulator with ``neuron-monit
 devices, 64 cores, ~1,950 series per instance), a real Prometheus scrapes them every
 ``--interval`` seconds with dashboards/fleet-rules.yml loaded. Then, median of ``--runs``:
 
-- every panel query of the fleet screen (``monitor.fleet.QUERIES`` as ``FleetQuery`` sends them,
+- every panel query of the fleet screen (``monitor.fleet_queries.QUERIES`` as ``FleetQuery`` sends them,
   and the history range query): Prometheus's own evaluation time (``stats=all``) and the HTTP
   round trip; beside it the recorded series that replaces it (fleet-rules.yml);
 - one whole refresh (``FleetQuery.fetch``: every query at once, as the screen does) and the
@@ -43,7 +43,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "dashboards"))
 import fleet_env  # noqa: E402  (the test fleet's Prometheus / VictoriaMetrics launchers)
 import fleet_gen  # noqa: E402
-from monitor.fleet import QUERIES, FleetConfig, FleetQuery  # noqa: E402
+from monitor.fleet import FleetConfig, FleetQuery  # noqa: E402
+from monitor.fleet_queries import QUERIES  # noqa: E402
 from monitor.promql import PrometheusClient  # noqa: E402
 
 REFRESH_BUDGET_S = 0.25   # issue 15: fleet screen refresh <= 250 ms at 64 instances

@@ -1,11 +1,11 @@
 """The fleet's recording rules (fleet-rules.yml) and Grafana dashboard (neuronscope-fleet.json).
 
 Written by ``python dashboards/generate.py`` with the other dashboards. The per-instance rules are
-the fleet screen's own panel queries (``monitor.fleet.QUERIES``, filled in with no selector, a 1m
-rate window and a 5m error window), so neuron-top, the rules and the dashboard aggregate the same
-way. Where the screen joins neuronscope's per-core or per-device series to ``instance_info``, the
-rule first aggregates them per target and joins that (``joined``): the same values (a test
-compares them on a real fleet), with a join 64 to 320 times smaller. The per-zone rules are built
+the fleet screen's own panel queries (``monitor.fleet_queries.QUERIES``, filled in with no
+selector, a 1m rate window and a 5m error window), so neuron-top, the rules and the dashboard
+aggregate the same way. Where the screen joins neuronscope's per-core or per-device series to
+``instance_info``, the rule first aggregates them per target and joins that (``joined``): the
+same values (a test compares them on a real fleet), with a join 64 to 320 times smaller. The per-zone rules are built
 on the recorded per-instance series. Names follow Prometheus's ``level:metric:
 operations`` convention: the level is the labels kept, ``_total`` goes when a rate is taken.
 
@@ -18,7 +18,7 @@ import pathlib
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
-from monitor.fleet import QUERIES, RECORDED, expand  # noqa: E402
+from monitor.fleet_queries import QUERIES, RECORDED, expand  # noqa: E402
 
 RATE_S, WINDOW_S = 60.0, 300.0  # rate() and increase() windows of the rules: 1m and 5m
 
@@ -116,8 +116,8 @@ ZONE_RULES = [
      "exporters up per zone"),
 ]
 
-# fleet screen panel (monitor.fleet.QUERIES) -> the recorded series holding the same aggregate
-# (the screen's own table, less the history, which reads the same series as util_sum)
+# fleet screen panel (monitor.fleet_queries.QUERIES) -> the recorded series holding the same
+# aggregate (the screen's own table, less the history, which reads the same series as util_sum)
 SCREEN_RECORDS = {name: record for name, record in RECORDED.items() if name != "history"}
 
 RULE_GROUPS = [("neuron-fleet-instance", INSTANCE_RULES), ("neuron-fleet-zone", ZONE_RULES)]

@@ -8,7 +8,7 @@ neuron-monitor.json reproduces AWS's example dashboard (src/examples/neuron-moni
 neuron-monitor-grafana.json: title, uid, datasource "Prometheus", adhoc "Filters" variable,
 panels and PromQL), so it works unmodified on our exporter. neuronscope.json adds what AWS's
 lacks. neuronscope-fleet.json and fleet-rules.yml come from fleet_gen.py, which takes the fleet
-screen's queries from monitor/fleet.py (so it needs this repository on the path, as here).
+screen's queries from monitor/fleet_queries.py (so it needs this repository on the path, as here).
 """
 from __future__ import annotations
 

@@ -213,7 +213,7 @@ def test_recorded_series_are_used_when_the_rules_are_loaded(fleet, fleet_prometh
 
 def test_recorded_names_are_the_rules_names():
     from fleet_env import FLEET_RULES
-    from monitor.fleet import RECORDED
+    from monitor.fleet_queries import RECORDED
     rules = FLEET_RULES.read_text()
     for name in set(RECORDED.values()):
         assert f"record: {name}" in rules, name

@@ -10,7 +10,7 @@ import time
 import pytest
 from hypothesis import given, strategies as st
 
-from monitor.fleet import HISTORY_QUERY, QUERIES, expand
+from monitor.fleet_queries import HISTORY_QUERY, QUERIES, expand
 from monitor.promql import (Matcher, PrometheusClient, PrometheusError, check_url,
                             parse_duration, parse_selector, render_selector)
 

@@ -12,7 +12,7 @@ import pytest
 
 from fleet_env import (FLEET_RULES, api, fleet, fleet_prometheus, fleet_victoria,  # noqa: F401
                        wait_fleet_up)
-from monitor.fleet import QUERIES
+from monitor.fleet_queries import QUERIES
 
 DASHBOARDS = FLEET_RULES.parent
 yaml = pytest.importorskip("yaml")

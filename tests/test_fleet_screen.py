@@ -12,7 +12,7 @@ from tests.test_fleet_support import (RECORDING, ReplayServer, aws_only, make_fl
                                       settle_fleet, settle_host)
 from tests.test_tui_commands import _palette_offers, run_command
 from tests.test_tui_support import run_async
-from monitor.fleet import QUERIES, RECORDED_PROBE
+from monitor.fleet_queries import QUERIES, RECORDED_PROBE
 from tui.fleet import FleetArrived, FleetScreen
 from tui.fleet_view import SORT_KEYS
 from tui.keys import FLEET_FOOTER, FLEET_KEYS, display_key
