@@ -33,6 +33,7 @@ from tui.fleet_view import (SORT_KEYS, clock_text, down_note, fleet_rows, source
                              totals_line)
 from tui.history import History
 from tui.keys import fleet_bindings, fleet_help_lines, help_lines
+from tui.paint import paint_now
 from tui.view import ALL_TAB
 from tui.widgets.fleet import FleetHeader, FleetTable
 from tui.widgets.footer import KeyFooter
@@ -138,6 +139,7 @@ class FleetScreen(Screen):
         if rows_changed:
             rows = fleet_rows(snap, self.sort_key, self.reverse, self.filter_text)
             self.table.show(rows, self.sort_key, self.reverse, self.filter_text, empty)
+        paint_now(self, (self.header, self.table))
 
     # ------------------------------------------------------------------ keys
     def action_sort(self) -> None:
