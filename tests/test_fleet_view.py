@@ -3,6 +3,8 @@ vectorised braille rows drawing exactly what tui.braille draws, and the lean row
 drawing exactly what Textual's Strip draws."""
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 from hypothesis import given, strategies as st
 from hypothesis.extra.numpy import arrays
@@ -77,6 +79,25 @@ def test_table_cells_are_the_cell_texts_column_by_column(readings, width):
             assert texts == tuple(_pad(cell(row, key), w, key in RIGHT) for key, w in columns)
 
 
+def test_a_lean_strip_cut_at_its_end_is_no_reference_cycle():
+    # the compositor cuts every full-width row at its end; a strip that kept itself in its own
+    # cache would be freed only by the cycle collector, refresh after refresh
+    import gc
+    lean = LeanStrip([Segment("row text ", None), Segment("⣿⣿", Style(color="green"))], 11)
+    held = sys.getrefcount(lean)
+    assert lean.divide([11]) == [lean] and lean.divide([4, 11])[0].text == "row "
+    assert sys.getrefcount(lean) == held
+    gc.collect()
+    gc.disable()
+    try:
+        before = gc.get_count()[0]
+        for _ in range(50):
+            LeanStrip([Segment("x" * 11, None)], 11).divide([11])
+        assert gc.collect(0) == 0 and gc.get_count()[0] <= before + 1
+    finally:
+        gc.enable()
+
+
 SEGMENT_TEXT = st.text(st.sampled_from("ab ⣿x|"), min_size=1, max_size=12)
 SEGMENT_STYLE = st.sampled_from([None, Style(color="red"), Style(bold=True, bgcolor="blue")])
 
@@ -98,6 +119,8 @@ def test_lean_strip_draws_and_cuts_like_textuals_strip(parts, cuts, a, b):
         assert seen(lean.crop(x1, x2)) == seen(plain.crop(x1, x2))
         assert ([seen(s) for s in lean.divide(sorted(cuts))] ==
                 [seen(s) for s in plain.divide(sorted(cuts))])
+        assert ([seen(s) for s in lean.divide([width])] ==
+                [seen(s) for s in plain.divide([width])])
         assert (seen(lean.apply_style(Style(italic=True))) ==
                 seen(plain.apply_style(Style(italic=True))))
         assert seen(lean.extend_cell_length(x2)) == seen(plain.extend_cell_length(x2))
