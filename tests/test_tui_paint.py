@@ -69,6 +69,20 @@ def test_without_the_internals_it_leaves_the_refresh_to_textual():
 
 
 @run_async
+async def test_an_update_step_of_another_shape_is_left_to_textual(replay, monkeypatch):
+    app = make_fleet_app(replay.url)
+    async with app.run_test(size=(120, 30)) as pilot:
+        await settle_fleet(pilot, app)
+        screen = app.fleet_screen
+        monkeypatch.setattr(screen, "_on_timer_update", lambda required: None)
+        app.on_fleet_arrived(FleetArrived(_moved(screen.snapshot, 1)))   # painted anyway
+        assert screen.table._repaint_required and screen.table not in screen._dirty_widgets
+        monkeypatch.undo()
+        await pilot.pause()
+        assert not screen.table._repaint_required
+
+
+@run_async
 async def test_a_pending_layout_is_left_to_textual(replay):
     app = make_fleet_app(replay.url)
     async with app.run_test(size=(120, 30)) as pilot:

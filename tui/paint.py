@@ -41,5 +41,11 @@ def paint_now(screen: Screen, widgets: Iterable[Widget]) -> bool:
         # dirty regions go with it); its idle check then finds nothing left to do
         widget._repaint_required = False
         dirty.add(widget)
-    update()
+    try:
+        update()
+    except TypeError:   # an update step that takes other arguments: back to Textual's path
+        for widget in pending:
+            dirty.discard(widget)
+            widget._repaint_required = True
+        return False
     return True
