@@ -15,14 +15,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from textual.dom import NoScreen
 from textual.screen import Screen
 from textual.widget import Widget
 
 
 def paint_now(screen: Screen, widgets: Iterable[Widget]) -> bool:
-    """Paint ``widgets``' pending repaints into ``screen``'s next frame now. False (nothing
-    done: Textual paints them as usual) when a layout or scroll is pending, the screen is not
-    the one shown, updates are batched, or this Textual lacks what is used here."""
+    """Paint ``widgets``' pending repaints into ``screen``'s next frame now (widgets of other
+    screens are left alone). False (nothing done: Textual paints them as usual) when a layout
+    or scroll is pending, the screen is not the one shown, updates are batched, or this
+    Textual lacks what is used here."""
     widgets = tuple(widgets)
     try:
         dirty = screen._dirty_widgets
@@ -30,8 +32,9 @@ def paint_now(screen: Screen, widgets: Iterable[Widget]) -> bool:
         batched = screen.app._batch_count
         busy = (screen._layout_required or screen._scroll_required or
                 any(w._layout_required or w._scroll_required for w in widgets))
-        pending = [w for w in widgets if w._repaint_required and w.display]
-    except AttributeError:
+        # only the screen's own widgets: another screen's would lose their repaint here
+        pending = [w for w in widgets if w._repaint_required and w.display and w.screen is screen]
+    except (AttributeError, NoScreen):
         return False
     if (busy or batched or not pending or not isinstance(dirty, set) or not callable(update)
             or not screen.is_current):
