@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 
 from tests.test_fleet_support import (RECORDING, ReplayServer, aws_only, make_fleet_app,
-                                      settle_fleet, settle_host)
+                                      replay, settle_fleet, settle_host)  # noqa: F401
 from tests.test_tui_commands import _palette_offers, run_command
 from tests.test_tui_support import run_async
 from monitor.fleet_queries import QUERIES, RECORDED_PROBE
@@ -30,13 +30,6 @@ DOWN = "i-8fc4237f41827d5a8"
 
 def text(widget) -> str:
     return "\n".join(line.text for line in widget.lines_for(widget.size.width))
-
-
-@pytest.fixture
-def replay():
-    server = ReplayServer(RECORDING)
-    yield server
-    server.close()
 
 
 def ids(app) -> list[str]:

@@ -6,6 +6,8 @@ import os
 import sys
 import time
 
+import pytest
+
 from tests.test_tui_support import FIXTURES
 
 sys.path.insert(0, str(FIXTURES))
@@ -32,6 +34,14 @@ def aws_only(recording: dict) -> dict:
         if key != "at" and any(name in key for name in OWN_METRICS):
             entry["body"]["data"]["result"] = []
     return out
+
+
+@pytest.fixture
+def replay():
+    """A Prometheus answering from RECORDING, for one test (import it into the test module)."""
+    server = ReplayServer(RECORDING)
+    yield server
+    server.close()
 
 
 def make_fleet_app(url: str, *, refresh: float = 3600.0, selector: str = "",

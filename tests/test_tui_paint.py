@@ -4,21 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import types
-
-import pytest
+from contextlib import asynccontextmanager
 
 import tui.fleet
-from tests.test_fleet_support import RECORDING, ReplayServer, make_fleet_app, settle_fleet
+from tests.test_fleet_support import make_fleet_app, replay, settle_fleet  # noqa: F401
 from tests.test_tui_support import run_async
 from tui.fleet import FleetArrived
 from tui.paint import paint_now
-
-
-@pytest.fixture
-def replay():
-    server = ReplayServer(RECORDING)
-    yield server
-    server.close()
 
 
 def _moved(snapshot, step: int):
@@ -29,19 +21,25 @@ def _moved(snapshot, step: int):
     return dataclasses.replace(snapshot, rows=rows, at=snapshot.at + step)
 
 
-@run_async
-async def _frames(url: str) -> tuple[list[str], list[int]]:
-    """The screen after each of a few refreshes, sorts, a filter and cursor moves, and how
-    many frames each refresh painted before its handler returned."""
+@asynccontextmanager
+async def _fleet(url: str):
+    """The fleet app at 120x30 with its first snapshot on screen: (app, pilot)."""
     app = make_fleet_app(url)
-    shots, in_step = [], []
     async with app.run_test(size=(120, 30)) as pilot:
         await settle_fleet(pilot, app)
-        screen = app.fleet_screen
+        yield app, pilot
+
+
+@run_async
+async def _frames(url: str) -> tuple[list[str], list[int]]:
+    """The screen after each of a few refreshes, a sort, a reverse and cursor moves, and how
+    many frames each refresh painted before its handler returned."""
+    shots, in_step = [], []
+    async with _fleet(url) as (app, pilot):
         frames = []
         display = app._display
         app._display = lambda s, r: (frames.append(r), display(s, r))
-        first = screen.snapshot
+        first = app.fleet_screen.snapshot
         for step in range(1, 4):
             frames.clear()
             app.on_fleet_arrived(FleetArrived(_moved(first, step)))
@@ -70,9 +68,7 @@ def test_without_the_internals_it_leaves_the_refresh_to_textual():
 
 @run_async
 async def test_an_update_step_of_another_shape_is_left_to_textual(replay, monkeypatch):
-    app = make_fleet_app(replay.url)
-    async with app.run_test(size=(120, 30)) as pilot:
-        await settle_fleet(pilot, app)
+    async with _fleet(replay.url) as (app, pilot):
         screen = app.fleet_screen
         monkeypatch.setattr(screen, "_on_timer_update", lambda required: None)
         app.on_fleet_arrived(FleetArrived(_moved(screen.snapshot, 1)))   # painted anyway
@@ -84,9 +80,7 @@ async def test_an_update_step_of_another_shape_is_left_to_textual(replay, monkey
 
 @run_async
 async def test_a_pending_layout_is_left_to_textual(replay):
-    app = make_fleet_app(replay.url)
-    async with app.run_test(size=(120, 30)) as pilot:
-        await settle_fleet(pilot, app)
+    async with _fleet(replay.url) as (app, pilot):
         screen = app.fleet_screen
         screen.header.show("a new totals line", "source", "outage", ("note",))  # more lines
         assert screen.header._layout_required
