@@ -45,9 +45,13 @@ def precision(name: str, training: bool, autocast: bool = False) -> Precision:
     """`autocast`: neuronx-cc's default for an FP32 model ("by default, the Neuron Compiler will
     automatically cast FP32 matrix multiplication operations to BF16; the remaining operations
     are performed in the data type specified by the model": neuronx-cc mixed-precision guide).
-    Weights, gradients, optimizer state and elementwise work stay FP32."""
+    Gradients, optimizer state and elementwise work stay FP32, and so do training's weights
+    (cast as each matmul loads them). Inference stores the weights BF16: a traced model's
+    weights are constants of its graph (torch-neuronx `trace` inlines them by default), so
+    the compiler folds the cast into them."""
     if name == "fp32":
-        return Precision("fp32", "bf16" if autocast else "fp32", "fp32", "fp32", 4, 8)
+        weight = "bf16" if autocast and not training else "fp32"
+        return Precision("fp32", "bf16" if autocast else "fp32", "fp32", weight, 4, 8)
     if name == "bf16":
         return Precision("bf16", "bf16", "bf16", "bf16", 4, 12)
     if name == "fp8":     # FP8 matmuls; training keeps BF16 weights and casts per matmul
