@@ -25,29 +25,35 @@ _RESIDENT_KINDS = ("binary", "activation", "layernorm", "rmsnorm", "softmax", "r
                    "matmul")
 
 
-def _tensor_bytes(op: Op) -> float:
-    """SBUF bytes an op's activations take (inputs and output) in their dtypes."""
+TILE_ROWS = 128      # N2: a tile is one token (row) per partition
+
+
+def _tile_bytes(op: Op, free_elems: int) -> float:
+    """SBUF bytes one token tile of an op's activations takes (inputs and output, in their
+    dtypes): 128 rows of a row-wise op or a weight matmul's activation side, 128 partitions of
+    `free_elems` elements of an elementwise op. The compiler runs these ops tile by tile along
+    the tokens, so a tile, not the whole tensor, has to fit."""
     g = op.get
     b = get_dtype(g("dtype")).bytes
     if op.kind == "matmul":
-        return g("batch") * g("m") * (g("k") * b + g("n") * get_dtype(g("out_dtype")).bytes)
+        return min(g("m"), TILE_ROWS) * (g("k") * b + g("n") * get_dtype(g("out_dtype")).bytes)
     if op.kind in ("layernorm", "rmsnorm"):
-        return 2.0 * g("rows") * g("hidden") * b
+        return 2.0 * min(g("rows"), TILE_ROWS) * g("hidden") * b
     if op.kind in ("softmax", "reduce"):
-        return 2.0 * g("rows") * g("cols") * b
-    return (g("inputs", 2) + 1) * g("elements") * b
+        return 2.0 * min(g("rows"), TILE_ROWS) * g("cols") * b
+    return (g("inputs", 2) + 1) * min(g("elements"), TILE_ROWS * free_elems) * b
 
 
-def keep_in_sbuf(program: Program, budget: float) -> Program:
-    """Inference keeps no activation for a backward pass: an op whose tensors fit the SBUF
-    share left beside streamed weights reads and writes SBUF only. Weights, the KV cache,
-    embeddings and collectives still move through HBM, and so does the op that consumes a
-    collective's result (the CC-cores write it to HBM)."""
+def keep_in_sbuf(program: Program, budget: float, free_elems: int) -> Program:
+    """Inference keeps no activation for a backward pass: an op whose token tile fits the SBUF
+    share left beside streamed weights reads and writes SBUF only (its producer's tiles feed
+    it there). Weights, the KV cache, embeddings and collectives still move through HBM, and
+    so does the op that consumes a collective's result (the CC-cores write it to HBM)."""
     ops: list[Op] = []
     for op in program.ops:
         after_collective = bool(ops) and ops[-1].kind == "collective"
         fits = op.kind in _RESIDENT_KINDS and (op.kind != "matmul" or op.get("weights"))
-        if fits and not after_collective and _tensor_bytes(op) <= budget:
+        if fits and not after_collective and _tile_bytes(op, free_elems) <= budget:
             op = replace(op, params=tuple(sorted(op.params + (("resident", True),))))
         ops.append(op)
     return Program(ops=ops, phase=program.phase)
@@ -119,7 +125,7 @@ class InferencePlan:
             emit_forward(p, head_recipe(cfg, sh, spec.prec, b, group, training=False), "head.")
         costs = self.inst.costs
         budget = self.inst.device.sbuf_bytes * costs.sbuf_usable_fraction * costs.sbuf_activation_share
-        return keep_in_sbuf(p, budget)
+        return keep_in_sbuf(p, budget, costs.tile_free_elems)
 
     def prefill_program(self, layers: int | None = None) -> Program:
         n = self.cfg.layers if layers is None else layers
@@ -129,14 +135,21 @@ class InferencePlan:
         return self._program(1, kv_len, self.cfg.layers if layers is None else layers)
 
     def _cost(self, q_len: int, kv_len: int) -> Cost:
-        """Embedding and head once, one simulated layer scaled to all."""
+        """Embedding and head once, the first layer, then the layers after it at the cost of
+        a second one: a layer that follows a layer runs in steady state (its first weights
+        stream in behind the previous layer's last matmul), which the first, after the
+        embedding, does not."""
         ends = measure(self.inst, self._program(q_len, kv_len, 0))
         one, own = measure_part(self.inst, self._program(q_len, kv_len, 1), "layer0.")
-        # A layer costs the time it adds to the ends, split as its own ops' critical path is:
-        # the difference of the two runs' splits goes negative where the ends' ops are bound
+        # A layer costs the time it adds, split as its own ops' critical path is: the
+        # difference of two runs' splits goes negative where the ends' ops are bound
         # differently next to a layer (a head's DMA hidden behind it, say).
-        layer = (one + ends * -1).split_as(own)
-        return ends + layer * self.cfg.layers
+        first = (one + ends * -1).split_as(own)
+        if self.cfg.layers < 2:
+            return ends + first * self.cfg.layers
+        two, own2 = measure_part(self.inst, self._program(q_len, kv_len, 2), "layer1.")
+        steady = (two + one * -1).split_as(own2)
+        return ends + first + steady * (self.cfg.layers - 1)
 
     @cached_property
     def prefill(self) -> Cost:
