@@ -34,6 +34,11 @@ class CostParams:
     # transformers-neuronx keeps it): each partition of a cache load gets one position's KV heads
     # x head_dim run (256 B for one BF16 head of 128), so eta() of that run, not of the transfer.
     kv_cache_position_major: float = 1.0   # assumption: 1 = as above; 0 = one contiguous tensor
+    # Weights depend on nothing computed: a matmul's weights load from the start of the k-th
+    # earlier weight-loading op (1: double-buffered against the matmul before it, through the
+    # elementwise ops between them; 0: only from the previous op's start). I10 (batch 1, its
+    # elementwise ops between weight-streaming matmuls) set 1 over 0.
+    weight_prefetch_ops: int = 1           # assumption: compiler weight double-buffering
     dma_packet_bytes: int = 4096           # N5, C4: default DMA packet 4 KiB (queues switch per packet)
     cc_dma_packet_bytes: int = 65536       # C4: collective DMA packets default to 64 KiB
     # --- tiling -------------------------------------------------------------------------

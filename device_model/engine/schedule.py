@@ -60,6 +60,7 @@ class Scheduler:
         self.t0 = t0
         self._pe_used = False
         self._contention = DmaContention(costs)
+        self._weight_ops: list[int] = []    # ops that load weights ahead (PREFETCH), in order
 
     # --- public ------------------------------------------------------------------------------
     def run(self, ops: list[LoweredOp]) -> None:
@@ -75,7 +76,7 @@ class Scheduler:
             inputs_ready = max((self.op_end[d] for d in deps), default=self.t0)
         else:
             inputs_ready = max((self.compute_end[d] for d in deps), default=self.t0)
-        prefetch_ready = self.op_start[idx - 1] if idx else self.t0
+        prefetch_ready = self._prefetch_ready(idx)
         ends: list[np.ndarray] = []
         first_start, last_end = np.inf, inputs_ready
         flushed = False
@@ -95,6 +96,9 @@ class Scheduler:
         if not flushed:
             self._flush()
         self.op_start.append(first_start if np.isfinite(first_start) else inputs_ready)
+        if any(d.stage == PREFETCH and (d.mask is None or d.mask.any())
+               for st in op.stages for d in st.deps):
+            self._weight_ops.append(idx)
         self.compute_end.append(last_end)
         self.op_end.append(last_end)
 
@@ -102,6 +106,20 @@ class Scheduler:
         self._flush()
 
     # --- internals ---------------------------------------------------------------------------
+    def _prefetch_ready(self, idx: int) -> float:
+        """When op `idx`'s weights may start loading. Weights depend on nothing computed, so
+        the compiler streams them ahead: with `weight_prefetch_ops` = k, from the start of the
+        k-th earlier op that loads weights (1: double-buffered, the next matmul's weights load
+        while the current one computes, through the elementwise ops between them), never later
+        than the previous op's start (the rule with k = 0)."""
+        if not idx:
+            return self.t0
+        previous = self.op_start[idx - 1]
+        depth = int(self.costs.weight_prefetch_ops)
+        if depth <= 0 or len(self._weight_ops) < depth:
+            return previous
+        return min(previous, self.op_start[self._weight_ops[-depth]])
+
     @staticmethod
     def _keeps_stores_pending(stage: Stage) -> bool:
         """Prefetchable loads go ahead of the previous op's stores. So does a collective (it

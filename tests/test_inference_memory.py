@@ -1,0 +1,111 @@
+"""What inference keeps on chip and when its weights arrive: token-tile residency, weights
+streamed ahead of the matmul before them, and an FP32 model's matmul weights compiled to BF16."""
+from __future__ import annotations
+
+import pytest
+
+from device_model import Program, instance
+from device_model.catalog.costs import DEFAULT_COSTS
+from device_model.engine.isa import L_DMA
+from device_model.workloads import Placement, build_step, estimate
+from device_model.workloads.inference import keep_in_sbuf
+
+TRN1 = instance("trn1.32xlarge")
+ONE_CORE = instance("trn1.2xlarge")
+BUDGET = 10e6        # bytes of SBUF left for activations (about what trn1's share is)
+
+
+def _resident(program: Program) -> dict[str, bool]:
+    return {op.name: bool(op.get("resident")) for op in program.ops}
+
+
+def test_row_wise_ops_stay_on_chip_by_token_tile_not_whole_tensor():
+    """A norm over 8192 tokens of width 8192 (128 MiB in BF16) runs tile by tile: resident.
+    One whose single tile of 128 rows is larger than the budget is not, and neither is the op
+    that reads a collective's result (the CC-cores write it to HBM)."""
+    p = Program()
+    p.layernorm(8192, 8192, rms=True, name="long_norm")
+    p.layernorm(256, 1 << 20, name="wide_norm")        # 128 x 1M x 2 B x 2 = 512 MiB a tile
+    p.binary("add", 8192 * 8192, name="long_add")
+    kept = _resident(keep_in_sbuf(p, BUDGET, DEFAULT_COSTS.tile_free_elems))
+    assert kept == {"long_norm": True, "wide_norm": False, "long_add": True}
+    plan = build_step("llama2-70b:mode=prefill,in=4096", TRN1, Placement(tp=32))
+    ops = plan.stages[0][0].program.ops
+    kept = {op.name: bool(op.get("resident")) for op in ops}
+    after = [b.name for a, b in zip(ops, ops[1:]) if a.kind == "collective"]
+    assert "layer0.attn_residual" in after and not any(kept[name] for name in after)
+    assert kept["layer1.attn_norm"] and kept["layer0.mlp_norm"] and kept["layer0.gate_mul"]
+
+
+def test_prefill_activation_traffic_per_token_does_not_jump_with_length():
+    """A 70B prefill's norms and residuals used to go to HBM once a whole [tokens, hidden]
+    tensor outgrew the SBUF share (1024 tokens and up): the HBM bytes per token beyond the
+    weights jumped by 40%. By token tile only the collectives and their consumers touch HBM,
+    the same bytes per token at any length."""
+    def activation_bytes_per_token(n):
+        r = estimate(f"llama2-70b:mode=prefill,in={n}", TRN1, Placement(tp=32))
+        hbm = r["mbu"] * r["ttft_s"] * TRN1.device.hbm_bw_per_stack
+        return (hbm - r["memory"]["weights_bytes"]) / n
+    assert activation_bytes_per_token(1024) == pytest.approx(activation_bytes_per_token(256),
+                                                             rel=0.05)
+
+
+def test_weights_stream_in_behind_the_matmul_before_them():
+    """Two weight matmuls with on-chip elementwise work between them: the second one's weights
+    start loading while the first computes (double buffering), before the elementwise ops
+    start; with `weight_prefetch_ops = 0` only when the op just before it starts."""
+    def run(depth):
+        inst = instance("trn1.2xlarge", costs=DEFAULT_COSTS.with_overrides(
+            {"weight_prefetch_ops": depth}))
+        p = Program()
+        p.matmul(128, 4096, 4096, name="first")
+        p.activation("gelu", 128 * 4096, name="gelu")
+        p.binary("add", 128 * 4096, name="bias")
+        p.matmul(128, 4096, 4096, name="second")
+        program = keep_in_sbuf(p, BUDGET, DEFAULT_COSTS.tile_free_elems)
+        assert all(op.get("resident") for op in program.ops)
+        tl = inst.run(program).timeline
+        at = {name: i for i, name in enumerate(tl.op_names)}
+        loads = (tl.columns["op"] == at["second"]) & (tl.columns["lane"] == L_DMA)
+        return float(tl.columns["start"][loads].min()), tl.op_start[at["gelu"]], \
+            tl.op_start[at["bias"]], tl.wall
+    first_load, gelu, _, wall = run(1)
+    assert first_load < gelu
+    first_load0, _, bias0, wall0 = run(0)
+    assert first_load0 == pytest.approx(bias0)
+    assert wall < wall0
+
+
+def test_fp32_model_weights_are_bf16_in_traced_inference_fp32_in_training():
+    """torch-neuronx's trace inlines the weights as constants (`inline_weights_to_neff=True` by
+    default) and neuronx-cc casts FP32 matmuls to BF16 by default: the cast of a constant is
+    folded, so an FP32 model's weights sit in HBM at BF16 in inference under the auto-cast
+    (at FP32 without it); training keeps its FP32 parameters and casts them as each matmul
+    loads them."""
+    def weights(spec, inst, placement):
+        return estimate(spec, inst, placement)["memory"]["weights_bytes"]
+    infer = "bert-large:mode=infer,batch=1,seq=128"
+    one = Placement(cores=1)
+    bf16 = weights(infer, ONE_CORE, one)
+    assert weights(infer + ",dtype=fp32,autocast=matmul", ONE_CORE, one) == bf16
+    assert weights(infer + ",dtype=fp32", ONE_CORE, one) == 2 * bf16
+    train = "bert-large:seq=128,mbs=8,gbs=256"
+    dp = Placement(dp=32)
+    assert weights(train + ",dtype=fp32,autocast=matmul", TRN1, dp) == 2 * weights(train, TRN1, dp)
+    # and the weight stream an inference reads is the BF16 one: half the FP32 model's bytes
+    def hbm(spec):
+        r = estimate(spec, ONE_CORE, one)
+        return r["mbu"] * r["latency_s"] * ONE_CORE.device.hbm_bw_per_stack
+    assert hbm(infer + ",dtype=fp32,autocast=matmul") < 0.55 * hbm(infer + ",dtype=fp32")
+
+
+def test_fp32_autocast_inference_costs_little_more_than_bf16():
+    """AWS publishes these encoders as FP32 models with matmuls auto-cast; what stays FP32 is
+    the elementwise work and the activations, not the weight stream: at batch 1 (bound by the
+    weights) the two are within a few percent, at batch 16 the FP32 activations cost more."""
+    def latency(batch, extra):
+        return estimate(f"bert-base:mode=infer,batch={batch},seq=128{extra}", ONE_CORE,
+                        Placement(cores=1))["latency_s"]
+    for batch, lo, hi in ((1, 0.95, 1.10), (16, 1.05, 1.40)):
+        ratio = latency(batch, ",dtype=fp32,autocast=matmul") / latency(batch, "")
+        assert lo < ratio < hi, (batch, ratio)
