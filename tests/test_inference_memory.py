@@ -109,3 +109,19 @@ def test_fp32_autocast_inference_costs_little_more_than_bf16():
     for batch, lo, hi in ((1, 0.95, 1.10), (16, 1.05, 1.40)):
         ratio = latency(batch, ",dtype=fp32,autocast=matmul") / latency(batch, "")
         assert lo < ratio < hi, (batch, ratio)
+
+
+@pytest.mark.parametrize("spec, inst, placement", [
+    ("bert-base:mode=infer,batch=1,seq=128,dtype=fp32,autocast=matmul", ONE_CORE,
+     Placement(cores=1)),
+    ("llama2-7b:mode=prefill,in=256", TRN1, Placement(tp=32)),
+])
+def test_time_to_first_token_equals_the_whole_prefill_program(spec, inst, placement):
+    """The estimate simulates the ends, a first layer and a second one, and scales the second
+    to the rest; identical layers after the first run in the same steady state, so that is the
+    whole unrolled program's time, not an approximation of it."""
+    from device_model.workloads.cost import measure
+    r = estimate(spec, inst, placement)
+    prefill = build_step(spec, inst, placement).stages[0][0].program
+    whole = measure(inst, prefill).time + inst.costs.exec_overhead_s
+    assert r["ttft_s"] == pytest.approx(whole, rel=1e-3)
