@@ -155,8 +155,9 @@ def layer_recipe(cfg: ModelConfig, sh: Shard, prec: Precision, batch: int, q_len
                     cfg.causal and q_len > 1)
         r.tag = ""
     else:
-        # decode reads K and V from the cache: one position's KV heads x head_dim per run
-        run = sh.kv_heads * d * int(prec.act_bytes) if cache_write and q_len == 1 else 0
+        # decode reads K and V from the cache, stored [positions, batch, KV heads, head_dim]:
+        # one position's batch x KV heads x head_dim per run
+        run = batch * sh.kv_heads * d * int(prec.act_bytes) if cache_write and q_len == 1 else 0
         _unfused_attention(r, cfg, sh, batch, q_len, kv_len, drop, run)
     r.linear("attn_out", tokens, sh.heads * d, h)
     _tp_pair(r, "attn", tokens, cfg, sh, group, False, prec)
