@@ -103,12 +103,12 @@ def _share(nbytes: int, group: CollectiveGroup, inst=TRN2) -> float:
 
 def test_a_collectives_share_follows_its_traffic_rate():
     """A bandwidth-bound all-reduce on 16 chips moves its bytes at the calibrated per-rank rate
-    (cc_dma_fraction of the DMA bandwidth, C1), each read from and written to HBM: twice that
-    share of the core's DMA rate. A latency-bound one barely registers; a 'collective' of one
+    (the NeuronCore generation's cc_dma_fraction of the DMA bandwidth), each read from and
+    written to HBM: twice that share of the core's DMA rate. A latency-bound one barely registers; a 'collective' of one
     rank moves nothing. At LNC=2 a rank has two cores' DMA engines and spreads its traffic over
     both: the same share of each."""
     big = _share(*BIG_ALL_REDUCE)
-    assert big == pytest.approx(2 * DEFAULT_COSTS.cc_dma_fraction, rel=0.05)
+    assert big == pytest.approx(2 * DEFAULT_COSTS.cc_fraction(TRN2.device), rel=0.05)
     assert _share(1 << 10, CollectiveGroup(16, 1, 16)) < 0.01
     assert _share(1 << 20, CollectiveGroup(1)) == 0.0
     lnc2 = instance("trn2.48xlarge", lnc=2)
@@ -215,7 +215,7 @@ def test_packet_sizes_set_the_bandwidth_compute_dma_keeps():
     even = replace(DEFAULT_COSTS, cc_dma_packet_bytes=DEFAULT_COSTS.dma_packet_bytes)
     assert compute_dma_floor(even) == pytest.approx(0.5)
     # a collective that claims the whole DMA rate, so the packet floor is what compute keeps
-    hungry = replace(DEFAULT_COSTS, cc_dma_fraction=0.5)
+    hungry = replace(DEFAULT_COSTS, cc_dma_fraction=0.5, cc_dma_fraction_v3=0.5)
     spans = {}
     for label, costs in (("default", hungry), ("even", replace(hungry, cc_dma_packet_bytes=
                                                                  hungry.dma_packet_bytes))):
@@ -250,3 +250,24 @@ def test_every_cost_constant_names_its_source():
             sources[m.group(1)] = comments.get(number, "")
     assert set(sources) == names
     assert [n for n, s in sources.items() if not LABEL.match(s)] == []
+
+
+def test_the_collective_share_is_per_neuroncore_generation(tmp_path):
+    """trn1 (NC-v2) moves collective data at the C1 share, trn2 (NC-v3) at the J2 one, trn3
+    (NC-v4) as trn2 until it has its own; each is its own constant in an override file."""
+    trn1 = instance("trn1.32xlarge")
+    trn3 = instance("trn3-ultraserver")
+    assert DEFAULT_COSTS.cc_fraction(trn1.device) == DEFAULT_COSTS.cc_dma_fraction
+    assert DEFAULT_COSTS.cc_fraction(TRN2.device) == DEFAULT_COSTS.cc_dma_fraction_v3
+    assert DEFAULT_COSTS.cc_dma_fraction_v3 > DEFAULT_COSTS.cc_dma_fraction
+    assert DEFAULT_COSTS.cc_fraction(trn3.device) == DEFAULT_COSTS.cc_dma_fraction_v4
+    path = tmp_path / "over.toml"
+    path.write_text("[costs]\ncc_dma_fraction_v3 = 0.21\n")
+    costs = apply(load_overrides(path)).costs
+    assert costs.cc_fraction(TRN2.device) == 0.21
+    assert costs.cc_fraction(trn1.device) == DEFAULT_COSTS.cc_dma_fraction
+    # the trn2 share is what a bandwidth-bound collective on trn2 gets: slower at C1's
+    slow = instance("trn2.48xlarge", lnc=1, costs=costs)
+    fast_span = op_span(TRN2.run(elementwise_program(BIG_ALL_REDUCE)).timeline, "all_reduce")
+    slow_span = op_span(slow.run(elementwise_program(BIG_ALL_REDUCE)).timeline, "all_reduce")
+    assert slow_span > fast_span * 1.2

@@ -55,8 +55,12 @@ class CostParams:
     cc_link_efficiency: float = 0.9        # assumption: achieved/peak on NeuronLink and EFA
     cc_launch_s: float = 5e-6              # assumption: per-collective fixed cost (C1 floor, I1)
     # Per-rank collective rate as a share of its DMA bandwidth, on and off chip (C4: the same
-    # engines; HBM reads, writes and the ~50% DMA-side reduction of N3 all in it).
-    cc_dma_fraction: float = 0.21          # assumption: calibrated on C1 1 GiB (busbw 52.8 GiB/s)
+    # engines; HBM reads, writes and the ~50% DMA-side reduction of N3 all in it), per
+    # NeuronCore generation (`cc_fraction`): NC-v2 from C1; NC-v3 from J2's prefill, whose
+    # sequence-parallel collectives set it (HJ1, held out, lands within 1% with it).
+    cc_dma_fraction: float = 0.21          # assumption: NC-v2, from C1 1 GiB (busbw 52.8 GiB/s)
+    cc_dma_fraction_v3: float = 0.29       # assumption: NC-v3, calibrated on J2 TTFT (trn2 TP64)
+    cc_dma_fraction_v4: float = 0.29       # assumption: NC-v4 as NC-v3 (no trn3 measurement)
     cc_reduce_elem_bytes: float = 4.0      # N3, EVRF061: DMA collective compute reduces in FP32
     cc_allreduce_fp32_fraction: float = 1.0  # assumption: AR gathers FP32 sums (I2 TTFT)
     cc_ring_slots: float = 4.0             # assumption: ring chunks in flight per EFA hop (C3)
@@ -70,6 +74,11 @@ class CostParams:
     def pe_efficiency(self, device) -> float:
         """The TensorE issue efficiency of `device`'s NeuronCore generation."""
         return getattr(self, f"pe_efficiency_{device.core_version_lnc1}", 1.0)
+
+    def cc_fraction(self, device) -> float:
+        """The collective DMA share of `device`'s NeuronCore generation (`cc_dma_fraction` on
+        NC-v2 and any generation without its own)."""
+        return getattr(self, f"cc_dma_fraction_{device.core_version_lnc1}", self.cc_dma_fraction)
 
     def with_overrides(self, values: dict[str, float]) -> "CostParams":
         known = {f.name for f in fields(self)}

@@ -3,7 +3,8 @@
 
 Bandwidth. The same DMA engines move collective data on and off chip (C4), so one per-rank rate
 bounds every collective: `cc_dma_fraction` of the rank's DMA bandwidth (its physical cores'
-engines), calibrated once on C1's 1 GiB bus bandwidth and checked on C3's. NeuronLink (the links
+engines), calibrated on C1's 1 GiB bus bandwidth and checked on C3's for NC-v2, on J2's prefill
+for NC-v3 (`cc_dma_fraction_v3`, checked on the held-out HJ1). NeuronLink (the links
 inside the group's footprint, shared by every rank of the chip running a collective of the same
 kind) and EFA (the NICs of the group's chips on each node, shared by the concurrent groups) can
 only lower it.
@@ -94,8 +95,9 @@ def _phases(kind: str) -> int:
 
 
 def dma_rate(device: DeviceSpec, costs: CostParams, lnc: int) -> float:
-    """Per-rank collective bandwidth through the DMA engines (C1 calibrated; C4 same engines)."""
-    return device.dma_bw_per_core * lnc * costs.cc_dma_fraction
+    """Per-rank collective bandwidth through the DMA engines (C4: the same engines on and off
+    chip; the share per NeuronCore generation: C1 on NC-v2, J2 on NC-v3)."""
+    return device.dma_bw_per_core * lnc * costs.cc_fraction(device)
 
 
 def _link_rate(device: DeviceSpec, group: CollectiveGroup, links: int, costs: CostParams) -> float:

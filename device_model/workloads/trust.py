@@ -60,8 +60,8 @@ RECORDED_KINDS: dict[tuple[str, str], KindError] = {
     ("trainium1", "time per output token"): KindError(31, 0.0384, 0.1956),
     ("trainium1", "time to first token"): KindError(30, 0.1979, 0.6948),
     ("trainium1", "training throughput"): KindError(10, 0.0967, 0.1541),
-    ("trainium2", "time per output token"): KindError(2, 0.1417, 0.2657),
-    ("trainium2", "time to first token"): KindError(2, 0.3625, 0.6026),
+    ("trainium2", "time per output token"): KindError(2, 0.1392, 0.2591),
+    ("trainium2", "time to first token"): KindError(2, 0.0036, 0.0069),
 }
 
 
