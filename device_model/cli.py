@@ -165,9 +165,11 @@ def cmd_validate(args) -> int:
         catalog = _catalog(args)
         specs = {row.instance: catalog.instance(row.instance) for row in validation.ROWS}
         costs = catalog.costs
+        results = validation.run_all(costs, specs)
     else:
-        specs, costs = None, validation.DEFAULT_COSTS
-    rep = validation.report(validation.run_all(costs, specs), costs)
+        costs = validation.DEFAULT_COSTS
+        results = validation.cached_results(costs)     # once per process, as estimate's
+    rep = validation.report(results, costs)
     if args.json:
         sys.stdout.buffer.write(orjson.dumps(rep, option=orjson.OPT_INDENT_2) + b"\n")
     else:

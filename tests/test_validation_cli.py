@@ -1,7 +1,11 @@
 """`neuron-sim validate` and the trust line of `neuron-sim estimate`, as a user runs them."""
 from __future__ import annotations
 
+import contextlib
+import io
+
 import orjson
+import pytest
 
 from device_model.cli import main
 from device_model.workloads.validation import CALIBRATION, HELD_OUT, ROWS
@@ -28,12 +32,21 @@ def test_validate_text_has_the_table_the_summary_and_the_constants(capsys):
     assert max(len(line) for line in out.splitlines()) <= 80      # an 80-column terminal
 
 
-def test_validate_takes_overrides(tmp_path, capsys):
-    toml = tmp_path / "o.toml"
+@pytest.fixture(scope="module")
+def slow_report(tmp_path_factory) -> dict:
+    """`validate --json` under an override file that makes every execution 1 ms longer (the
+    whole table simulated again: run once for the tests that read it)."""
+    toml = tmp_path_factory.mktemp("overrides") / "o.toml"
     toml.write_text("[costs]\nexec_overhead_s = 1e-3\n")
-    assert main(["validate", "--json", "--overrides", str(toml)]) == 0
-    rep = orjson.loads(capsys.readouterr().out)
-    c1 = next(r for r in rep["rows"] if r["id"] == "C1")
+    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
+    with contextlib.redirect_stdout(out):
+        assert main(["validate", "--json", "--overrides", str(toml)]) == 0
+    out.flush()
+    return orjson.loads(out.buffer.getvalue())
+
+
+def test_validate_takes_overrides(slow_report):
+    c1 = next(r for r in slow_report["rows"] if r["id"] == "C1")
     assert c1["simulated"] > 1e-3
 
 
@@ -84,7 +97,7 @@ def test_estimate_under_overrides_says_the_errors_are_the_default_constants(tmp_
     assert "with the default constants" not in capsys.readouterr().out
 
 
-def test_validate_gives_the_error_of_each_kind_under_the_constants_it_runs(tmp_path, capsys):
+def test_validate_gives_the_error_of_each_kind_under_the_constants_it_runs(slow_report, capsys):
     from device_model.workloads.trust import RECORDED_KINDS
     assert main(["validate", "--json"]) == 0
     kinds = {(k["chip"], k["figure"]): k for k in orjson.loads(capsys.readouterr().out)["kinds"]}
@@ -92,10 +105,7 @@ def test_validate_gives_the_error_of_each_kind_under_the_constants_it_runs(tmp_p
     ttft = kinds[("trainium1", "time to first token")]
     assert ttft["rows"] == RECORDED_KINDS[("trainium1", "time to first token")].rows
     assert ttft["worst_abs_error"] >= ttft["median_abs_error"] > 0
-    toml = tmp_path / "o.toml"
-    toml.write_text("[costs]\nexec_overhead_s = 1e-3\n")   # every execution 1 ms longer
-    assert main(["validate", "--json", "--overrides", str(toml)]) == 0
-    slow = {(k["chip"], k["figure"]): k for k in orjson.loads(capsys.readouterr().out)["kinds"]}
+    slow = {(k["chip"], k["figure"]): k for k in slow_report["kinds"]}
     assert slow[("trainium1", "all-reduce time")]["median_abs_error"] > \
         kinds[("trainium1", "all-reduce time")]["median_abs_error"]
     assert main(["validate"]) == 0
