@@ -174,7 +174,7 @@ def rows_time(fleet: FleetQuery, snapshot, points: int, repeat: int = 5) -> floa
     now = time.time()
     interval = snapshot.scrape_interval
     recorded = snapshot.recorded
-    results = {name: fleet.client.query(fleet.expr(name, interval, recorded), now)
+    results = {name: fleet.ask(name, fleet.expr(name, interval, recorded), now)
                for name in QUERIES}
     step = snapshot.step
     end = (now // step) * step

@@ -12,7 +12,6 @@ they were last seen up. The queries themselves: monitor.fleet_queries.
 """
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -99,19 +98,18 @@ class FleetSnapshot:
     recorded: bool = False         # panels read the recorded series of fleet-rules.yml
 
 
-def _by(samples: list[Sample], key: str) -> dict[str, float]:
-    return {s.labels.get(key, ""): s.value for s in samples}
-
-
-def _by_target(samples: list[Sample]) -> dict[tuple[str, str], float]:
-    """value by (instance, job): what identifies a scrape target."""
-    return {(s.labels.get("instance", ""), s.labels.get("job", "")): s.value for s in samples}
-
-
-def _finite_by(samples: list[Sample]) -> dict[str, float]:
-    """value by instance_id, only the finite ones (the others are no reading)."""
-    isfinite = math.isfinite
-    return {s.labels.get("instance_id", ""): float(s.value) for s in samples if isfinite(s.value)}
+# How each panel's answer is read: the panels that are one value per instance (or per scrape
+# target) come back as {key: value} straight from the decoded answer, no Sample per element;
+# the value panels' non-finite readings are dropped there (= no reading). The others (labels
+# that matter: targets, hardware, engines, runtimes) come back as Samples.
+VALUE_PANELS = ("util_sum", "util_max", "hbm", "memory_used", "power", "flops", "mfu", "errors",
+                "ecc")
+KEYED: dict[str, tuple[tuple[str, ...], bool]] = {
+    **{name: (("instance_id",), True) for name in VALUE_PANELS},
+    "modelled": (("instance_id",), False),
+    "up": (("instance", "job"), False),           # what identifies a scrape target
+    "sample_age": (("instance", "job"), False),
+}
 
 
 _SHAPE_LABELS = ("neuron_device_count", "neuroncore_per_device_count", "neuron_device_memory_size")
@@ -145,6 +143,7 @@ class FleetQuery:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self.client.close()
 
     # ------------------------------------------------------------------ helpers
     def scrape_interval(self, now: float) -> float:
@@ -194,8 +193,8 @@ class FleetQuery:
         step = max(interval, self.config.window / points)
         end = (now // step) * step   # aligned: neighbouring refreshes hit the same points
         start = end - step * (points - 1)
-        futures = {name: self._pool.submit(self.client.query,
-                                           self.expr(name, interval, recorded), now)
+        futures = {name: self._pool.submit(self.ask, name, self.expr(name, interval, recorded),
+                                           now)
                    for name in QUERIES}
         history = self._pool.submit(self.client.query_range,
                                     self.expr("history", interval, recorded), start, end, step)
@@ -209,7 +208,7 @@ class FleetQuery:
                 if exc.kind != "query":
                     fatal = fatal or exc
                 problems.append(f"{name}: {exc}")
-                results[name] = []
+                results[name] = {} if name in KEYED else []
         try:
             series = history.result()
         except PrometheusError as exc:
@@ -225,7 +224,14 @@ class FleetQuery:
                              tuple(problems), extensions, time.perf_counter() - started,
                              len(futures) + 1, recorded)
 
-    def _rows(self, results: dict[str, list[Sample]], series, now: float, interval: float,
+    def ask(self, name: str, expr: str, at: float) -> list[Sample] | dict:
+        """One panel's instant query, read the way ``KEYED`` says."""
+        keyed = KEYED.get(name)
+        if keyed is None:
+            return self.client.query(expr, at)
+        return self.client.query_values(expr, at, *keyed)
+
+    def _rows(self, results: dict[str, list[Sample] | dict], series, now: float, interval: float,
               start: float, step: float, points: int) -> tuple[InstanceRow, ...]:
         targets: dict[str, Mapping[str, str]] = {}
         for sample in results["targets"]:
@@ -233,12 +239,7 @@ class FleetQuery:
             if iid:
                 targets[iid] = sample.labels
         hardware = {s.labels.get("instance_id", ""): s.labels for s in results["hardware"]}
-        up, age = _by_target(results["up"]), _by_target(results["sample_age"])
-        # the panels' values by instance, non-finite ones dropped once here (= no reading)
-        values = {name: _finite_by(results[name]) for name in
-                  ("util_sum", "util_max", "hbm", "memory_used", "power", "flops", "mfu",
-                   "errors", "ecc")}
-        modelled = _by(results["modelled"], "instance_id")
+        up, age, modelled = results["up"], results["sample_age"], results["modelled"]
         engines: dict[str, dict[str, float]] = {}
         for s in results["engines"]:
             engines.setdefault(s.labels.get("instance_id", ""), {})[s.labels.get("engine", "")] = s.value
@@ -260,8 +261,7 @@ class FleetQuery:
             grid /= cores_of[:, None]
             histories = dict(zip(ids, grid))
         util_sum, util_max, hbm, memory_used, power, flops, mfu, errors, ecc = (
-            values[n] for n in ("util_sum", "util_max", "hbm", "memory_used", "power", "flops",
-                                "mfu", "errors", "ecc"))
+            results[n] for n in VALUE_PANELS)
         # one pass over the instances with every lookup spelled out: this loop runs on every
         # refresh for every instance, and its cost is neuron-top's to carry
         last_up, state_of, rows = self._last_up, self._state, []

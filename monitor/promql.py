@@ -1,9 +1,9 @@
 """A small client for the Prometheus HTTP API (Prometheus, VictoriaMetrics, Thanos, Mimir).
 
-Only the standard library (urllib) and orjson: instant queries, range queries and the targets
-list, each with a timeout. Every failure becomes a ``PrometheusError`` whose message is one line
-that says what went wrong and where (unreachable, not a Prometheus API, a query error), so a CLI
-or a screen can print it as is.
+Only the standard library (http.client, one kept connection per thread) and orjson: instant
+queries, range queries and the targets list, each with a timeout. Every failure becomes a
+``PrometheusError`` whose message is one line that says what went wrong and where (unreachable,
+not a Prometheus API, a query error), so a CLI or a screen can print it as is.
 
 ``parse_selector`` validates the label matchers a user adds on the command line
 (``instance_type="trn2.48xlarge",availability_zone=~"us-east-2[ab]"``) and gives them back in a
@@ -11,12 +11,12 @@ canonical form to splice into PromQL selectors.
 """
 from __future__ import annotations
 
+import http.client
 import math
 import re
 import socket
-import urllib.error
+import threading
 import urllib.parse
-import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -84,50 +84,93 @@ def check_url(url: str) -> str:
 
 
 class PrometheusClient:
-    """The HTTP API of one server. Thread-safe: each call opens its own request."""
+    """The HTTP API of one server. Thread-safe: each thread keeps its own connection to the
+    server (HTTP keep-alive), opened on its first request and again after the server closed it."""
 
     def __init__(self, url: str, *, timeout: float = 5.0) -> None:
         self.url = check_url(url)
         self.timeout = timeout
-        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        parts = urllib.parse.urlsplit(self.url)
+        self._https = parts.scheme == "https"
+        self._host, self._port, self._prefix = parts.hostname, parts.port, parts.path
+        self._local = threading.local()
+        self._lock = threading.Lock()
+        self._open: list[http.client.HTTPConnection] = []
+
+    def close(self) -> None:
+        """Close every thread's connection (a later request opens a new one)."""
+        with self._lock:
+            connections, self._open = self._open, []
+        for connection in connections:
+            connection.close()
 
     # ------------------------------------------------------------------ transport
+    def _connection(self, fresh: bool = False) -> http.client.HTTPConnection:
+        connection = getattr(self._local, "connection", None)
+        if connection is not None and not fresh:
+            return connection
+        if connection is not None:
+            connection.close()
+        kind = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+        connection = kind(self._host, self._port, timeout=self.timeout or None)
+        self._local.connection = connection
+        with self._lock:
+            self._open = [c for c in self._open if c.sock is not None] + [connection]
+        return connection
+
+    def _exchange(self, method: str, target: str, body: bytes | None) -> tuple[int, str, bytes]:
+        """One request on this thread's connection: (status, reason, body). A kept connection
+        the server has closed in the meantime is opened again once, for that request only."""
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = "application/x-www-form-urlencoded"
+        reused = getattr(self._local, "connection", None) is not None
+        while True:
+            connection = self._connection()
+            try:
+                connection.request(method, target, body, headers)
+                response = connection.getresponse()
+                raw = response.read(MAX_BODY + 1)
+                if len(raw) > MAX_BODY or response.will_close:
+                    connection.close()   # the rest unread, or the server said so
+                return response.status, response.reason, raw
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError,
+                    http.client.CannotSendRequest, http.client.ResponseNotReady):
+                connection.close()
+                self._local.connection = None
+                if not reused:
+                    raise
+                reused = False   # the kept connection had gone stale: once more, anew
+            except BaseException:
+                connection.close()
+                self._local.connection = None
+                raise
+
     def _get(self, path: str, params: Mapping[str, str] | None = None, *,
              post: bool = True) -> object:
         body = urllib.parse.urlencode(params or {})
-        url = self.url + path if post or not body else f"{self.url}{path}?{body}"
-        request = urllib.request.Request(
-            url, data=body.encode() if post and body else None,
-            headers={"Accept": "application/json",
-                     "Content-Type": "application/x-www-form-urlencoded"})
+        target = self._prefix + path if post or not body else f"{self._prefix}{path}?{body}"
         where = self.url
         try:
-            with self._opener.open(request, timeout=self.timeout) as response:
-                raw = response.read(MAX_BODY + 1)
-        except urllib.error.HTTPError as exc:
-            raw = exc.read(MAX_BODY + 1) if exc.fp is not None else b""
-            data = self._decode(raw)
-            if isinstance(data, dict) and data.get("status") == "error":
-                raise self._query_error(data) from None
-            if exc.code in (502, 503, 504):   # a proxy without its backend, a server starting
-                raise PrometheusError("unreachable", f"cannot reach Prometheus at {where}: "
-                                      f"HTTP {exc.code} {exc.reason}") from None
-            raise PrometheusError("not_prometheus", f"{where} does not serve the Prometheus "
-                                  f"HTTP API ({path}: HTTP {exc.code} {exc.reason})") from None
+            status, reason, raw = self._exchange("POST" if post else "GET", target,
+                                                 body.encode() if post else None)
         except (TimeoutError, socket.timeout):
             raise PrometheusError("timeout", f"Prometheus at {where} did not answer within "
                                   f"{self.timeout:g}s") from None
-        except urllib.error.URLError as exc:
-            reason = exc.reason
-            if isinstance(reason, (TimeoutError, socket.timeout)):
-                raise PrometheusError("timeout", f"Prometheus at {where} did not answer within "
-                                      f"{self.timeout:g}s") from None
-            text = getattr(reason, "strerror", None) or str(reason)
+        except (OSError, ValueError, http.client.HTTPException) as exc:
+            # refused, unresolvable, reset, TLS failures, bad status lines, ...
+            text = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
             raise PrometheusError("unreachable", f"cannot reach Prometheus at {where}: "
                                   f"{text}") from None
-        except (OSError, ValueError) as exc:  # reset connections, bad status lines, ...
-            raise PrometheusError("unreachable", f"cannot reach Prometheus at {where}: "
-                                  f"{exc}") from None
+        if status >= 300:
+            data = self._decode(raw)
+            if isinstance(data, dict) and data.get("status") == "error":
+                raise self._query_error(data)
+            if status in (502, 503, 504):   # a proxy without its backend, a server starting
+                raise PrometheusError("unreachable", f"cannot reach Prometheus at {where}: "
+                                      f"HTTP {status} {reason}")
+            raise PrometheusError("not_prometheus", f"{where} does not serve the Prometheus "
+                                  f"HTTP API ({path}: HTTP {status} {reason})")
         if len(raw) > MAX_BODY:
             raise PrometheusError("query", f"{where}{path}: answer larger than "
                                   f"{MAX_BODY >> 20} MiB")
@@ -155,6 +198,48 @@ class PrometheusClient:
     # ------------------------------------------------------------------ API
     def query(self, expr: str, at: float | None = None) -> list[Sample]:
         """An instant query; a scalar answer comes back as one sample without labels."""
+        kind, result = self._instant(expr, at)
+        if kind == "scalar":
+            return [Sample({}, _float(result[1]), float(result[0]))]
+        out = []
+        append = out.append
+        try:
+            for item in result:
+                ts, value = item["value"]
+                append(Sample(item.get("metric", {}), _float(value), float(ts)))
+        except (KeyError, TypeError, ValueError, AttributeError):
+            raise self._malformed() from None
+        return out
+
+    def query_values(self, expr: str, at: float | None = None, by: tuple[str, ...] = ("instance_id",),
+                     finite: bool = False) -> dict:
+        """An instant query's values keyed by the labels ``by`` (the label's value itself when
+        ``by`` is one label, else a tuple; a missing label reads ""): what an aggregation
+        ``by (...)`` answers, without a Sample per element. ``finite``: NaN and infinities
+        (no reading) are left out."""
+        kind, result = self._instant(expr, at)
+        if kind == "scalar":
+            result = [{"metric": {}, "value": result}]
+        out: dict = {}
+        isfinite = math.isfinite
+        try:
+            if len(by) == 1:
+                label = by[0]
+                for item in result:
+                    value = _float(item["value"][1])
+                    if not finite or isfinite(value):
+                        out[item.get("metric", {}).get(label, "")] = value
+            else:
+                for item in result:
+                    value = _float(item["value"][1])
+                    if not finite or isfinite(value):
+                        labels = item.get("metric", {})
+                        out[tuple([labels.get(name, "") for name in by])] = value
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError):
+            raise self._malformed() from None
+        return out
+
+    def _instant(self, expr: str, at: float | None) -> tuple[str, list]:
         params = {"query": expr}
         if at is not None:
             params["time"] = f"{at:.3f}"
@@ -165,18 +250,14 @@ class PrometheusClient:
             raise PrometheusError("not_prometheus", f"{self.url}: /api/v1/query answered without data")
         kind, result = data.get("resultType"), data.get("result")
         if kind == "scalar" and isinstance(result, list) and len(result) == 2:
-            return [Sample({}, _float(result[1]), float(result[0]))]
+            return kind, result
         if kind != "vector" or not isinstance(result, list):
             raise PrometheusError("query", f"query returned a {kind}, not an instant vector: {expr[:80]}")
-        out = []
-        for item in result:
-            try:
-                ts, value = item["value"]
-                out.append(Sample(item.get("metric", {}), _float(value), float(ts)))
-            except (KeyError, TypeError, ValueError):
-                raise PrometheusError("not_prometheus", f"{self.url}: malformed vector in the "
-                                      "answer to /api/v1/query") from None
-        return out
+        return kind, result
+
+    def _malformed(self) -> PrometheusError:
+        return PrometheusError("not_prometheus", f"{self.url}: malformed vector in the answer to "
+                               "/api/v1/query")
 
     def query_range(self, expr: str, start: float, end: float, step: float) -> list[Series]:
         params = {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"}

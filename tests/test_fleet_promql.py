@@ -104,3 +104,136 @@ def test_refused_connection_is_unreachable():
     with pytest.raises(PrometheusError) as info:
         PrometheusClient(f"http://127.0.0.1:{port}").query("up")
     assert info.value.kind == "unreachable" and "refused" in str(info.value).lower()
+
+
+class _Answer(http.server.BaseHTTPRequestHandler):
+    body = b""   # the answer of every request, set by the test
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(type(self).body)
+
+
+@pytest.fixture(scope="module")
+def answering():
+    handler = type("Answer", (_Answer,), {"body": b""})
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield handler, PrometheusClient(f"http://127.0.0.1:{httpd.server_address[1]}", timeout=5)
+    httpd.shutdown()
+    httpd.server_close()
+
+
+ELEMENT = st.fixed_dictionaries({
+    "metric": st.dictionaries(st.sampled_from(["instance_id", "instance", "job", "engine"]),
+                              st.text(max_size=8), max_size=4),
+    "value": st.tuples(st.floats(0, 2e9), st.one_of(
+        st.floats(allow_nan=False).map(repr), st.sampled_from(["NaN", "+Inf", "-Inf", "1e308"]))),
+})
+
+
+@given(st.lists(ELEMENT, max_size=12), st.sampled_from([("instance_id",), ("instance", "job")]),
+       st.booleans())
+def test_values_by_label_are_the_samples_values(answering, elements, by, finite):
+    """query_values (a panel's answer keyed by its labels, no Sample per element) reads what
+    query reads: the same value for the same key (the last one when keys repeat), the
+    non-finite ones left out only when asked."""
+    import math
+
+    import orjson
+    handler, client = answering
+    handler.body = orjson.dumps({"status": "success",
+                                 "data": {"resultType": "vector", "result": elements}})
+    expected = {}
+    for sample in client.query("x"):
+        key = tuple(sample.labels.get(name, "") for name in by)
+        if not finite or math.isfinite(sample.value):
+            expected[key[0] if len(by) == 1 else key] = sample.value
+    got = client.query_values("x", by=by, finite=finite)
+    assert got.keys() == expected.keys()
+    assert all(got[k] == expected[k] or (math.isnan(got[k]) and math.isnan(expected[k]))
+               for k in got)
+
+
+@pytest.mark.parametrize("result", [
+    [{"metric": {}, "value": "1"}], [{"metric": {}}], [["x"]], [{"metric": {}, "value": []}]])
+def test_a_malformed_vector_is_one_line_for_either_reading(answering, result):
+    import orjson
+    handler, client = answering
+    handler.body = orjson.dumps({"status": "success",
+                                 "data": {"resultType": "vector", "result": result}})
+    for read in (client.query, client.query_values):
+        with pytest.raises(PrometheusError) as info:
+            read("x")
+        assert info.value.kind == "not_prometheus" and "malformed vector" in str(info.value)
+
+
+class _KeepAlive(http.server.BaseHTTPRequestHandler):
+    """Answers every query with one sample; counts the connections it was asked on and can
+    drop a kept connection after its answer without saying so (as an idle timeout does)."""
+    protocol_version = "HTTP/1.1"
+    connections: set = set()
+    drop_after_answer = False
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        type(self).connections.add(self.client_address)
+        body = b'{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"2"]}]}}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+        if type(self).drop_after_answer:
+            self.close_connection = True
+
+
+@pytest.fixture
+def keep_alive():
+    handler = type("KeepAlive", (_KeepAlive,), {"connections": set()})
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd.daemon_threads = True
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield handler, f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def test_a_thread_keeps_its_connection(keep_alive):
+    handler, url = keep_alive
+    client = PrometheusClient(url, timeout=5)
+    for _ in range(5):
+        assert client.query("x")[0].value == 2.0
+    assert len(handler.connections) == 1
+    # another thread has its own
+    done = []
+    worker = threading.Thread(target=lambda: done.append(client.query_values("x", by=("a",))))
+    worker.start()
+    worker.join()
+    assert done == [{"": 2.0}] and len(handler.connections) == 2
+    client.close()
+    assert client.query("x")[0].value == 2.0 and len(handler.connections) == 3
+
+
+def test_a_connection_the_server_dropped_is_opened_again(keep_alive):
+    handler, url = keep_alive
+    handler.drop_after_answer = True   # every kept connection is gone by the next request
+    client = PrometheusClient(url, timeout=5)
+    for _ in range(4):
+        assert client.query("x")[0].value == 2.0
+    assert len(handler.connections) == 4
+
+
+def test_an_http_1_0_server_is_asked_anew_each_time(answering):
+    handler, client = answering   # BaseHTTPRequestHandler's default: HTTP/1.0, closes each time
+    handler.body = b'{"status":"success","data":{"resultType":"scalar","result":[1,"3"]}}'
+    assert [client.query_values("x") for _ in range(3)] == [{"": 3.0}] * 3
