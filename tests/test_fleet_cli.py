@@ -2,16 +2,16 @@
 installed binary in tmux against a real Prometheus (slow)."""
 from __future__ import annotations
 
-import http.server
 import os
 import pathlib
 import shutil
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
+
+from tests.http_stub import Quiet, serving
 
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -23,30 +23,19 @@ def run_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
                           text=True, cwd=ROOT, timeout=60, env=env)
 
 
-class _Plain(http.server.BaseHTTPRequestHandler):
+class _Plain(Quiet):
     """An exporter-like server: text on every path, whatever the method."""
 
-    def log_message(self, *args) -> None:
-        pass
-
     def _text(self) -> None:
-        body = b"# HELP up fake\nup 1\n"
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        self.answer(200, b"# HELP up fake\nup 1\n", "text/plain")
 
     do_GET = do_POST = _text
 
 
 @pytest.fixture
 def plain_server():
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Plain)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    with serving(_Plain) as url:
+        yield url
 
 
 def free_port() -> int:
@@ -117,25 +106,16 @@ class _Refusing(_Plain):
     """A Prometheus API that answers every query with its JSON error (as a failing backend)."""
 
     def _text(self) -> None:
-        body = b'{"status":"error","errorType":"execution","error":"query processing would load too many samples"}'
-        self.send_response(422)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        self.answer(422, b'{"status":"error","errorType":"execution",'
+                         b'"error":"query processing would load too many samples"}')
 
     do_GET = do_POST = _text
 
 
 def test_a_query_error_at_start_is_one_line():
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Refusing)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    try:
-        one_line_exit_2(run_cli("--prometheus", f"http://127.0.0.1:{httpd.server_address[1]}"),
+    with serving(_Refusing) as url:
+        one_line_exit_2(run_cli("--prometheus", url),
                         "query failed (execution): query processing would load too many samples")
-    finally:
-        httpd.shutdown()
-        httpd.server_close()
 
 
 @pytest.mark.slow

@@ -2,7 +2,6 @@
 every failure of the HTTP API as one line of the right kind."""
 from __future__ import annotations
 
-import http.server
 import re
 import threading
 import time
@@ -13,6 +12,7 @@ from hypothesis import given, strategies as st
 from monitor.fleet_queries import HISTORY_QUERY, QUERIES, expand
 from monitor.promql import (Matcher, PrometheusClient, PrometheusError, check_url,
                             parse_duration, parse_selector, render_selector)
+from tests.http_stub import Quiet, serving
 
 LABEL = st.from_regex(r"[a-zA-Z_][a-zA-Z0-9_]{0,20}", fullmatch=True).filter(lambda s: s != "__name__")
 VALUE = st.text(st.characters(blacklist_categories=("Cs",)), max_size=30)
@@ -70,10 +70,7 @@ def test_urls():
             check_url(bad)
 
 
-class _Slow(http.server.BaseHTTPRequestHandler):
-    def log_message(self, *args) -> None:
-        pass
-
+class _Slow(Quiet):
     def do_POST(self) -> None:
         time.sleep(1.5)
         self.send_response(200)
@@ -82,12 +79,8 @@ class _Slow(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def slow_server():
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Slow)
-    httpd.daemon_threads = True
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    with serving(_Slow) as url:
+        yield url
 
 
 def test_a_slow_server_is_a_timeout(slow_server):
@@ -106,28 +99,18 @@ def test_refused_connection_is_unreachable():
     assert info.value.kind == "unreachable" and "refused" in str(info.value).lower()
 
 
-class _Answer(http.server.BaseHTTPRequestHandler):
+class _Answer(Quiet):
     body = b""   # the answer of every request, set by the test
 
-    def log_message(self, *args) -> None:
-        pass
-
-    def do_POST(self) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.end_headers()
-        self.wfile.write(type(self).body)
+    def do_POST(self) -> None:   # HTTP/1.0 (the handler's default): one request a connection
+        self.answer(200, type(self).body)
 
 
 @pytest.fixture(scope="module")
 def answering():
     handler = type("Answer", (_Answer,), {"body": b""})
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    httpd.daemon_threads = True
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield handler, PrometheusClient(f"http://127.0.0.1:{httpd.server_address[1]}", timeout=5)
-    httpd.shutdown()
-    httpd.server_close()
+    with serving(handler) as url:
+        yield handler, PrometheusClient(url, timeout=5)
 
 
 ELEMENT = st.fixed_dictionaries({
@@ -174,25 +157,18 @@ def test_a_malformed_vector_is_one_line_for_either_reading(answering, result):
         assert info.value.kind == "not_prometheus" and "malformed vector" in str(info.value)
 
 
-class _KeepAlive(http.server.BaseHTTPRequestHandler):
+class _KeepAlive(Quiet):
     """Answers every query with one sample; counts the connections it was asked on and can
     drop a kept connection after its answer without saying so (as an idle timeout does)."""
     protocol_version = "HTTP/1.1"
     connections: set = set()
     drop_after_answer = False
 
-    def log_message(self, *args) -> None:
-        pass
-
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
         type(self).connections.add(self.client_address)
-        body = b'{"status":"success","data":{"resultType":"vector","result":[{"metric":{},"value":[1,"2"]}]}}'
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        self.answer(200, b'{"status":"success","data":{"resultType":"vector",'
+                         b'"result":[{"metric":{},"value":[1,"2"]}]}}')
         if type(self).drop_after_answer:
             self.close_connection = True
 
@@ -200,12 +176,8 @@ class _KeepAlive(http.server.BaseHTTPRequestHandler):
 @pytest.fixture
 def keep_alive():
     handler = type("KeepAlive", (_KeepAlive,), {"connections": set()})
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    httpd.daemon_threads = True
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield handler, f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
+    with serving(handler) as url:
+        yield handler, url
 
 
 def test_a_thread_keeps_its_connection(keep_alive):
