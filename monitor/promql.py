@@ -157,11 +157,17 @@ class PrometheusClient:
         except (TimeoutError, socket.timeout):
             raise PrometheusError("timeout", f"Prometheus at {where} did not answer within "
                                   f"{self.timeout:g}s") from None
-        except (OSError, ValueError, http.client.HTTPException) as exc:
-            # refused, unresolvable, reset, TLS failures, bad status lines, ...
-            text = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+        except http.client.BadStatusLine as exc:
+            if not isinstance(exc, http.client.RemoteDisconnected):   # another protocol
+                raise PrometheusError("not_prometheus", f"{where} does not answer HTTP (it "
+                                      f"said {str(exc).strip()[:40]!r})") from None
             raise PrometheusError("unreachable", f"cannot reach Prometheus at {where}: "
-                                  f"{text}") from None
+                                  f"{exc}") from None
+        except (OSError, ValueError, http.client.HTTPException) as exc:
+            # refused, unresolvable, reset, TLS failures, over-long headers, ...
+            text = " ".join(str(getattr(exc, "strerror", None) or exc).split())
+            raise PrometheusError("unreachable", f"cannot reach Prometheus at {where}: "
+                                  f"{text or type(exc).__name__}") from None
         if status >= 300:
             data = self._decode(raw)
             if isinstance(data, dict) and data.get("status") == "error":

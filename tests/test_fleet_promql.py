@@ -209,3 +209,21 @@ def test_an_http_1_0_server_is_asked_anew_each_time(answering):
     handler, client = answering   # BaseHTTPRequestHandler's default: HTTP/1.0, closes each time
     handler.body = b'{"status":"success","data":{"resultType":"scalar","result":[1,"3"]}}'
     assert [client.query_values("x") for _ in range(3)] == [{"": 3.0}] * 3
+
+
+def test_a_server_that_does_not_speak_http_is_one_line():
+    import socket
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+
+        def greet() -> None:
+            conn, _ = listener.accept()
+            with conn:
+                conn.recv(4096)
+                conn.sendall(b"SSH-2.0-OpenSSH_9.2\r\n")
+        threading.Thread(target=greet, daemon=True).start()
+        with pytest.raises(PrometheusError) as info:
+            PrometheusClient(f"http://127.0.0.1:{listener.getsockname()[1]}").query("up")
+    assert info.value.kind == "not_prometheus" and "\n" not in str(info.value)
+    assert "does not answer HTTP" in str(info.value) and "SSH-2.0" in str(info.value)
