@@ -124,4 +124,25 @@ def test_time_to_first_token_equals_the_whole_prefill_program(spec, inst, placem
     r = estimate(spec, inst, placement)
     prefill = build_step(spec, inst, placement).stages[0][0].program
     whole = measure(inst, prefill).time + inst.costs.exec_overhead_s
+    if spec.startswith("llama"):   # a decoder's first token also waits for its request's start
+        whole += inst.costs.generation_start_s
     assert r["ttft_s"] == pytest.approx(whole, rel=1e-3)
+
+
+def test_a_generation_request_starts_once_before_its_first_token():
+    """generation_start_s: a decoder's TTFT (and so its end-to-end latency) carries the
+    request's fixed start once, whatever its length or batch; a decode step does not, nor an
+    encoder's forward; 0 switches it off."""
+    def run(spec, start, inst_name="trn1.32xlarge", placement=Placement(tp=32)):
+        inst = instance(inst_name, costs=DEFAULT_COSTS.with_overrides({"generation_start_s": start}))
+        return estimate(spec, inst, placement)
+    for spec in ("llama2-7b:mode=decode,batch=1,in=128,out=64",
+                 "llama2-7b:mode=decode,batch=4,in=1024,out=64", "llama2-7b:mode=prefill,in=256"):
+        off, on = run(spec, 0.0), run(spec, 0.004)
+        assert on["ttft_s"] - off["ttft_s"] == pytest.approx(0.004, abs=1e-9), spec
+        assert on.get("tpot_s") == off.get("tpot_s")
+        if "e2e_latency_s" in on:
+            assert on["e2e_latency_s"] - off["e2e_latency_s"] == pytest.approx(0.004, abs=1e-9)
+    encoder = "bert-base:mode=infer,batch=1,seq=128"
+    assert (run(encoder, 0.0, "trn1.2xlarge", Placement(cores=1))["latency_s"] ==
+            run(encoder, 0.004, "trn1.2xlarge", Placement(cores=1))["latency_s"])

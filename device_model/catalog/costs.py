@@ -70,6 +70,12 @@ class CostParams:
     cc_ring_slots_data: float = 2.0        # assumption: C3 slicing (transfer || reduction)
     # --- runtime ------------------------------------------------------------------------
     exec_overhead_s: float = 50e-6         # assumption: per-execution launch overhead (C1 floor)
+    # A generation request's fixed start, paid once before its first token, outside the device's
+    # programs: the prompt's inputs uploaded, the cores switched from the token-generation
+    # program to the context-encoding one, the first token's logits returned and sampled. The
+    # published TTFT exceeds one decode step by 3-4 ms more than the model's prefill does, the
+    # same for 7B, 70B and Llama-3-70B (not per layer, not per byte): set by I1's TTFT.
+    generation_start_s: float = 4.8e-3     # assumption: per-request start (I1 TTFT)
 
     def pe_efficiency(self, device) -> float:
         """The TensorE issue efficiency of `device`'s NeuronCore generation."""

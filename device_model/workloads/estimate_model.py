@@ -192,7 +192,9 @@ def estimate_infer(plan: InferencePlan) -> dict:
     spec, lay, inst = plan.spec, plan.spec.layout, plan.inst
     mem = plan.check_memory()
     overhead = inst.costs.exec_overhead_s
-    ttft = plan.prefill.time + overhead
+    # a decoder's first token also waits for its request's start (an encoder's forward does not)
+    start = inst.costs.generation_start_s if plan.cfg.causal else 0.0
+    ttft = plan.prefill.time + overhead + start
     tpot = plan.tpot()
     out = {"mode": spec_mode(plan), "model": _model_info(plan.cfg),
            "parallel": lay.describe(), "dtype": spec.prec.name, "batch": spec.batch,
@@ -213,7 +215,7 @@ def estimate_infer(plan: InferencePlan) -> dict:
                     "sequences_per_s": lay.dp * spec.batch / ttft,
                     "tokens_per_s": lay.dp * spec.batch * spec.input_len / ttft})
     out.update(_ratios(inst, step, t, None, lay.tp))
-    out["breakdown"] = _breakdown(step, overhead)
+    out["breakdown"] = _breakdown(step, overhead if plan.decode_buckets else overhead + start)
     out["memory"] = mem.as_dict()
     if plan.warnings:
         out["warnings"] = list(plan.warnings)
