@@ -95,27 +95,24 @@ class PrometheusClient:
         self._host, self._port, self._prefix = parts.hostname, parts.port, parts.path
         self._local = threading.local()
         self._lock = threading.Lock()
-        self._open: list[http.client.HTTPConnection] = []
+        self._open: dict[int, http.client.HTTPConnection] = {}   # by thread
 
     def close(self) -> None:
         """Close every thread's connection (a later request opens a new one)."""
         with self._lock:
-            connections, self._open = self._open, []
-        for connection in connections:
+            connections, self._open = self._open, {}
+        for connection in connections.values():
             connection.close()
 
     # ------------------------------------------------------------------ transport
-    def _connection(self, fresh: bool = False) -> http.client.HTTPConnection:
+    def _connection(self) -> http.client.HTTPConnection:
         connection = getattr(self._local, "connection", None)
-        if connection is not None and not fresh:
-            return connection
-        if connection is not None:
-            connection.close()
-        kind = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
-        connection = kind(self._host, self._port, timeout=self.timeout or None)
-        self._local.connection = connection
-        with self._lock:
-            self._open = [c for c in self._open if c.sock is not None] + [connection]
+        if connection is None:
+            kind = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+            connection = kind(self._host, self._port, timeout=self.timeout or None)
+            self._local.connection = connection
+        with self._lock:   # (again after close(): a closed connection opens on its next request)
+            self._open[threading.get_ident()] = connection
         return connection
 
     def _exchange(self, method: str, target: str, body: bytes | None) -> tuple[int, str, bytes]:
