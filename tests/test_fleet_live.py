@@ -34,11 +34,13 @@ def fetch_until(query: FleetQuery, predicate, timeout: float = 30.0, pause: floa
 
 
 def complete(ids):
+    """Every instance up with every panel read, and busy: right after start-up the first scrapes
+    can find a core's utilization still 0 while the rates already move."""
     def check(snapshot):
         rows = {r.instance_id: r for r in snapshot.rows}
         return all(i in rows and rows[i].up and rows[i].flops_per_s and rows[i].engines
-                   and rows[i].hbm_bytes_per_s and np.isfinite(rows[i].history).any()
-                   for i in ids)
+                   and rows[i].hbm_bytes_per_s and rows[i].util_mean
+                   and np.isfinite(rows[i].history).any() for i in ids)
     return check
 
 
