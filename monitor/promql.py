@@ -214,8 +214,8 @@ class PrometheusClient:
             raise self._malformed() from None
         return out
 
-    def query_values(self, expr: str, at: float | None = None, by: tuple[str, ...] = ("instance_id",),
-                     finite: bool = False) -> dict:
+    def query_values(self, expr: str, at: float | None = None,
+                     by: tuple[str, ...] = ("instance_id",), finite: bool = False) -> dict:
         """An instant query's values keyed by the labels ``by`` (the label's value itself when
         ``by`` is one label, else a tuple; a missing label reads ""): what an aggregation
         ``by (...)`` answers, without a Sample per element. ``finite``: NaN and infinities

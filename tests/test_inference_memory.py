@@ -134,7 +134,8 @@ def test_a_generation_request_starts_once_before_its_first_token():
     request's fixed start once, whatever its length or batch; a decode step does not, nor an
     encoder's forward; 0 switches it off."""
     def run(spec, start, inst_name="trn1.32xlarge", placement=Placement(tp=32)):
-        inst = instance(inst_name, costs=DEFAULT_COSTS.with_overrides({"generation_start_s": start}))
+        costs = DEFAULT_COSTS.with_overrides({"generation_start_s": start})
+        inst = instance(inst_name, costs=costs)
         return estimate(spec, inst, placement)
     for spec in ("llama2-7b:mode=decode,batch=1,in=128,out=64",
                  "llama2-7b:mode=decode,batch=4,in=1024,out=64", "llama2-7b:mode=prefill,in=256"):
