@@ -81,12 +81,14 @@ def every_layer_seconds(case: Case) -> float:
 
 
 def ttft_check(case: Case) -> tuple[float, float]:
-    """The estimate's time to first token and the whole prefill program's simulated time."""
+    """The estimate's time to first token and the whole prefill program's simulated time, with
+    the same fixed costs (the execution's launch, the decoder request's start)."""
     from device_model.workloads import estimate
     inst = case.inst()
     est = estimate(case.spec, inst, case.placement)
     prefill = build_step(case.spec, inst, case.placement).stages[0][0]
-    return est["ttft_s"], measure(inst, prefill.program).time + inst.costs.exec_overhead_s
+    fixed = inst.costs.exec_overhead_s + inst.costs.generation_start_s   # the case is a decoder
+    return est["ttft_s"], measure(inst, prefill.program).time + fixed
 
 
 def fmt(samples: list[float]) -> str:
