@@ -39,6 +39,10 @@ class CostParams:
     # elementwise ops between them; 0: only from the previous op's start). I10 (batch 1, its
     # elementwise ops between weight-streaming matmuls) set 1 over 0.
     weight_prefetch_ops: int = 1           # assumption: compiler weight double-buffering
+    # Weight-only quantization (int8 or FP8 weights, BF16 matmuls): each weight tile is
+    # dequantized on ScalarE/VectorE after it loads (transformers-neuronx `hlo.dequantize`:
+    # convert, multiply by the per-channel scale, convert back), taken as passes over the tile.
+    weight_dequant_passes: float = 1.0     # assumption: the three ops fused into one instruction
     dma_packet_bytes: int = 4096           # N5, C4: default DMA packet 4 KiB (queues switch per packet)
     cc_dma_packet_bytes: int = 65536       # C4: collective DMA packets default to 64 KiB
     # --- tiling -------------------------------------------------------------------------

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 class DType:
     name: str
     bytes: float          # storage bytes per element (MX formats carry a shared scale: fractional)
-    kind: str             # "fp32" | "bf16" | "fp8" | "mx": which TensorE rate rule applies
+    kind: str             # "fp32" | "bf16" | "fp8" | "mx" | "int": which TensorE rate rule applies
     # Profiler `adjusted_*flops` normalise to the BF16 peak (P1): FP32 x4, FP8 x0.5 on Trn2/3, MX x0.25.
 
 
@@ -20,6 +20,8 @@ DTYPES: dict[str, DType] = {
     "fp8": DType("fp8", 1, "fp8"),
     "mxfp8": DType("mxfp8", 1 + 1 / 32, "mx"),   # N3: one shared 8-bit scale per 32 elements
     "mxfp4": DType("mxfp4", 0.5 + 1 / 32, "mx"),
+    # weight storage only (weight-only quantization): dequantized to the matmul dtype on the chip
+    "int8": DType("int8", 1, "int"),
 }
 
 

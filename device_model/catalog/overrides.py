@@ -28,9 +28,10 @@ from .specs import (DEVICES, INSTANCE_ALIASES, INSTANCES, DeviceSpec, InstanceSp
 MAX_FILE_BYTES = 1 << 20        # an override file is a few lines; refuse anything huge
 _TABLES = ("device", "instance", "costs")
 # Fields where 0 is meaningful: "unsupported" (mx_speedup), a fixed cost switched off
-# (cc_launch_s, generation_start_s), no weight prefetch beyond the previous op
-# (weight_prefetch_ops); a temperature may be any number.
-_ZERO_OK = ({"mx_speedup", "cc_launch_s", "generation_start_s", "weight_prefetch_ops"}
+# (cc_launch_s, generation_start_s), dequantization for free (weight_dequant_passes), no weight
+# prefetch beyond the previous op (weight_prefetch_ops); a temperature may be any number.
+_ZERO_OK = ({"mx_speedup", "cc_launch_s", "generation_start_s", "weight_prefetch_ops",
+             "weight_dequant_passes"}
             | {f.name for f in fields(CostParams) if getattr(DEFAULT_COSTS, f.name) == 0})
 _ANY_SIGN = {"ambient_c"}
 _RATIO_SUFFIXES = ("_fraction", "_ratio", "_efficiency")

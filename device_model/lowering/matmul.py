@@ -124,8 +124,8 @@ def lower_matmul(op: Op, ctx: CoreContext) -> list[Stage]:
     # stored wider than the matmul runs (neuronx-cc's auto-cast of an FP32 model, BF16 weights of
     # FP8 training) is read at its stored width and converted as it is loaded (assumption: the
     # conversion costs no engine pass of its own).
-    stored = (get_dtype(op.get(key) or dt.name).bytes for key in ("left_dtype", "right_dtype"))
-    left_b, right_b = blocking(m, k, n, *stored, ctx)
+    left_w, right_w = (get_dtype(op.get(key) or dt.name).bytes for key in ("left_dtype", "right_dtype"))
+    left_b, right_b = blocking(m, k, n, left_w, right_w, ctx)
     left_b, right_b = left_b * batch, right_b * batch
     resident = bool(op.get("resident")) and weights     # activations already in SBUF (inference)
     if resident:
@@ -145,14 +145,20 @@ def lower_matmul(op: Op, ctx: CoreContext) -> list[Stage]:
     loads = load_stage(sizes, queue, ctx, (Dep(INPUTS, mask=~is_weight), Dep(PREFETCH, mask=is_weight)),
                        per_partition=per_partition)
 
+    stages = [loads]
+    dequant = _dequant_stages(sizes, is_weight, right_w, dt.bytes, ctx) if weights else []
     ls_deps = (Dep(0, spread(len(ls_pos), len(sizes))),) if len(sizes) else ()
+    for stage in dequant:
+        ls_deps += (Dep(len(stages), spread(len(ls_pos), stage.n)),)
+        stages.append(stage)
     if resident:
         ls_deps += (Dep(INPUTS),)
+    ls_id = len(stages)
     ls = Stage(L_PE_LS, OP["LOAD_STATIONARY"], ctx.cycles(ls_cyc, dev.tensor_hz),
                ls_deps, costs.semaphore_latency_s,
                sbuf_r=rows[ls_pos] * cols[ls_pos] * dt.bytes)
     adj = flops / bf16_rate(ctx, dt.kind)
-    mm = Stage(L_PE_MM, OP["MATMUL"], ctx.cycles(cyc, dev.tensor_hz), (Dep(1, ls_of_mm),),
+    mm = Stage(L_PE_MM, OP["MATMUL"], ctx.cycles(cyc, dev.tensor_hz), (Dep(ls_id, ls_of_mm),),
                costs.semaphore_latency_s, flops=flops, hw_flops=flops, adj_flops=adj, adj_hw_flops=adj,
                sbuf_r=rows * elems * dt.bytes, psum_w=cols * elems * PSUM_ACC_BYTES)
 
@@ -160,7 +166,8 @@ def lower_matmul(op: Op, ctx: CoreContext) -> list[Stage]:
     last = np.flatnonzero(k_i == nk - 1)
     out_elems = cols[last] * elems[last]
     evict_cyc = np.maximum(costs.min_ii_cycles, elems[last])
-    stages = [loads, ls, mm]
+    stages += [ls, mm]
+    mm_id = ls_id + 1
     evict_stage_ids = []
     for parity, lane, hz in ((0, L_ACT, dev.scalar_hz), (1, L_DVE, dev.vector_hz)):
         sel = np.arange(len(last)) % 2 == parity
@@ -168,9 +175,33 @@ def lower_matmul(op: Op, ctx: CoreContext) -> list[Stage]:
             continue
         evict_stage_ids.append(len(stages))
         stages.append(Stage(lane, OP["TENSOR_COPY"], ctx.cycles(evict_cyc[sel], hz),
-                            (Dep(2, last[sel]),), costs.semaphore_latency_s,
+                            (Dep(mm_id, last[sel]),), costs.semaphore_latency_s,
                             psum_r=out_elems[sel] * PSUM_ACC_BYTES, sbuf_w=out_elems[sel] * out_b))
     out = chunk(0.0 if resident else float(m) * n * batch * out_b, ctx)
     deps = tuple(Dep(s, spread(len(out), stages[s].n)) for s in evict_stage_ids)
     stages.append(store_stage(out, Q_OUTPUT, ctx, deps))
     return stages
+
+
+def _dequant_stages(sizes: np.ndarray, is_weight: np.ndarray, stored: float, mm_bytes: float,
+                    ctx: CoreContext) -> list[Stage]:
+    """Weights stored narrower than the matmul reads them (weight-only int8/FP8 quantization)
+    are dequantized tile by tile as they arrive: `weight_dequant_passes` passes over each loaded
+    weight transfer, alternating ScalarE and VectorE (each depends on its own transfer). A
+    wider stored dtype (an FP32 model's auto-cast) converts as it loads instead (see above)."""
+    passes = ctx.costs.weight_dequant_passes
+    at = np.flatnonzero(is_weight)
+    if stored >= mm_bytes or passes <= 0 or not len(at):
+        return []
+    dev = ctx.device
+    elems = sizes[at] / stored
+    cyc = np.maximum(ctx.costs.min_ii_cycles, elems / PARTITIONS) * passes
+    out = []
+    for parity, lane, opcode, hz in ((0, L_ACT, "ACTIVATE", dev.scalar_hz),
+                                     (1, L_DVE, "TENSOR_SCALAR", dev.vector_hz)):
+        sel = np.arange(len(at)) % 2 == parity
+        if sel.any():
+            out.append(Stage(lane, OP[opcode], ctx.cycles(cyc[sel], hz), (Dep(0, at[sel]),),
+                             ctx.costs.semaphore_latency_s, sbuf_r=elems[sel] * stored * passes,
+                             sbuf_w=elems[sel] * mm_bytes * passes))
+    return out

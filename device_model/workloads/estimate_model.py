@@ -17,11 +17,11 @@ from .parallel import Layout, resolve_layout
 from .presets import ModelConfig
 from .spec import Param, parse_int
 from .training import TrainingPlan, TrainSpec, estimate_step
-from .transformer import PRECISIONS, precision
+from .transformer import PRECISIONS, WEIGHT_STORAGE, Precision, precision, quantized
 
 MODES = ("train", "prefill", "decode", "infer")
 _NOT_FOR = {   # options that do not apply to a mode
-    "train": ("batch", "in", "out", "bucket", "tkg_bucket", "head"),
+    "train": ("batch", "in", "out", "bucket", "tkg_bucket", "head", "weights"),
     "prefill": ("seq", "mbs", "gbs", "zero1", "ckpt", "tkg_bucket"),
     "decode": ("seq", "mbs", "gbs", "zero1", "ckpt"),
     "infer": ("in", "out", "mbs", "gbs", "zero1", "ckpt", "tkg_bucket"),
@@ -55,9 +55,12 @@ MODEL_PARAMS = (
     Param("head", str, "", choices=("on", "off", "1", "0"), help="run the output head"),
     Param("autocast", str, "", choices=("matmul", "none"),
           help="dtype=fp32: matmul = neuronx-cc's default cast of FP32 matmuls to BF16"),
+    Param("weights", str, "", choices=WEIGHT_STORAGE,
+          help="inference: the layers' weight storage (int8/fp8: weight-only quantization)"),
 )
 _UNSET = {"seq": 0, "mbs": 0, "gbs": 0, "zero1": "", "ckpt": "", "sp": "", "batch": 0, "in": 0,
-          "out": 0, "bucket": -1, "tkg_bucket": -1, "attn": "", "head": "", "autocast": ""}
+          "out": 0, "bucket": -1, "tkg_bucket": -1, "attn": "", "head": "", "autocast": "",
+          "weights": ""}
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +100,10 @@ def _autocast(opts: dict) -> bool:
     return opts["autocast"] == "matmul"
 
 
+def _infer_precision(opts: dict) -> Precision:
+    return quantized(precision(opts["dtype"], False, _autocast(opts)), opts["weights"])
+
+
 def _flash(cfg: ModelConfig, opts: dict) -> bool:
     """Fused attention unless asked otherwise or the model trains with attention dropout."""
     if opts["attn"]:
@@ -126,7 +133,7 @@ def infer_plan(cfg: ModelConfig, inst: Instance, opts: dict, placement) -> Infer
     head = _on_off(opts["head"]) if opts["head"] else not (encoder and cfg.family == "bert")
     spec = InferSpec(cfg, opts["batch"] or 1, prompt,
                      opts["out"] or (128 if opts["mode"] == "decode" else 1),
-                     max(0, opts["bucket"]), precision(opts["dtype"], False, _autocast(opts)), lay, _flash(cfg, opts),
+                     max(0, opts["bucket"]), _infer_precision(opts), lay, _flash(cfg, opts),
                      tkg_bucket=opts["tkg_bucket"] if opts["tkg_bucket"] >= 0 else -1,
                      sp=_on_off(opts["sp"]), head=head)
     return InferencePlan(inst, spec)
@@ -197,7 +204,8 @@ def estimate_infer(plan: InferencePlan) -> dict:
     ttft = plan.prefill.time + overhead + start
     tpot = plan.tpot()
     out = {"mode": spec_mode(plan), "model": _model_info(plan.cfg),
-           "parallel": lay.describe(), "dtype": spec.prec.name, "batch": spec.batch,
+           "parallel": lay.describe(), "dtype": spec.prec.name,
+           "weights": spec.prec.layer_weight, "batch": spec.batch,
            "input_tokens": spec.input_len, "output_tokens": spec.output_len,
            "padded_input_tokens": plan.prefill_len, "ttft_s": ttft}
     if plan.decode_buckets:

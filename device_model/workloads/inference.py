@@ -18,9 +18,10 @@ from .parallel import Layout
 from .presets import ModelConfig
 from .recipe import emit_forward
 from .transformer import (Precision, embedding_recipe, head_recipe, layer_recipe, make_shard,
-                          padded_heads, shard_layer_params)
+                          padded_heads, shard_layer_params, shard_linear_params)
 
 MIN_BUCKET = 128      # assumption: smallest compiled length (transformers-neuronx default)
+QUANT_SCALE_BYTES = 4  # assumption: one FP32 scale per output channel of a quantized weight
 _RESIDENT_KINDS = ("binary", "activation", "layernorm", "rmsnorm", "softmax", "reduce", "cast",
                    "matmul")
 
@@ -171,6 +172,11 @@ class InferencePlan:
         h = cfg.hidden
         params = (cfg.layers * shard_layer_params(cfg, sh) + 2 * sh.vocab * h
                   + cfg.embedding_params() - cfg.vocab * h)
+        weights = params * prec.weight_bytes
+        if prec.quant:        # the layers' linear weights narrower, plus a scale per output channel
+            linear, outs = shard_linear_params(cfg, sh)
+            weights += cfg.layers * (linear * (get_dtype(prec.quant).bytes - prec.weight_bytes)
+                                     + outs * QUANT_SCALE_BYTES)
         longest = max(self.decode_buckets, default=self.prefill_len)
         kv = (spec.batch * longest * 2 * sh.kv_heads * sh.head_dim * cfg.layers * prec.act_bytes
               if cfg.family != "bert" else 0.0)
@@ -179,7 +185,7 @@ class InferencePlan:
         if not spec.flash:
             work += tokens * sh.heads * self.prefill_len * prec.act_bytes
         cap = self.inst.device.hbm_bytes / self.inst.device.logical_cores(self.inst.lnc)
-        return Memory(params * prec.weight_bytes, 0.0, 0.0, work, kv, RUNTIME_RESERVE_BYTES, cap)
+        return Memory(weights, 0.0, 0.0, work, kv, RUNTIME_RESERVE_BYTES, cap)
 
     def check_memory(self) -> Memory:
         mem = self.memory()

@@ -43,9 +43,10 @@ class Recipe:
     tag: str = ""
 
     @classmethod
-    def of(cls, prec) -> "Recipe":
-        """An empty recipe in a precision's dtypes (a `transformer.Precision`)."""
-        return cls(prec.matmul, prec.act, weight=prec.weight)
+    def of(cls, prec, weight: str = "") -> "Recipe":
+        """An empty recipe in a precision's dtypes (a `transformer.Precision`); `weight`: the
+        weights' stored dtype where it is not the precision's (quantized layers)."""
+        return cls(prec.matmul, prec.act, weight=weight or prec.weight)
 
     def _add(self, name: str, fwd: list[Call], bwd: list[Call]) -> None:
         self.steps.append(Step(name, tuple(fwd), tuple(bwd), self.tag))

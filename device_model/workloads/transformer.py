@@ -27,6 +27,9 @@ class Precision:
     weight: str               # what the weights are stored in, which the matmuls read them at
     grad_bytes: float         # gradient buffer (FP32 accumulation under mixed precision)
     optimizer_bytes: float    # AdamW state per parameter: FP32 master copy (if any), m and v
+    # weight-only quantization (inference): the layers' linear weights are stored in this dtype
+    # and dequantized on the chip before their matmuls; norms, embedding and head keep `weight`
+    quant: str = ""
 
     @property
     def act_bytes(self) -> float:
@@ -37,8 +40,16 @@ class Precision:
         """The weights the forward pass reads, per parameter."""
         return get_dtype(self.weight).bytes
 
+    @property
+    def layer_weight(self) -> str:
+        """The dtype the layers' linear weights are stored in."""
+        return self.quant or self.weight
+
 
 PRECISIONS = ("fp32", "bf16", "fp8")
+# weight storage an inference run may ask for (`weights=`): the matmul dtype's own, or a
+# weight-only quantization narrower than it
+WEIGHT_STORAGE = ("int8", "fp8", "bf16")
 
 
 def precision(name: str, training: bool, autocast: bool = False) -> Precision:
@@ -57,6 +68,19 @@ def precision(name: str, training: bool, autocast: bool = False) -> Precision:
     if name == "fp8":     # FP8 matmuls; training keeps BF16 weights and casts per matmul
         return Precision("fp8", "fp8", "bf16", "bf16" if training else "fp8", 4, 12)
     raise SpecError(f"unknown precision {name!r}; allowed: {', '.join(PRECISIONS)}")
+
+
+def quantized(prec: Precision, storage: str) -> Precision:
+    """`prec` with its layers' linear weights stored as `storage` (transformers-neuronx's and
+    NxD Inference's weight-only quantization: int8 or FP8 weights with per-channel scales,
+    BF16 matmuls). Storage as wide as the weights already are is no quantization."""
+    if not storage or get_dtype(storage).bytes >= prec.weight_bytes:
+        if storage and storage != prec.weight:
+            raise SpecError(f"weights={storage} is not narrower than the {prec.weight} weights "
+                            f"dtype={prec.name} stores; allowed: a narrower type, or {prec.weight}")
+        return prec
+    return Precision(prec.name, prec.matmul, prec.act, prec.weight, prec.grad_bytes,
+                     prec.optimizer_bytes, storage)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,11 +126,19 @@ def make_shard(cfg: ModelConfig, tp: int, sp: bool, *, pad: bool = False) -> Sha
 def shard_layer_params(cfg: ModelConfig, sh: Shard) -> int:
     """Parameters one rank holds for one layer (norms replicated, KV heads maybe replicated)."""
     h, d = cfg.hidden, sh.head_dim
-    attn = h * (sh.heads + 2 * sh.kv_heads) * d + sh.heads * d * h
-    mlp = (3 if cfg.mlp == "swiglu" else 2) * h * sh.ffn
+    linear, _ = shard_linear_params(cfg, sh)
     norms = (1 if cfg.norm == "rms" else 2) * 2 * h
     biases = ((sh.heads + 2 * sh.kv_heads) * d + sh.ffn + 2 * h) if cfg.bias else 0
-    return attn + mlp + norms + biases
+    return linear + norms + biases
+
+
+def shard_linear_params(cfg: ModelConfig, sh: Shard) -> tuple[int, int]:
+    """One rank's linear weights of one layer (what weight-only quantization stores narrower),
+    and their output channels (one scale each)."""
+    h, d = cfg.hidden, sh.head_dim
+    qkv = (sh.heads + 2 * sh.kv_heads) * d
+    up = (2 if cfg.mlp == "swiglu" else 1) * sh.ffn
+    return h * qkv + sh.heads * d * h + h * up + sh.ffn * h, qkv + h + up + h
 
 
 def _tp_pair(r: Recipe, name: str, tokens: int, cfg: ModelConfig, sh: Shard,
@@ -127,7 +159,7 @@ def layer_recipe(cfg: ModelConfig, sh: Shard, prec: Precision, batch: int, q_len
     """One layer for `batch` sequences of `q_len` new tokens attending to `kv_len` positions.
     `flash`: fused attention (no score matrix in HBM); else scores, softmax and context as
     separate ops, as XLA emits them and as decode's matrix-vector kernels run."""
-    r = Recipe.of(prec)
+    r = Recipe.of(prec, weight=prec.layer_weight)
     h, d = cfg.hidden, sh.head_dim
     tokens = batch * q_len
     rows = math.ceil(tokens / sh.tp) if sh.sp else tokens       # norm / residual rows
