@@ -141,6 +141,8 @@ def _tnx(row_id, model, compiled, n_in, n_out, ttft_ms, tpot_ms, sdk,
     what = f"{model} {n_in} in / {n_out} out (compiled {compiled})"
     if batch > 1:
         what += f", batch {batch}"
+    if weights:
+        what += f", {weights} weights"
     source = (_LAT_DEC if batch == 1 else _THR_DEC) + sdk
     return (_held(row_id, what + ", time to first token", spec, "trn1.32xlarge", _TP32, "ttft_s",
                   ttft_ms * 1e-3, source),
