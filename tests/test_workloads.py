@@ -180,6 +180,23 @@ def test_zero1_shards_optimizer_state():
     assert on["memory"]["optimizer_bytes"] == pytest.approx(off["memory"]["optimizer_bytes"] / 8)
 
 
+def test_gradients_reduced_after_the_backward_are_all_exposed():
+    """torch-xla data-parallel scripts reduce gradients in a program of their own after the
+    last backward (`dp_overlap=off`): nothing of the reduction hides, and the step grows by
+    exactly what the overlapped reduction hid."""
+    spec = "bert-large:seq=128,mbs=16,gbs=1024,zero1=off"
+    under = _train(spec, TRN1)
+    after = _train(spec + ",dp_overlap=off", TRN1)
+    hid = under["breakdown"]["collective_hidden_s"]
+    assert hid > 0 and after["breakdown"]["collective_hidden_s"] == 0
+    assert after["step_time_s"] - under["step_time_s"] == pytest.approx(hid, rel=1e-6)
+    assert after["breakdown"]["collective_exposed_s"] == pytest.approx(
+        under["breakdown"]["collective_exposed_s"] + hid, rel=1e-6)
+    assert after["parallel"]["dp_overlap"] is False and under["parallel"]["dp_overlap"] is True
+    with pytest.raises(SpecError, match="does not apply to mode=decode"):
+        estimate("llama3-8b:mode=decode,dp_overlap=off", TRN1, Placement(tp=32))
+
+
 def test_fp8_matmuls_are_faster_on_trn2_not_on_trn1():
     bf16 = _train("llama3-8b:seq=4096,gbs=32,ckpt=full", TRN2, tp=8)
     fp8 = _train("llama3-8b:seq=4096,gbs=32,ckpt=full,dtype=fp8", TRN2, tp=8)

@@ -22,9 +22,9 @@ from .transformer import PRECISIONS, WEIGHT_STORAGE, Precision, precision, quant
 MODES = ("train", "prefill", "decode", "infer")
 _NOT_FOR = {   # options that do not apply to a mode
     "train": ("batch", "in", "out", "bucket", "tkg_bucket", "head", "weights"),
-    "prefill": ("seq", "mbs", "gbs", "zero1", "ckpt", "tkg_bucket"),
-    "decode": ("seq", "mbs", "gbs", "zero1", "ckpt"),
-    "infer": ("in", "out", "mbs", "gbs", "zero1", "ckpt", "tkg_bucket"),
+    "prefill": ("seq", "mbs", "gbs", "zero1", "ckpt", "tkg_bucket", "dp_overlap"),
+    "decode": ("seq", "mbs", "gbs", "zero1", "ckpt", "dp_overlap"),
+    "infer": ("in", "out", "mbs", "gbs", "zero1", "ckpt", "tkg_bucket", "dp_overlap"),
 }
 _ON = ("on", "1")
 
@@ -55,12 +55,14 @@ MODEL_PARAMS = (
     Param("head", str, "", choices=("on", "off", "1", "0"), help="run the output head"),
     Param("autocast", str, "", choices=("matmul", "none"),
           help="dtype=fp32: matmul = neuronx-cc's default cast of FP32 matmuls to BF16"),
+    Param("dp_overlap", str, "", choices=("on", "off", "1", "0"),
+          help="training: reduce gradients under the last backward (on) or after it (off)"),
     Param("weights", str, "", choices=WEIGHT_STORAGE,
           help="inference: the layers' weight storage (int8/fp8: weight-only quantization)"),
 )
 _UNSET = {"seq": 0, "mbs": 0, "gbs": 0, "zero1": "", "ckpt": "", "sp": "", "batch": 0, "in": 0,
           "out": 0, "bucket": -1, "tkg_bucket": -1, "attn": "", "head": "", "autocast": "",
-          "weights": ""}
+          "weights": "", "dp_overlap": ""}
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +123,8 @@ def train_plan(cfg: ModelConfig, inst: Instance, opts: dict, placement) -> Train
     mbs = opts["mbs"] or 1
     spec = TrainSpec(cfg, opts["seq"] or cfg.default_seq, mbs, opts["gbs"] or mbs * lay.dp,
                      precision(opts["dtype"], True, _autocast(opts)), opts["zero1"] != "off" and lay.dp > 1,
-                     opts["ckpt"] or "none", opts["sp"] not in ("off", "0"), lay, _flash(cfg, opts))
+                     opts["ckpt"] or "none", opts["sp"] not in ("off", "0"), lay, _flash(cfg, opts),
+                     dp_overlap=opts["dp_overlap"] not in ("off", "0"))
     return TrainingPlan(inst, spec)
 
 
@@ -177,7 +180,8 @@ def estimate_train(plan: TrainingPlan) -> dict:
     return {
         "mode": "train", "model": _model_info(plan.cfg),
         "parallel": {**lay.describe(), "sp": plan.shard.sp, "zero1": spec.zero1,
-                     "ckpt": spec.ckpt, "attention": "flash" if spec.flash else "unfused", "microbatches": spec.microbatches,
+                     "ckpt": spec.ckpt, "attention": "flash" if spec.flash else "unfused",
+                     "dp_overlap": spec.dp_overlap, "microbatches": spec.microbatches,
                      "layers_per_stage": plan.layers, "critical_stage": est.stage},
         "dtype": spec.prec.name, "seq": spec.seq, "mbs": spec.mbs, "gbs": spec.gbs,
         "time_s": t, "step_time_s": t,

@@ -1,8 +1,8 @@
 """A training step on one representative rank per pipeline stage.
 
 Step = micro-batches through a 1F1B pipeline (forward, optional recompute, backward, FP32 gradient
-accumulation), then the data-parallel gradient reduction (all-reduce, or ZeRO-1 reduce-scatter
-overlapped with the last backward), AdamW on FP32 master weights (a 1/dp shard under ZeRO-1) and,
+accumulation), then the data-parallel gradient reduction (all-reduce, or ZeRO-1 reduce-scatter,
+overlapped with the last backward unless `dp_overlap` is off), AdamW on FP32 master weights (a 1/dp shard under ZeRO-1) and,
 with ZeRO-1, the all-gather of the updated weights. One layer per distinct shape is simulated and
 scaled by the stage's layer count; `microbatch_program` emits the unrolled stream for consumers.
 """
@@ -36,6 +36,10 @@ class TrainSpec:
     sp: bool
     layout: Layout
     flash: bool = True   # fused attention
+    # the data-parallel gradient reduction runs under the last backward (NxD, Megatron, DDP
+    # buckets), or after it as a program of its own (torch-xla data-parallel scripts, whose
+    # `xm.mark_step()` ends the backward's graph before the reduction is traced)
+    dp_overlap: bool = True
 
     @property
     def microbatches(self) -> int:
@@ -226,7 +230,8 @@ def estimate_step(plan: TrainingPlan) -> StepEstimate:
                               measure(plan.inst, plan.optimizer_program(s)))
         sync, opt = opt_cache[key]
         window = plan.layers[s] * plan.parts["layer_b"].time
-        hidden = min(sync.time * (1 - 1 / max(1, plan.layers[s])), window)
+        hidden = min(sync.time * (1 - 1 / max(1, plan.layers[s])), window) \
+            if spec.dp_overlap else 0.0
         exposed = sync.time - hidden
         tails.append(exposed + opt.time + overhead)
         extras.append((sync, opt, hidden, exposed))
