@@ -12,6 +12,7 @@ from device_model.workloads.inference import padded
 from device_model.workloads.parallel import resolve_layout
 from device_model.workloads.presets import PRESETS
 from device_model.workloads.recipe import Recipe, emit_backward, emit_forward
+from device_model.workloads.report import format_model
 from device_model.workloads.training import stage_layers
 from device_model.workloads.transformer import make_shard
 
@@ -193,6 +194,8 @@ def test_gradients_reduced_after_the_backward_are_all_exposed():
     assert after["breakdown"]["collective_exposed_s"] == pytest.approx(
         under["breakdown"]["collective_exposed_s"] + hid, rel=1e-6)
     assert after["parallel"]["dp_overlap"] is False and under["parallel"]["dp_overlap"] is True
+    assert "gradients reduced after the backward" in " ".join(format_model(after).split())
+    assert "gradients reduced" not in format_model(under)
     with pytest.raises(SpecError, match="does not apply to mode=decode"):
         estimate("llama3-8b:mode=decode,dp_overlap=off", TRN1, Placement(tp=32))
 

@@ -63,6 +63,8 @@ def _parallel(r: dict) -> str:
     extra = [x for x, on in (("SP", p.get("sp")), ("ZeRO-1", p.get("zero1"))) if on]
     if p.get("ckpt") and p["ckpt"] != "none":
         extra.append(f"{p['ckpt']} checkpointing")
+    if p.get("dp_overlap") is False:
+        extra.append("gradients reduced after the backward")
     if "microbatches" in p:
         extra.append(f"{p['microbatches']} micro-batches")
     ranks = f"{p['ranks']} rank" + ("s" if p["ranks"] != 1 else "")
