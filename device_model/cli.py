@@ -55,7 +55,10 @@ def build_parser() -> argparse.ArgumentParser:
                          "published, simulated and error, the median and worst error, and the "
                          "constants calibrated on them.")
     val.add_argument("--overrides", metavar="TOML", help="override catalog and cost constants")
-    val.add_argument("--json", action="store_true", help="print JSON")
+    form = val.add_mutually_exclusive_group()
+    form.add_argument("--json", action="store_true", help="print JSON")
+    form.add_argument("--markdown", action="store_true",
+                      help="print the calibration and held-out rows as Markdown tables")
     from .runtime.commands import add_commands
     add_commands(sub)
     return p
@@ -160,7 +163,7 @@ def _trust_text(result: dict, overrides: str | None) -> str:
 
 
 def cmd_validate(args) -> int:
-    from .workloads import validation
+    from .workloads import validation, validation_text
     if args.overrides:
         catalog = _catalog(args)
         specs = {row.instance: catalog.instance(row.instance) for row in validation.ROWS}
@@ -172,8 +175,10 @@ def cmd_validate(args) -> int:
     rep = validation.report(results, costs)
     if args.json:
         sys.stdout.buffer.write(orjson.dumps(rep, option=orjson.OPT_INDENT_2) + b"\n")
+    elif args.markdown:
+        print(validation_text.format_markdown_report(rep))
     else:
-        print(validation.format_report(rep))
+        print(validation_text.format_report(rep))
     return 0
 
 

@@ -32,6 +32,24 @@ def test_validate_text_has_the_table_the_summary_and_the_constants(capsys):
     assert max(len(line) for line in out.splitlines()) <= 80      # an 80-column terminal
 
 
+def test_validate_markdown_has_one_table_row_per_published_row(capsys):
+    assert main(["validate", "--markdown"]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("| ") and "---" not in line]
+    body = [line for line in rows if not line.startswith("| id |")]
+    assert len(body) == len(ROWS)
+    by_role = [r.id for role in (CALIBRATION, HELD_OUT) for r in ROWS if r.role == role]
+    assert [line.split(" | ")[0].removeprefix("| ") for line in body] == by_role
+    assert out.count("### ") == 2 and "Held-out rows (" in out
+    assert all(line.count(" | ") == 6 for line in rows)      # seven cells, none split
+
+
+def test_validate_takes_one_output_format(capsys):
+    with pytest.raises(SystemExit) as err:
+        main(["validate", "--json", "--markdown"])
+    assert err.value.code == 2 and "not allowed with" in capsys.readouterr().err
+
+
 @pytest.fixture(scope="module")
 def slow_report(tmp_path_factory) -> dict:
     """`validate --json` under an override file that makes every execution 1 ms longer (the

@@ -9,7 +9,6 @@ reports a 10% larger figure: a longer time, or more sequences per second).
 from __future__ import annotations
 
 import statistics
-import textwrap
 from dataclasses import dataclass, fields, replace
 
 from ..catalog.costs import DEFAULT_COSTS, CostParams
@@ -388,47 +387,6 @@ def report(results: list[Result], costs: CostParams = DEFAULT_COSTS) -> dict:
                    "worst_abs_error": k.worst} for (chip, figure), k in kinds(results).items()],
         "constants": constants(costs),
     }
-
-
-def _value(metric: str, v: float) -> str:
-    if metric.endswith("per_s"):
-        return f"{v:,.2f}/s"
-    if v >= 1:
-        return f"{v:.3f} s"
-    if v >= 1e-3:
-        return f"{v * 1e3:.2f} ms"
-    return f"{v * 1e6:.1f} us"
-
-
-def format_report(rep: dict, width: int = 80) -> str:
-    """The table for a terminal: per row its numbers on one line, then what was measured, the
-    hardware, the workload spec and the source wrapped beneath."""
-    def wrap(text: str, indent: str = "     ") -> list[str]:
-        return textwrap.wrap(text, width, initial_indent=indent, subsequent_indent=indent + "  ",
-                             break_on_hyphens=False)
-    lines = [f"{'id':<4} {'published':>12} {'simulated':>12} {'error':>7}  role"]
-    for r in rep["rows"]:
-        lines.append(f"{r['id']:<4} {_value(r['metric'], r['published']):>12} "
-                     f"{_value(r['metric'], r['simulated']):>12} {r['error'] * 100:+6.1f}%  "
-                     f"{r['role']}{' (gap)' if abs(r['error']) > TARGETS[r['role']][1] else ''}")
-        lines += wrap(f"{r['figure']}: {r['hardware']}; {r['workload']}; {r['source']}")
-    for key, label in (("calibration", "calibration rows"), ("held_out", "held-out rows")):
-        s = rep[key]
-        if s["rows"]:
-            verdict = "met" if s["meets_target"] else "NOT met"
-            lines.append(f"{label}: {s['rows']}, median |error| {s['median_abs_error'] * 100:.1f}%, "
-                         f"worst {s['worst_abs_error'] * 100:.1f}%")
-            lines.append(f"  (target: median <= {s['target_median'] * 100:.0f}%, worst <= "
-                         f"{s['target_worst'] * 100:.0f}%: {verdict})")
-    lines.append("by kind (chip and figure, every row; what `estimate` prints per figure):")
-    for k in rep["kinds"]:
-        rows = f"{k['rows']:>3} row{'s' if k['rows'] != 1 else ' '}"
-        lines.append(f"  {k['chip']:<10} {k['figure']:<22} {rows}  median "
-                     f"{k['median_abs_error'] * 100:5.1f}%  worst {k['worst_abs_error'] * 100:5.1f}%")
-    lines.append("calibrated constants (overridable in an override file's [costs] table):")
-    for c in rep["constants"]:
-        lines += wrap(f"{c['name']} = {c['value']:.4g}, set by {c['row']}: {c['what']}", "  ")
-    return "\n".join(lines)
 
 
 # Median |error| of each role with the default constants, recorded so that `estimate` can

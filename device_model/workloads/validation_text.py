@@ -1,0 +1,80 @@
+"""`neuron-sim validate` as text: the terminal table, and the Markdown table docs/fidelity.md
+carries (tests/test_fidelity_doc.py checks that the document's held-out table is current)."""
+from __future__ import annotations
+
+import textwrap
+
+from .validation import TARGETS
+
+MARKDOWN_HEADER = ("| id | figure | hardware | published | simulated | error | source |\n"
+                   "|---|---|---|---|---|---|---|")
+_SOURCE_PREFIX = "aws-neuron-sdk "
+
+
+def _value(metric: str, v: float) -> str:
+    if metric.endswith("per_s"):
+        return f"{v:,.2f}/s"
+    if v >= 1:
+        return f"{v:.3f} s"
+    if v >= 1e-3:
+        return f"{v * 1e3:.2f} ms"
+    return f"{v * 1e6:.1f} us"
+
+
+def format_report(rep: dict, width: int = 80) -> str:
+    """The table for a terminal: per row its numbers on one line, then what was measured, the
+    hardware, the workload spec and the source wrapped beneath."""
+    def wrap(text: str, indent: str = "     ") -> list[str]:
+        return textwrap.wrap(text, width, initial_indent=indent, subsequent_indent=indent + "  ",
+                             break_on_hyphens=False)
+    lines = [f"{'id':<4} {'published':>12} {'simulated':>12} {'error':>7}  role"]
+    for r in rep["rows"]:
+        lines.append(f"{r['id']:<4} {_value(r['metric'], r['published']):>12} "
+                     f"{_value(r['metric'], r['simulated']):>12} {r['error'] * 100:+6.1f}%  "
+                     f"{r['role']}{' (gap)' if abs(r['error']) > TARGETS[r['role']][1] else ''}")
+        lines += wrap(f"{r['figure']}: {r['hardware']}; {r['workload']}; {r['source']}")
+    for key, label in (("calibration", "calibration rows"), ("held_out", "held-out rows")):
+        s = rep[key]
+        if s["rows"]:
+            verdict = "met" if s["meets_target"] else "NOT met"
+            lines.append(f"{label}: {s['rows']}, median |error| {s['median_abs_error'] * 100:.1f}%, "
+                         f"worst {s['worst_abs_error'] * 100:.1f}%")
+            lines.append(f"  (target: median <= {s['target_median'] * 100:.0f}%, worst <= "
+                         f"{s['target_worst'] * 100:.0f}%: {verdict})")
+    lines.append("by kind (chip and figure, every row; what `estimate` prints per figure):")
+    for k in rep["kinds"]:
+        rows = f"{k['rows']:>3} row{'s' if k['rows'] != 1 else ' '}"
+        lines.append(f"  {k['chip']:<10} {k['figure']:<22} {rows}  median "
+                     f"{k['median_abs_error'] * 100:5.1f}%  worst {k['worst_abs_error'] * 100:5.1f}%")
+    lines.append("calibrated constants (overridable in an override file's [costs] table):")
+    for c in rep["constants"]:
+        lines += wrap(f"{c['name']} = {c['value']:.4g}, set by {c['row']}: {c['what']}", "  ")
+    return "\n".join(lines)
+
+
+def format_markdown(rep: dict, role: str) -> str:
+    """One role's rows as a Markdown table: a row past the role's worst-error target is marked
+    "(gap)"; sources drop the repository name they all share."""
+    lines = [MARKDOWN_HEADER]
+    for r in rep["rows"]:
+        if r["role"] != role:
+            continue
+        gap = " (gap)" if abs(r["error"]) > TARGETS[role][1] else ""
+        cells = (r["id"], r["figure"], r["hardware"], _value(r["metric"], r["published"]),
+                 _value(r["metric"], r["simulated"]), f"{r['error'] * 100:+.1f}%{gap}",
+                 r["source"].removeprefix(_SOURCE_PREFIX))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def format_markdown_report(rep: dict) -> str:
+    """Both roles' tables, each under a heading with its row count, median and worst."""
+    parts = []
+    for key, role, label in (("calibration", "calibration", "Calibration rows"),
+                             ("held_out", "held-out", "Held-out rows")):
+        s = rep[key]
+        if s["rows"]:
+            parts.append(f"### {label} ({s['rows']}): median |error| "
+                         f"{s['median_abs_error'] * 100:.1f}%, worst "
+                         f"{s['worst_abs_error'] * 100:.1f}%\n\n" + format_markdown(rep, role))
+    return "\n\n".join(parts)
