@@ -56,6 +56,16 @@ def test_vs_prints_both_configurations_with_ratios(capsys):
     assert r["ratio"]["memory"]["weights_bytes"] == pytest.approx(0.5)
 
 
+def test_vs_shows_no_ratio_between_two_figures_that_print_as_zero(capsys):
+    """An engine a few instructions wide reads 0.0% on both sides: a ratio beside two zeros
+    (it is the inverse of the step times) would mislead."""
+    assert main(LLAMA_DECODE + ["--vs", "weights=int8"]) == 0
+    rows = {line[2:22].strip(): line.split() for line in capsys.readouterr().out.splitlines()
+            if line.startswith("  ") and len(line) > 22}
+    assert rows["gpsimd active"][-3:] == ["0.0%", "0.0%", "\u2013"]
+    assert rows["time/output token"][-1].endswith("x")
+
+
 @pytest.mark.parametrize("argv, message", [
     (["-w", "llama9-1b"], "unknown workload 'llama9-1b'"),
     (["-w", "llama3-8b:foo=1"], "unknown option 'foo'"),

@@ -176,6 +176,10 @@ def ratio_text(va: Any, vb: Any) -> str:
     return f"{vb / va:.2f}x" if _number(va) and _number(vb) and va else "\u2013"
 
 
+def _shows_zero(text: str) -> bool:
+    return not any(c in "123456789" for c in text)
+
+
 def format_comparison(a: dict, b: dict) -> str:
     lines = [*_wrapped_title(f"A: {_title(a)}"), *_wrapped_title(f"B: {_title(b)}"),
              f"  {'':<20} {'A':>22} {'B':>22} {'B/A':>8}"]
@@ -188,6 +192,8 @@ def format_comparison(a: dict, b: dict) -> str:
             lines += under_label(label, fmt(va), lead="A ")
             lines += under_label("", fmt(vb), lead="B ")
             continue
-        ratio = ratio_text(va, vb)
-        lines.append(f"  {label:<20} {fmt(va):>22} {fmt(vb):>22} {ratio:>8}")
+        ta, tb = fmt(va), fmt(vb)
+        # two figures that both print as zero have no ratio to show, however small they are
+        ratio = "\u2013" if _shows_zero(ta) and _shows_zero(tb) else ratio_text(va, vb)
+        lines.append(f"  {label:<20} {ta:>22} {tb:>22} {ratio:>8}")
     return "\n".join(lines)
