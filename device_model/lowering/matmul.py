@@ -124,7 +124,8 @@ def lower_matmul(op: Op, ctx: CoreContext) -> list[Stage]:
     # stored wider than the matmul runs (neuronx-cc's auto-cast of an FP32 model, BF16 weights of
     # FP8 training) is read at its stored width and converted as it is loaded (assumption: the
     # conversion costs no engine pass of its own).
-    left_w, right_w = (get_dtype(op.get(key) or dt.name).bytes for key in ("left_dtype", "right_dtype"))
+    left_w, right_w = (get_dtype(op.get(key) or dt.name).bytes
+                       for key in ("left_dtype", "right_dtype"))
     left_b, right_b = blocking(m, k, n, left_w, right_w, ctx)
     left_b, right_b = left_b * batch, right_b * batch
     resident = bool(op.get("resident")) and weights     # activations already in SBUF (inference)

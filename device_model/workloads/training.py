@@ -2,9 +2,10 @@
 
 Step = micro-batches through a 1F1B pipeline (forward, optional recompute, backward, FP32 gradient
 accumulation), then the data-parallel gradient reduction (all-reduce, or ZeRO-1 reduce-scatter,
-overlapped with the last backward unless `dp_overlap` is off), AdamW on FP32 master weights (a 1/dp shard under ZeRO-1) and,
-with ZeRO-1, the all-gather of the updated weights. One layer per distinct shape is simulated and
-scaled by the stage's layer count; `microbatch_program` emits the unrolled stream for consumers.
+overlapped with the last backward unless `dp_overlap` is off), AdamW on FP32 master weights (a
+1/dp shard under ZeRO-1) and, with ZeRO-1, the all-gather of the updated weights. One layer per
+distinct shape is simulated and scaled by the stage's layer count; `microbatch_program` emits the
+unrolled stream for consumers.
 """
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ With tp > kv_heads the KV heads are replicated, as Neuron's GQA sharding does.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..catalog.dtypes import get_dtype
 from ..errors import SpecError
@@ -79,8 +79,7 @@ def quantized(prec: Precision, storage: str) -> Precision:
             raise SpecError(f"weights={storage} is not narrower than the {prec.weight} weights "
                             f"dtype={prec.name} stores; allowed: a narrower type, or {prec.weight}")
         return prec
-    return Precision(prec.name, prec.matmul, prec.act, prec.weight, prec.grad_bytes,
-                     prec.optimizer_bytes, storage)
+    return replace(prec, quant=storage)
 
 
 @dataclass(frozen=True, slots=True)
