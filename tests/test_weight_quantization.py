@@ -103,3 +103,13 @@ def test_storage_as_wide_as_the_matmul_is_no_quantization():
     plain = estimate(DECODE, TRN1, Placement(tp=32))
     same = estimate(DECODE + ",weights=bf16", TRN1, Placement(tp=32))
     assert same["tpot_s"] == plain["tpot_s"] and same["memory"] == plain["memory"]
+
+
+def test_a_model_too_big_for_its_cores_in_bf16_is_told_of_int8_and_fits_with_it():
+    """Llama-3-70B on 8 trn1 cores: 17.6 GB of BF16 weights a core against 16 GiB of HBM."""
+    spec = "llama3-70b:mode=decode,batch=1,in=128,out=128"
+    with pytest.raises(SpecError, match="does not fit.*weights=int8") as err:
+        estimate(spec, TRN1, Placement(tp=8))
+    assert "\n" not in str(err.value)
+    fits = estimate(spec + ",weights=int8", TRN1, Placement(tp=8))
+    assert fits["memory"]["fits"] and fits["memory"]["weights_bytes"] < 10e9

@@ -190,5 +190,5 @@ class InferencePlan:
     def check_memory(self) -> Memory:
         mem = self.memory()
         check_fits(f"{self.cfg.name} inference", mem,
-                   "try a larger --tp, dtype=fp8, or a smaller batch or length")
+                   "try a larger --tp, weights=int8, dtype=fp8, or a smaller batch or length")
         return mem
