@@ -120,6 +120,8 @@ _THR_DEC = _SDK + "about-neuron/benchmarks/trn1/throughput_data_decoder.csv, SDK
 _LAT_LLM = _SDK + "general/benchmarks/trn1/trn1_latency_data_LLM.csv, SDK 2.14"
 _LAT_ENC = _SDK + "about-neuron/benchmarks/trn1/latency_data_encoder.csv, SDK "
 _THR_ENC = _SDK + "about-neuron/benchmarks/trn1/throughput_data_encoder.csv, SDK "
+_LAT_ENC_OLD = _SDK + "general/benchmarks/trn1/latency_data_encoder.csv, SDK "
+_THR_ENC_OLD = _SDK + "general/benchmarks/trn1/throughput_data_encoder.csv, SDK "
 _L70_TRN2 = (_SDK + "libraries/nxd-inference/tutorials/llama70b_perf_comparison.csv "
              "(trn2 Llama-3.3-70B tutorial, no speculation; as revised 2025-02-04)")
 
@@ -155,13 +157,22 @@ def _tnx(row_id, model, compiled, n_in, n_out, ttft_ms, tpot_ms, sdk,
                   "tpot_s", tpot_ms * 1e-3, source))
 
 
-def _encoder(row_id, model, hf_name, ms, sdk, batch: int = 1) -> Row:
+def _encoder(row_id, model, hf_name, ms, sdk, batch: int = 1,
+             tables: tuple[str, str] = ()) -> Row:
     """One row of the trn1 encoder tables: one model per NeuronCore (the tables' data-parallel
     run mode), latency per batch; batch 1 from the latency table, larger from the throughput one."""
+    latency_table, throughput_table = tables or (_LAT_ENC, _THR_ENC)
     return _held(row_id, f"{hf_name} inference, seq 128, batch {batch}",
                  f"{model}:mode=infer,batch={batch},seq=128" + _ENC_FP32, "trn1.2xlarge",
                  Placement(cores=1), "latency_s", ms * 1e-3,
-                 (_LAT_ENC if batch == 1 else _THR_ENC) + sdk)
+                 (latency_table if batch == 1 else throughput_table) + sdk)
+
+
+def _dropped_encoder(row_id, model, hf_name, ms_1, ms_batch, batch) -> tuple[Row, Row]:
+    """Both rows of a model the encoder tables last published in SDK 2.22 (under general/)."""
+    old = (_LAT_ENC_OLD, _THR_ENC_OLD)
+    return (_encoder(row_id, model, hf_name, ms_1, "2.22", tables=old),
+            _encoder(row_id, model, hf_name, ms_batch, "2.22", batch=batch, tables=old))
 
 
 def _c3_held(size: str, seconds: float) -> Row:
@@ -176,14 +187,19 @@ _L33 = "llama3.3-70b:mode=decode,batch=1,in=10000,out=1501,bucket=4096,tkg_bucke
 HELD_OUT_ROWS: tuple[Row, ...] = (
     _train("HT1", "Llama-3.1-70B pre-training, seq 8192", "llama3.1-70b:seq=8192,mbs=1,gbs=1024,"
            "ckpt=selective", 32, 32, 8, 4, 7.94, _TRAIN_DEC),
+    # layouts that file published and later dropped, each at its newest figure
     _train("HT2", "Llama-2-70B pre-training, seq 4096", "llama2-70b:seq=4096,mbs=1,gbs=1024,"
-           "ckpt=selective", 32, 32, 4, 8, 15.34, _TRAIN_DEC_OLD + "2.16"),
+           "ckpt=selective", 32, 32, 4, 8, 17.86, _TRAIN_DEC_OLD + "2.18.0"),
     _train("HT3", "Llama-2-13B pre-training, seq 4096", "llama2-13b:seq=4096,mbs=1,gbs=1024,"
-           "ckpt=selective", 32, 8, 4, 32, 85.65, _TRAIN_DEC_OLD + "2.16"),
+           "ckpt=selective", 32, 8, 4, 32, 87.44, _TRAIN_DEC_OLD + "2.18.0"),
     _train("HT4", "GPT-3 23B pre-training (NeMo Megatron), seq 2048",
-           "gpt3-23b:seq=2048,mbs=1,gbs=1024", 32, 8, 4, 32, 102.0, _TRAIN_DEC_OLD + "2.16"),
+           "gpt3-23b:seq=2048,mbs=1,gbs=1024", 32, 8, 4, 32, 107.18, _TRAIN_DEC_OLD + "2.18.0"),
     _train("HT5", "GPT-3 175B pre-training (NeMo Megatron), seq 2048",
-           "gpt3-175b:seq=2048,mbs=1,gbs=1024", 32, 32, 8, 4, 13.3, _TRAIN_DEC_OLD + "2.15.2"),
+           "gpt3-175b:seq=2048,mbs=1,gbs=1024", 32, 32, 8, 4, 14.60, _TRAIN_DEC_OLD + "2.18.0"),
+    _train("HT10", "Llama-2-13B pre-training, seq 4096, PP8", "llama2-13b:seq=4096,mbs=1,"
+           "gbs=1024,ckpt=selective", 32, 8, 8, 16, 80.33, _TRAIN_DEC_OLD + "2.21.0"),
+    _train("HT11", "Llama-2-70B pre-training, seq 4096, PP8", "llama2-70b:seq=4096,mbs=1,"
+           "gbs=1024,ckpt=selective", 32, 32, 8, 4, 14.44, _TRAIN_DEC_OLD + "2.21.0"),
     _train("HT6", "BERT-large phase 1 pre-training, BF16, 16 instances",
            "bert-large:seq=128,mbs=16,gbs=1048576" + _HF_DP, 16, 1, 1, 512, 57407.9207,
            _TRAIN_ENC),
@@ -254,6 +270,19 @@ HELD_OUT_ROWS: tuple[Row, ...] = (
              batch=16),
     _encoder("HE6", "albert-base", "albert-base-v2", 9.28854942, "2.27", batch=16),
     _encoder("HE7", "bert-large", "bert-large-uncased", 7.24101067, "2.27", batch=4),
+    # models those tables published until SDK 2.22: cased vocabularies, CamemBERT (RoBERTa's
+    # layers) and task heads, each on the preset with its layers
+    *_dropped_encoder("HE8", "bert-base", "bert-base-cased", 0.94127655, 9.54222679, 16),
+    *_dropped_encoder("HE9", "bert-base", "bert-base-cased-finetuned-mrpc", 0.8790493,
+                      8.39948654, 16),
+    # bert-large-cased at batch 1 is I10's workload, a calibration row: its batch-8 row only
+    _encoder("HE10", "bert-large", "bert-large-cased", 13.94605637, "2.22", batch=8,
+             tables=(_LAT_ENC_OLD, _THR_ENC_OLD)),
+    *_dropped_encoder("HE11", "roberta-base", "camembert-base", 0.94056129, 9.54723358, 16),
+    *_dropped_encoder("HE12", "distilbert-base", "distilbert-base-cased", 0.58245659,
+                      5.2087307, 16),
+    *_dropped_encoder("HE13", "distilbert-base", "distilbert-base-cased-distilled-squad",
+                      0.5800724, 5.20896912, 16),
     _held("HJ1", "Llama-3.3-70B 10000 in (bucket 12288), time to first token", _L33,
           "trn2.48xlarge", Placement(tp=64), "ttft_s", 814.2e-3, _L70_TRN2, lnc=2),
     _held("HJ1", "Llama-3.3-70B decode (token bucket 12800), time per output token", _L33,
@@ -391,7 +420,7 @@ def report(results: list[Result], costs: CostParams = DEFAULT_COSTS) -> dict:
 
 # Median |error| of each role with the default constants, recorded so that `estimate` can
 # state them without simulating the table (tests/test_validation.py checks they are current).
-RECORDED_MEDIANS = {CALIBRATION: 0.0594, HELD_OUT: 0.0918}
+RECORDED_MEDIANS = {CALIBRATION: 0.0594, HELD_OUT: 0.0856}
 
 _RESULTS_CACHE: dict[CostParams, list[Result]] = {}
 
