@@ -1,5 +1,6 @@
-"""What inference keeps on chip and when its weights arrive: token-tile residency, weights
-streamed ahead of the matmul before them, and an FP32 model's matmul weights compiled to BF16."""
+"""What inference keeps on chip, when its weights arrive and what it returns: token-tile
+residency, weights streamed ahead of the matmul before them, an FP32 model's matmul weights
+compiled to BF16, and an encoder's outputs copied to the host."""
 from __future__ import annotations
 
 import pytest
@@ -126,6 +127,8 @@ def test_time_to_first_token_equals_the_whole_prefill_program(spec, inst, placem
     whole = measure(inst, prefill).time + inst.costs.exec_overhead_s
     if spec.startswith("llama"):   # a decoder's first token also waits for its request's start
         whole += inst.costs.generation_start_s
+    else:                          # an encoder's forward for its hidden state's return
+        whole += 128 * 768 * 4 / inst.costs.host_copy_bytes_per_s
     assert r["ttft_s"] == pytest.approx(whole, rel=1e-3)
 
 
@@ -147,3 +150,58 @@ def test_a_generation_request_starts_once_before_its_first_token():
     encoder = "bert-base:mode=infer,batch=1,seq=128"
     assert (run(encoder, 0.0, "trn1.2xlarge", Placement(cores=1))["latency_s"] ==
             run(encoder, 0.004, "trn1.2xlarge", Placement(cores=1))["latency_s"])
+
+
+def _at_copy_rate(spec, rate, inst_name="trn1.2xlarge", placement=Placement(cores=1)):
+    costs = DEFAULT_COSTS.with_overrides({"host_copy_bytes_per_s": rate})
+    return estimate(spec, instance(inst_name, costs=costs), placement)
+
+
+@pytest.mark.parametrize("spec, returned", [
+    # the raw output: every token's last hidden state, in the model's activation dtype
+    ("bert-base:mode=infer,batch=1,seq=128,dtype=fp32,autocast=matmul", 1 * 128 * 768 * 4),
+    ("bert-base:mode=infer,batch=16,seq=128,dtype=fp32,autocast=matmul", 16 * 128 * 768 * 4),
+    ("bert-large:mode=infer,batch=4,seq=128", 4 * 128 * 1024 * 2),
+    ("distilbert-base:mode=infer,batch=2,seq=100", 2 * 128 * 768 * 2),  # the padded length
+    # a classifier's labels, or the MLM head's logits (one position per sequence, as it runs)
+    ("bert-base:mode=infer,batch=16,seq=128,head=cls", 16 * 2 * 2),
+    ("bert-base:mode=infer,batch=2,seq=128,head=on", 2 * 30522 * 2),
+])
+def test_an_encoder_forward_returns_its_outputs_to_the_host(spec, returned):
+    """host_copy_bytes_per_s: the latency carries the outputs' copy to the host, bytes over the
+    rate, in the breakdown's overhead; nothing else moves with the rate."""
+    slow, free = _at_copy_rate(spec, 1e9), _at_copy_rate(spec, 1e30)
+    assert slow["latency_s"] - free["latency_s"] == pytest.approx(returned / 1e9, rel=1e-6)
+    assert (slow["breakdown"]["overhead_s"] - free["breakdown"]["overhead_s"]
+            == pytest.approx(returned / 1e9, rel=1e-6))
+    assert slow["breakdown"]["compute_s"] == free["breakdown"]["compute_s"]
+
+
+def test_a_decoder_pays_no_host_copy_beyond_its_request_start():
+    spec = "llama2-7b:mode=decode,batch=4,in=1024,out=64"
+    slow = _at_copy_rate(spec, 1e6, "trn1.32xlarge", Placement(tp=32))
+    free = _at_copy_rate(spec, 1e30, "trn1.32xlarge", Placement(tp=32))
+    assert (slow["ttft_s"], slow["tpot_s"]) == (free["ttft_s"], free["tpot_s"])
+
+
+def test_a_sequence_classifier_runs_in_place_of_the_raw_output():
+    """head=cls: the pooler and the labels' layer run on each sequence's first token; it costs
+    a little compute and saves the hidden state's return (the tables' MRPC model against its
+    base: faster)."""
+    base = "bert-base:mode=infer,batch=16,seq=128,dtype=fp32,autocast=matmul"
+    raw, cls = (estimate(s, ONE_CORE, Placement(cores=1)) for s in (base, base + ",head=cls"))
+    ops = [op.name for op in build_step(base + ",head=cls", ONE_CORE,
+                                        Placement(cores=1)).stages[0][0].program.ops]
+    assert {"classifier.pooler", "classifier.pooler_tanh", "classifier.classifier"} <= set(ops)
+    assert cls["model_flops"] > raw["model_flops"]
+    assert cls["latency_s"] < raw["latency_s"]
+
+
+@pytest.mark.parametrize("spec", ["llama2-7b:mode=prefill,head=cls",
+                                  "bert-base:mode=train,head=cls",
+                                  "bert-base:mode=prefill,head=cls"])
+def test_a_sequence_classifier_is_an_encoders_inference_only(spec):
+    from device_model.errors import SpecError
+    inst = TRN1 if spec.startswith("llama") else ONE_CORE
+    with pytest.raises(SpecError, match="head"):
+        estimate(spec, inst, Placement(tp=32) if spec.startswith("llama") else Placement(cores=1))

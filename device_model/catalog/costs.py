@@ -80,6 +80,12 @@ class CostParams:
     # published TTFT exceeds one decode step by 3-4 ms more than the model's prefill does, the
     # same for 7B, 70B and Llama-3-70B (not per layer, not per byte): set by I1's TTFT.
     generation_start_s: float = 4.8e-3     # assumption: per-request start (I1 TTFT)
+    # An encoder's forward returns its outputs to the host (torch-neuronx hands back CPU
+    # tensors): the whole last hidden state, or with its head the logits of every token. Rate of
+    # a host-driven runtime copy on trn1.2xlarge, ~24 GiB/s for large copies (aws-neuron-sdk
+    # issue #936); not tuned. A decoder step returns one position per sequence (its first one
+    # inside `generation_start_s`), which this rate makes <= 0.1% of a TPOT: not charged.
+    host_copy_bytes_per_s: float = 24 * 2**30  # assumption: host-driven copy rate (issue #936)
 
     def pe_efficiency(self, device) -> float:
         """The TensorE issue efficiency of `device`'s NeuronCore generation."""

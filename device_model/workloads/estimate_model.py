@@ -52,7 +52,8 @@ MODEL_PARAMS = (
     Param("bucket", _bucket, -1, help="context bucket: pow2 or a length multiple"),
     Param("tkg_bucket", _bucket, -1, help="token-generation bucket: pow2 or a length multiple"),
     Param("attn", str, "", choices=("flash", "unfused"), help="attention kernel"),
-    Param("head", str, "", choices=("on", "off", "1", "0"), help="run the output head"),
+    Param("head", str, "", choices=("on", "off", "1", "0", "cls"),
+          help="run the output head; cls: an encoder's sequence classifier instead"),
     Param("autocast", str, "", choices=("matmul", "none"),
           help="dtype=fp32: matmul = neuronx-cc's default cast of FP32 matmuls to BF16"),
     Param("dp_overlap", str, "", choices=("on", "off", "1", "0"),
@@ -94,6 +95,9 @@ def _check_keys(cfg: ModelConfig, opts: dict[str, Any]) -> None:
     if cfg.family == "bert" and opts["mode"] == "decode":
         raise SpecError(f"{cfg.name} is an encoder (nothing to decode); allowed modes: train, "
                         "infer, prefill")
+    if opts["head"] == "cls" and not (cfg.family == "bert" and opts["mode"] == "infer"):
+        raise SpecError(f"{cfg.name}: head=cls is an encoder's sequence classifier "
+                        f"(mode=infer of an encoder), not mode={opts['mode']}")
 
 
 def _autocast(opts: dict) -> bool:
@@ -132,13 +136,15 @@ def infer_plan(cfg: ModelConfig, inst: Instance, opts: dict, placement) -> Infer
     lay = _layout(cfg, inst, opts, placement)
     encoder = opts["mode"] == "infer"
     prompt = (opts["seq"] or cfg.default_seq) if encoder else (opts["in"] or 128)
-    # a decoder's head picks the next token; an encoder's MLM head runs only when asked
+    # a decoder's head picks the next token; an encoder's MLM head runs only when asked, and
+    # head=cls puts a sequence classifier in its place
+    classify = opts["head"] == "cls"
     head = _on_off(opts["head"]) if opts["head"] else not (encoder and cfg.family == "bert")
     spec = InferSpec(cfg, opts["batch"] or 1, prompt,
                      opts["out"] or (128 if opts["mode"] == "decode" else 1),
                      max(0, opts["bucket"]), _infer_precision(opts), lay, _flash(cfg, opts),
                      tkg_bucket=opts["tkg_bucket"] if opts["tkg_bucket"] >= 0 else -1,
-                     sp=_on_off(opts["sp"]), head=head)
+                     sp=_on_off(opts["sp"]), head=head, classify=classify)
     return InferencePlan(inst, spec)
 
 
@@ -203,8 +209,10 @@ def estimate_infer(plan: InferencePlan) -> dict:
     spec, lay, inst = plan.spec, plan.spec.layout, plan.inst
     mem = plan.check_memory()
     overhead = inst.costs.exec_overhead_s
-    # a decoder's first token also waits for its request's start (an encoder's forward does not)
-    start = inst.costs.generation_start_s if plan.cfg.causal else 0.0
+    # a decoder's first token also waits for its request's start; an encoder's forward instead
+    # for its outputs' return to the host
+    start = (inst.costs.generation_start_s if plan.cfg.causal
+             else plan.output_bytes() / inst.costs.host_copy_bytes_per_s)
     ttft = plan.prefill.time + overhead + start
     tpot = plan.tpot()
     out = {"mode": spec_mode(plan), "model": _model_info(plan.cfg),

@@ -17,8 +17,9 @@ from .memory import RUNTIME_RESERVE_BYTES, Memory, check_fits
 from .parallel import Layout
 from .presets import ModelConfig
 from .recipe import emit_forward
-from .transformer import (Precision, embedding_recipe, head_recipe, layer_recipe, make_shard,
-                          padded_heads, shard_layer_params, shard_linear_params)
+from .transformer import (CLASSIFIER_LABELS, Precision, classifier_recipe, embedding_recipe,
+                          head_recipe, layer_recipe, make_shard, padded_heads,
+                          shard_layer_params, shard_linear_params)
 
 MIN_BUCKET = 128      # assumption: smallest compiled length (transformers-neuronx default)
 QUANT_SCALE_BYTES = 4  # assumption: one FP32 scale per output channel of a quantized weight
@@ -73,6 +74,7 @@ class InferSpec:
     tkg_bucket: int = -1   # token-generation buckets (KV cache length); -1: as `bucket`
     sp: bool = False       # sequence parallelism in prefill (NxD Inference; decode has 1 token)
     head: bool = True      # output head (an encoder's MLM head runs only when asked)
+    classify: bool = False  # an encoder's sequence classifier (pooler and labels) instead
 
     @property
     def cache_bucket(self) -> int:
@@ -124,6 +126,8 @@ class InferencePlan:
             emit_forward(p, layer, f"layer{i}.")
         if spec.head:
             emit_forward(p, head_recipe(cfg, sh, spec.prec, b, group, training=False), "head.")
+        elif spec.classify:
+            emit_forward(p, classifier_recipe(cfg, spec.prec, b), "classifier.")
         costs = self.inst.costs
         budget = self.inst.device.sbuf_bytes * costs.sbuf_usable_fraction * costs.sbuf_activation_share
         return keep_in_sbuf(p, budget, costs.tile_free_elems)
@@ -166,6 +170,15 @@ class InferencePlan:
             return 0.0
         n = sum(self.decode_buckets.values())
         return sum(self.decode[kv].time * k for kv, k in self.decode_buckets.items()) / n + overhead
+
+    def output_bytes(self) -> float:
+        """What a forward over the prompt hands back to the host, in the activation dtype: the
+        logits its head computes (one position per sequence, as the program does), a
+        classifier's labels, or else the last hidden state of every token."""
+        spec, cfg = self.spec, self.cfg
+        per_sequence = (cfg.vocab if spec.head else CLASSIFIER_LABELS if spec.classify
+                        else self.prefill_len * cfg.hidden)
+        return spec.batch * per_sequence * spec.prec.act_bytes
 
     def memory(self) -> Memory:
         cfg, sh, spec, prec = self.cfg, self.shard, self.spec, self.spec.prec

@@ -230,6 +230,23 @@ def embedding_recipe(cfg: ModelConfig, sh: Shard, prec: Precision, tokens: int,
     return r
 
 
+# labels of a sequence classifier (the GLUE pair tasks' two, MRPC's among them); a third label
+# adds one column to a [batch, hidden] matmul
+CLASSIFIER_LABELS = 2
+
+
+def classifier_recipe(cfg: ModelConfig, prec: Precision, batch: int) -> Recipe:
+    """An encoder's sequence classification head (`AutoModelForSequenceClassification`): the
+    pooler (a dense layer and tanh on each sequence's first token) and a linear layer to the
+    labels, replicated on every rank as small as it is."""
+    r = Recipe.of(prec)
+    h = cfg.hidden
+    r.linear("pooler", batch, h, h)
+    r.activation("pooler_tanh", "tanh", batch * h)
+    r.linear("classifier", batch, h, CLASSIFIER_LABELS)
+    return r
+
+
 def head_recipe(cfg: ModelConfig, sh: Shard, prec: Precision, tokens: int,
                 group: CollectiveGroup, *, training: bool) -> Recipe:
     """Final norm and vocab-parallel output projection; training adds the cross-entropy loss
