@@ -104,6 +104,16 @@ def test_layout_places_tp_on_neuronlink_and_dp_across_efa():
     assert lay.dp_group.nodes == 4 and lay.dp_group.ranks == 4
 
 
+def test_ranks_are_numbered_tp_then_dp_then_pp_as_nxd_and_megatron_do():
+    """TP8 PP4 DP32 on 32 trn1 nodes: a stage's 32 replicas fill 256 consecutive ranks (8 nodes,
+    4 per node, one per TP group there), and the next stage starts 256 ranks on (8 nodes)."""
+    lay = resolve_layout(TRN1, 32, None, 8, 4, 32, heads=40, training=True)
+    assert (lay.dp_group.ranks, lay.dp_group.nodes) == (32, 8)
+    assert (lay.pp_pair.ranks, lay.pp_pair.nodes) == (2, 2)
+    one_node = resolve_layout(TRN1, 1, None, 8, 2, 2, heads=40, training=True)
+    assert one_node.dp_group.devices == 2 and one_node.pp_pair.devices == 2
+
+
 def test_layout_inside_one_chip_and_defaults():
     lay = resolve_layout(TRN2, 1, None, 4, None, None, heads=32, training=True)
     assert (lay.tp, lay.pp, lay.dp) == (4, 1, 16)

@@ -1,9 +1,14 @@
 """Parallel layout: tensor (tp) x pipeline (pp) x data (dp) ranks over logical cores, chips and
 instances, and the collective groups each rank takes part in.
 
-Ranks are numbered tp fastest, then pp, then dp, and filled core by core, chip by chip, node by
-node. A TP group is therefore contiguous (on one chip or neighbouring chips: NeuronLink), and a
-DP group strides over whole pipelines, which on a multi-node job means across EFA.
+Ranks are numbered tp fastest, then dp, then pp, as NeuronX Distributed and Megatron number
+them (`parallel_state.initialize_model_parallel`: data-parallel groups stride by tp inside one
+pipeline stage's slice of the ranks, pipeline groups stride by world / pp), and filled core by
+core, chip by chip, node by node. A TP group is therefore contiguous (on one chip or
+neighbouring chips: NeuronLink), a DP group packs a stage's replicas as densely as tp allows,
+and neighbouring pipeline stages sit a whole stage's slice apart, across EFA on a multi-node
+job. (NxD's special case for tp=4 on trn1, TP groups strided over a node's chips, is not
+modelled.)
 """
 from __future__ import annotations
 
@@ -48,12 +53,13 @@ class Layout:
 
     @property
     def pp_pair(self) -> CollectiveGroup:
-        """Neighbouring pipeline stages (a send/recv pair)."""
-        return self.group(2, self.tp)
+        """Neighbouring pipeline stages (a send/recv pair), a stage's tp * dp ranks apart."""
+        return self.group(2, self.tp * self.dp)
 
     @property
     def dp_group(self) -> CollectiveGroup:
-        return self.group(self.dp, self.tp * self.pp)
+        """A stage's replicas, tp ranks apart."""
+        return self.group(self.dp, self.tp)
 
     def describe(self) -> dict:
         def where(g: CollectiveGroup) -> str:
