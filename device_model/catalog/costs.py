@@ -81,7 +81,7 @@ class CostParams:
     # same for 7B, 70B and Llama-3-70B (not per layer, not per byte): set by I1's TTFT.
     generation_start_s: float = 4.8e-3     # assumption: per-request start (I1 TTFT)
     # An encoder's forward returns its outputs to the host (torch-neuronx hands back CPU
-    # tensors): the whole last hidden state, or with its head the logits of every token. Rate of
+    # tensors): every token's last hidden state, or what its head computes instead. Rate of
     # a host-driven runtime copy on trn1.2xlarge, ~24 GiB/s for large copies (aws-neuron-sdk
     # issue #936); not tuned. A decoder step returns one position per sequence (its first one
     # inside `generation_start_s`), which this rate makes <= 0.1% of a TPOT: not charged.
