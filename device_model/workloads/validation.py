@@ -85,9 +85,10 @@ ROWS: tuple[Row, ...] = (
     Row("T1", "Llama-3.1-8B pre-training, seq 8192", "llama3.1-8b:seq=8192,mbs=1,gbs=1024,"
         "ckpt=selective", "trn1.32xlarge", Placement(nodes=32, tp=32, pp=1, dp=32),
         "sequences_per_s", 47.95, _TRN1_TRAIN + ", SDK 2.24"),
-    Row("T4", "Llama-2-7B pre-training, seq 4096", "llama2-7b:seq=4096,mbs=1,gbs=1024",
-        "trn1.32xlarge", Placement(nodes=16, tp=8, pp=1, dp=64), "sequences_per_s", 95.14,
-        _TRN1_TRAIN + ", SDK 2.21"),
+    # as NxD's tp_zero1_llama2_7B_hf_pretrain.sh runs it: SP and selective checkpointing
+    Row("T4", "Llama-2-7B pre-training, seq 4096", "llama2-7b:seq=4096,mbs=1,gbs=1024,"
+        "ckpt=selective", "trn1.32xlarge", Placement(nodes=16, tp=8, pp=1, dp=64),
+        "sequences_per_s", 95.14, _TRN1_TRAIN + ", SDK 2.21"),
     Row("I1", "Llama-2-70B decode 128/128, time per output token", _I1, "trn1.32xlarge", _TP32,
         "tpot_s", 25.18e-3, _TRN1_INFER, bound=0.15),
     Row("I1", "Llama-2-70B 128 in, time to first token", _I1, "trn1.32xlarge", _TP32, "ttft_s",
@@ -195,10 +196,13 @@ HELD_OUT_ROWS: tuple[Row, ...] = (
            "ckpt=selective", 32, 32, 4, 8, 17.86, _TRAIN_DEC_OLD + "2.18.0"),
     _train("HT3", "Llama-2-13B pre-training, seq 4096", "llama2-13b:seq=4096,mbs=1,gbs=1024,"
            "ckpt=selective", 32, 8, 4, 32, 87.44, _TRAIN_DEC_OLD + "2.18.0"),
+    # NeMo's gpt_23b.sh and gpt_175b.sh: selective activation checkpointing
     _train("HT4", "GPT-3 23B pre-training (NeMo Megatron), seq 2048",
-           "gpt3-23b:seq=2048,mbs=1,gbs=1024", 32, 8, 4, 32, 107.18, _TRAIN_DEC_OLD + "2.18.0"),
+           "gpt3-23b:seq=2048,mbs=1,gbs=1024,ckpt=selective", 32, 8, 4, 32, 107.18,
+           _TRAIN_DEC_OLD + "2.18.0"),
     _train("HT5", "GPT-3 175B pre-training (NeMo Megatron), seq 2048",
-           "gpt3-175b:seq=2048,mbs=1,gbs=1024", 32, 32, 8, 4, 14.60, _TRAIN_DEC_OLD + "2.18.0"),
+           "gpt3-175b:seq=2048,mbs=1,gbs=1024,ckpt=selective", 32, 32, 8, 4, 14.60,
+           _TRAIN_DEC_OLD + "2.18.0"),
     _train("HT10", "Llama-2-13B pre-training, seq 4096, PP8", "llama2-13b:seq=4096,mbs=1,"
            "gbs=1024,ckpt=selective", 32, 8, 8, 16, 80.33, _TRAIN_DEC_OLD + "2.21.0"),
     _train("HT11", "Llama-2-70B pre-training, seq 4096, PP8", "llama2-70b:seq=4096,mbs=1,"
