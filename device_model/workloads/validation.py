@@ -186,16 +186,19 @@ def _c3_held(size: str, seconds: float) -> Row:
                  "SDK 2.10")
 
 
+_LLAMA2_TP_PP = "{}:seq=4096,mbs=1,gbs=1024,ckpt=selective,attn=unfused"
 _L33 = "llama3.3-70b:mode=decode,batch=1,in=10000,out=1501,bucket=4096,tkg_bucket=12800,sp=1"
 
 HELD_OUT_ROWS: tuple[Row, ...] = (
     _train("HT1", "Llama-3.1-70B pre-training, seq 8192", "llama3.1-70b:seq=8192,mbs=1,gbs=1024,"
            "ckpt=selective", 32, 32, 8, 4, 7.94, _TRAIN_DEC),
-    # layouts that file published and later dropped, each at its newest figure
-    _train("HT2", "Llama-2-70B pre-training, seq 4096", "llama2-70b:seq=4096,mbs=1,gbs=1024,"
-           "ckpt=selective", 32, 32, 4, 8, 17.86, _TRAIN_DEC_OLD + "2.18.0"),
-    _train("HT3", "Llama-2-13B pre-training, seq 4096", "llama2-13b:seq=4096,mbs=1,gbs=1024,"
-           "ckpt=selective", 32, 8, 4, 32, 87.44, _TRAIN_DEC_OLD + "2.18.0"),
+    # layouts that file published and later dropped, each at its newest figure; NxD's Llama-2
+    # TP/PP scripts (run_llama_nxd.py) checkpoint the attention core and, in every release
+    # these rows come from, run it without the flash kernel (`--use_flash_attention` unset)
+    _train("HT2", "Llama-2-70B pre-training, seq 4096", _LLAMA2_TP_PP.format("llama2-70b"),
+           32, 32, 4, 8, 17.86, _TRAIN_DEC_OLD + "2.18.0"),
+    _train("HT3", "Llama-2-13B pre-training, seq 4096", _LLAMA2_TP_PP.format("llama2-13b"),
+           32, 8, 4, 32, 87.44, _TRAIN_DEC_OLD + "2.18.0"),
     # NeMo's gpt_23b.sh and gpt_175b.sh: selective activation checkpointing
     _train("HT4", "GPT-3 23B pre-training (NeMo Megatron), seq 2048",
            "gpt3-23b:seq=2048,mbs=1,gbs=1024,ckpt=selective", 32, 8, 4, 32, 107.18,
@@ -203,10 +206,10 @@ HELD_OUT_ROWS: tuple[Row, ...] = (
     _train("HT5", "GPT-3 175B pre-training (NeMo Megatron), seq 2048",
            "gpt3-175b:seq=2048,mbs=1,gbs=1024,ckpt=selective", 32, 32, 8, 4, 14.60,
            _TRAIN_DEC_OLD + "2.18.0"),
-    _train("HT10", "Llama-2-13B pre-training, seq 4096, PP8", "llama2-13b:seq=4096,mbs=1,"
-           "gbs=1024,ckpt=selective", 32, 8, 8, 16, 80.33, _TRAIN_DEC_OLD + "2.21.0"),
-    _train("HT11", "Llama-2-70B pre-training, seq 4096, PP8", "llama2-70b:seq=4096,mbs=1,"
-           "gbs=1024,ckpt=selective", 32, 32, 8, 4, 14.44, _TRAIN_DEC_OLD + "2.21.0"),
+    _train("HT10", "Llama-2-13B pre-training, seq 4096, PP8", _LLAMA2_TP_PP.format("llama2-13b"),
+           32, 8, 8, 16, 80.33, _TRAIN_DEC_OLD + "2.21.0"),
+    _train("HT11", "Llama-2-70B pre-training, seq 4096, PP8", _LLAMA2_TP_PP.format("llama2-70b"),
+           32, 32, 8, 4, 14.44, _TRAIN_DEC_OLD + "2.21.0"),
     _train("HT6", "BERT-large phase 1 pre-training, BF16, 16 instances",
            "bert-large:seq=128,mbs=16,gbs=1048576" + _HF_DP, 16, 1, 1, 512, 57407.9207,
            _TRAIN_ENC),
@@ -305,6 +308,8 @@ HELD_OUT_ROWS: tuple[Row, ...] = (
 # (tests/test_validation.py). What each gap is: docs/fidelity.md, "Held-out rows".
 HELD_OUT_TARGET = 0.25
 KNOWN_GAPS: dict[tuple[str, str, str], float] = {
+    ('HT2', 'llama2-70b:seq=4096,mbs=1,gbs=1024,ckpt=selective,attn=unfused',
+     'sequences_per_s'): 0.35,   # -32.9%
     ('HI3', 'llama2-13b:mode=decode,batch=1,in=4096,out=4096',
      'ttft_s'): 0.60,   # -58.3%
     ('HI3', 'llama2-13b:mode=decode,batch=1,in=8192,out=8192',
@@ -428,7 +433,7 @@ def report(results: list[Result], costs: CostParams = DEFAULT_COSTS) -> dict:
 
 # Median |error| of each role with the default constants, recorded so that `estimate` can
 # state them without simulating the table (tests/test_validation.py checks they are current).
-RECORDED_MEDIANS = {CALIBRATION: 0.0594, HELD_OUT: 0.0822}
+RECORDED_MEDIANS = {CALIBRATION: 0.0594, HELD_OUT: 0.0856}
 
 _RESULTS_CACHE: dict[CostParams, list[Result]] = {}
 
