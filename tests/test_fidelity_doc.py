@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from device_model.workloads import validation
-from device_model.workloads.validation_text import MARKDOWN_HEADER, format_markdown
+from device_model.workloads.validation_text import (KINDS_HEADER, MARKDOWN_HEADER, format_markdown,
+                                                    format_markdown_kinds)
 
 ROOT = Path(__file__).resolve().parents[1]
 FIDELITY = (ROOT / "docs" / "fidelity.md").read_text()
@@ -35,6 +36,13 @@ def _pct(ratio: float) -> str:
 def test_the_held_out_table_is_what_validate_prints(rep):
     """Regenerate with `neuron-sim validate --markdown` (its held-out table)."""
     assert _table_after(FIDELITY, "## Held-out rows") == format_markdown(rep, validation.HELD_OUT)
+
+
+def test_the_held_out_kinds_table_is_what_validate_prints(rep):
+    """Regenerate with `neuron-sim validate --markdown` (its "by kind" table)."""
+    start = FIDELITY.index(KINDS_HEADER)
+    end = FIDELITY.find("\n\n", start)
+    assert FIDELITY[start:end] == format_markdown_kinds(rep)
 
 
 def test_the_quoted_medians_and_worst_errors_are_current(rep):

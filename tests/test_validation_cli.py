@@ -35,13 +35,18 @@ def test_validate_text_has_the_table_the_summary_and_the_constants(capsys):
 def test_validate_markdown_has_one_table_row_per_published_row(capsys):
     assert main(["validate", "--markdown"]) == 0
     out = capsys.readouterr().out
-    rows = [line for line in out.splitlines() if line.startswith("| ") and "---" not in line]
+    tables, kinds = out.split("### Held-out rows by kind")
+    rows = [line for line in tables.splitlines() if line.startswith("| ") and "---" not in line]
     body = [line for line in rows if not line.startswith("| id |")]
     assert len(body) == len(ROWS)
     by_role = [r.id for role in (CALIBRATION, HELD_OUT) for r in ROWS if r.role == role]
     assert [line.split(" | ")[0].removeprefix("| ") for line in body] == by_role
-    assert out.count("### ") == 2 and "Held-out rows (" in out
+    assert out.count("### ") == 3 and "Held-out rows (" in out
     assert all(line.count(" | ") == 6 for line in rows)      # seven cells, none split
+    # every held-out row falls in exactly one kind
+    counts = [int(line.split(" | ")[1]) for line in kinds.splitlines()
+              if line.startswith("| ") and "---" not in line and not line.startswith("| kind")]
+    assert sum(counts) == sum(1 for r in ROWS if r.role == HELD_OUT)
 
 
 def test_validate_takes_one_output_format(capsys):

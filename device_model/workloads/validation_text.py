@@ -2,9 +2,11 @@
 carries (tests/test_fidelity_doc.py checks that the document's held-out table is current)."""
 from __future__ import annotations
 
+import re
 import textwrap
+from statistics import median
 
-from .validation import TARGETS
+from .validation import HELD_OUT, TARGETS
 
 MARKDOWN_HEADER = ("| id | figure | hardware | published | simulated | error | source |\n"
                    "|---|---|---|---|---|---|---|")
@@ -67,8 +69,45 @@ def format_markdown(rep: dict, role: str) -> str:
     return "\n".join(lines)
 
 
+KINDS_HEADER = "| kind | rows | median \\|error\\| | worst |\n|---|---|---|---|"
+# the held-out rows' kinds as docs/fidelity.md groups them: (label, row-id prefixes, metric,
+# batched); `None` matches either
+_HELD_OUT_KINDS = (
+    ("trn1 training (HT)", ("HT",), None, None),
+    ("trn1 decode TPOT, batch 1 (HI, I2)", ("HI", "I2"), "tpot_s", False),
+    ("trn1 decode TPOT, batch 4–8 (HD)", ("HD",), "tpot_s", True),
+    ("trn1 prefill TTFT, batch 1 (HI)", ("HI",), "ttft_s", False),
+    ("trn1 prefill TTFT, batch 4–8 (HD)", ("HD",), "ttft_s", True),
+    ("single-core encoders, batch 1 (HE)", ("HE",), None, False),
+    ("single-core encoders, batch 4–16 (HE)", ("HE",), None, True),
+    ("trn2 LNC=2 TP64 (HJ)", ("HJ",), None, None),
+    ("multi-node all-reduce (HC)", ("HC",), None, None),
+)
+
+
+def _batched(workload: str) -> bool:
+    found = re.search(r"batch=(\d+)", workload)
+    return bool(found) and int(found.group(1)) > 1
+
+
+def format_markdown_kinds(rep: dict) -> str:
+    """The held-out rows by kind: rows, median and worst |error| of each group."""
+    lines = [KINDS_HEADER]
+    held = [r for r in rep["rows"] if r["role"] == HELD_OUT]
+    for label, prefixes, metric, batched in _HELD_OUT_KINDS:
+        errors = [abs(r["error"]) for r in held
+                  if r["id"].startswith(prefixes)
+                  and metric in (None, r["metric"])
+                  and batched in (None, _batched(r["workload"]))]
+        if errors:
+            lines.append(f"| {label} | {len(errors)} | {median(errors) * 100:.1f}% | "
+                         f"{max(errors) * 100:.1f}% |")
+    return "\n".join(lines)
+
+
 def format_markdown_report(rep: dict) -> str:
-    """Both roles' tables, each under a heading with its row count, median and worst."""
+    """Both roles' tables, each under a heading with its row count, median and worst, and the
+    held-out rows by kind."""
     parts = []
     for key, role, label in (("calibration", "calibration", "Calibration rows"),
                              ("held_out", "held-out", "Held-out rows")):
@@ -77,4 +116,6 @@ def format_markdown_report(rep: dict) -> str:
             parts.append(f"### {label} ({s['rows']}): median |error| "
                          f"{s['median_abs_error'] * 100:.1f}%, worst "
                          f"{s['worst_abs_error'] * 100:.1f}%\n\n" + format_markdown(rep, role))
+    if rep["held_out"]["rows"]:
+        parts.append("### Held-out rows by kind\n\n" + format_markdown_kinds(rep))
     return "\n\n".join(parts)
