@@ -209,11 +209,11 @@ def estimate_infer(plan: InferencePlan) -> dict:
     spec, lay, inst = plan.spec, plan.spec.layout, plan.inst
     mem = plan.check_memory()
     overhead = inst.costs.exec_overhead_s
-    # a decoder's first token also waits for its request's start; an encoder's forward instead
-    # for its outputs' return to the host
-    start = (inst.costs.generation_start_s if plan.cfg.causal
-             else plan.output_bytes() / inst.costs.host_copy_bytes_per_s)
-    ttft = plan.prefill.time + overhead + start
+    # host-side time of the forward over the prompt: a decoder's first token waits for its
+    # request's start, an encoder's forward for its outputs' return to the host
+    host = (inst.costs.generation_start_s if plan.cfg.causal
+            else plan.output_bytes() / inst.costs.host_copy_bytes_per_s)
+    ttft = plan.prefill.time + overhead + host
     tpot = plan.tpot()
     out = {"mode": spec_mode(plan), "model": _model_info(plan.cfg),
            "parallel": lay.describe(), "dtype": spec.prec.name,
@@ -235,7 +235,7 @@ def estimate_infer(plan: InferencePlan) -> dict:
                     "sequences_per_s": lay.dp * spec.batch / ttft,
                     "tokens_per_s": lay.dp * spec.batch * spec.input_len / ttft})
     out.update(_ratios(inst, step, t, None, lay.tp))
-    out["breakdown"] = _breakdown(step, overhead if plan.decode_buckets else overhead + start)
+    out["breakdown"] = _breakdown(step, overhead if plan.decode_buckets else overhead + host)
     out["memory"] = mem.as_dict()
     if plan.warnings:
         out["warnings"] = list(plan.warnings)
