@@ -231,8 +231,8 @@ def estimate_step(plan: TrainingPlan) -> StepEstimate:
                               measure(plan.inst, plan.optimizer_program(s)))
         sync, opt = opt_cache[key]
         window = plan.layers[s] * plan.parts["layer_b"].time
-        hidden = min(sync.time * (1 - 1 / max(1, plan.layers[s])), window) \
-            if spec.dp_overlap else 0.0
+        hidden = (min(sync.time * (1 - 1 / max(1, plan.layers[s])), window)
+                  if spec.dp_overlap else 0.0)
         exposed = sync.time - hidden
         tails.append(exposed + opt.time + overhead)
         extras.append((sync, opt, hidden, exposed))

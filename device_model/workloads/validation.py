@@ -124,8 +124,9 @@ _THR_DEC = _SDK + "about-neuron/benchmarks/trn1/throughput_data_decoder.csv, SDK
 _LAT_LLM = _SDK + "general/benchmarks/trn1/trn1_latency_data_LLM.csv, SDK 2.14"
 _LAT_ENC = _SDK + "about-neuron/benchmarks/trn1/latency_data_encoder.csv, SDK "
 _THR_ENC = _SDK + "about-neuron/benchmarks/trn1/throughput_data_encoder.csv, SDK "
-_LAT_ENC_OLD = _SDK + "general/benchmarks/trn1/latency_data_encoder.csv, SDK "
-_THR_ENC_OLD = _SDK + "general/benchmarks/trn1/throughput_data_encoder.csv, SDK "
+# the encoder tables (latency, throughput) where they stood until SDK 2.22
+_ENC_TABLES_OLD = (_SDK + "general/benchmarks/trn1/latency_data_encoder.csv, SDK ",
+                   _SDK + "general/benchmarks/trn1/throughput_data_encoder.csv, SDK ")
 _L70_TRN2 = (_SDK + "libraries/nxd-inference/tutorials/llama70b_perf_comparison.csv "
              "(trn2 Llama-3.3-70B tutorial, no speculation; as revised 2025-02-04)")
 
@@ -177,9 +178,8 @@ def _encoder(row_id, model, hf_name, ms, sdk, batch: int = 1,
 def _dropped_encoder(row_id, model, hf_name, ms_1, ms_batch, batch,
                      task: str = "") -> tuple[Row, Row]:
     """Both rows of a model the encoder tables last published in SDK 2.22 (under general/)."""
-    old = (_LAT_ENC_OLD, _THR_ENC_OLD)
-    return (_encoder(row_id, model, hf_name, ms_1, "2.22", tables=old, task=task),
-            _encoder(row_id, model, hf_name, ms_batch, "2.22", batch=batch, tables=old,
+    return (_encoder(row_id, model, hf_name, ms_1, "2.22", tables=_ENC_TABLES_OLD, task=task),
+            _encoder(row_id, model, hf_name, ms_batch, "2.22", batch=batch, tables=_ENC_TABLES_OLD,
                      task=task))
 
 
@@ -292,7 +292,7 @@ HELD_OUT_ROWS: tuple[Row, ...] = (
                       8.39948654, 16, task=",head=cls"),
     # bert-large-cased at batch 1 is I10's workload, a calibration row: its batch-8 row only
     _encoder("HE10", "bert-large", "bert-large-cased", 13.94605637, "2.22", batch=8,
-             tables=(_LAT_ENC_OLD, _THR_ENC_OLD)),
+             tables=_ENC_TABLES_OLD),
     *_dropped_encoder("HE11", "roberta-base", "camembert-base", 0.94056129, 9.54723358, 16),
     *_dropped_encoder("HE12", "distilbert-base", "distilbert-base-cased", 0.58245659,
                       5.2087307, 16),
