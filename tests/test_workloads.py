@@ -1,6 +1,8 @@
 """Workload library: presets, layer recipes, parallel layout, step composition, memory checks."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -288,7 +290,7 @@ def test_sequence_parallel_inference_shards_prefill_norms_but_not_decode():
     from device_model.workloads import build_step
     plan = build_step("llama2-7b:mode=decode,in=1024,out=4,sp=1", TRN1, Placement(tp=32))
     prefill, decode = plan.stages[0][0].program, plan.stages[0][1].program
-    assert any(op.name.endswith("attn.all_gather") for op in prefill.ops)
+    assert any(op.name.endswith("qkv.all_gather") for op in prefill.ops)
     assert not any("all_gather" in op.name and "sample" not in op.name for op in decode.ops)
     off = estimate("llama2-7b:mode=prefill,in=1024", TRN1, Placement(tp=32))
     on = estimate("llama2-7b:mode=prefill,in=1024,sp=1", TRN1, Placement(tp=32))
@@ -415,3 +417,45 @@ def test_selective_checkpointing_recomputes_the_fused_attention_forward():
     sh = make_shard(PRESETS["llama2-7b"], 8, False)
     layers = PRESETS["llama2-7b"].layers
     assert saved == pytest.approx(layers * 2048 * sh.heads * sh.head_dim * 2, rel=1e-6)
+
+
+def _backward_of(spec: str, **placement):
+    plan = build_step(spec, TRN1, Placement(**placement))
+    ops = plan.stages[0][0].program.ops
+    return [(i, o) for i, o in enumerate(ops) if o.phase == "backward"]
+
+
+def test_column_parallel_backward_reduces_the_input_gradient_beside_the_weight_gradient():
+    """NxD's LinearWithAsyncCommunication under sequence parallelism: backward gathers the
+    saved input shard again for dW and reduce-scatters dX; neither collective is an input of
+    the other matmul, so the schedule runs them side by side."""
+    back = dict(_backward_of("llama2-7b:seq=2048,gbs=8,ckpt=none", tp=8))
+    by_name = {o.name: i for i, o in back.items()}
+    gather, dx = by_name["layer0.qkv.dw_all_gather"], by_name["layer0.qkv.dx"]
+    dw, scatter = by_name["layer0.qkv.dw"], by_name["layer0.qkv.dx_reduce_scatter"]
+    assert gather < dx < dw < scatter
+    assert back[dx].deps == (gather - 1,)              # dY, not the gather
+    assert set(back[dw].deps) == {gather, gather - 1}  # the gathered input and dY
+    assert back[scatter].deps == (dx,)                 # dX, not dW
+    assert back[scatter + 1].deps is None              # what follows waits on the scatter
+
+
+def test_without_sequence_parallelism_only_the_column_parallel_input_gradient_is_all_reduced():
+    """Megatron's f/g pair: the row-parallel all-reduce's gradient passes through; the
+    column-parallel input gradient is all-reduced while dW computes."""
+    back = _backward_of("llama2-7b:seq=2048,gbs=8,ckpt=none,sp=0", tp=8)
+    names = [o.name for _, o in back if o.kind == "collective" and o.name.startswith("layer0.")]
+    assert sorted(names) == ["layer0.gate_up.dx_all_reduce", "layer0.qkv.dx_all_reduce"]
+    forward = [o for o in build_step("llama2-7b:seq=2048,gbs=8,ckpt=none,sp=0", TRN1,
+                                     Placement(tp=8)).stages[0][0].program.ops
+               if o.phase == "forward" and o.kind == "collective" and o.name.startswith("layer0.")]
+    assert [o.name for o in forward] == ["layer0.attn.all_reduce", "layer0.mlp.all_reduce"]
+
+
+def test_collectives_beside_the_weight_gradients_shorten_the_backward():
+    """The same program with every op waiting on the one before it (no overlap) takes longer;
+    the compute engines were idle under the collectives that now hide."""
+    plan = build_step("llama2-7b:seq=4096,gbs=8,ckpt=none", TRN1, Placement(tp=8))
+    prog = plan.stages[0][0].program
+    serial = Program(ops=[replace(o, deps=None) for o in prog.ops])
+    assert TRN1.run(prog).metrics()["time_s"] < TRN1.run(serial).metrics()["time_s"]

@@ -3,6 +3,10 @@
 A `Recipe` records `Program` builder calls. `emit_forward` replays them; `emit_backward` replays
 each step's gradient ops in reverse order; `emit_forward(..., only="attn")` replays the steps a
 selective activation checkpoint recomputes. One recipe serves training, recompute and inference.
+
+A backward call may name its producers by how many ops back they were emitted (`back`): a
+column-parallel linear's backward runs its collectives beside the matmuls that do not need
+them, as the compiler schedules the graph by its data dependencies.
 """
 from __future__ import annotations
 
@@ -19,6 +23,16 @@ _MIRROR = {"all_gather": "reduce_scatter", "reduce_scatter": "all_gather",
 
 def _call(method: str, *args: Any, **kwargs: Any) -> Call:
     return method, args, tuple(sorted(kwargs.items()))
+
+
+@dataclass(frozen=True, slots=True)
+class Join:
+    """How a column-parallel linear meets its tensor-parallel `group`: `nbytes` is its gathered
+    input (all tokens x the model width, at the activation width); `sp`: sequence parallel (the
+    input arrives as a 1/tp shard of the tokens and is all-gathered)."""
+    group: CollectiveGroup
+    nbytes: int
+    sp: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,14 +66,39 @@ class Recipe:
         self.steps.append(Step(name, tuple(fwd), tuple(bwd), self.tag))
 
     # --- builders --------------------------------------------------------------------------
-    def linear(self, name: str, m: int, k: int, n: int) -> None:
-        """X[m,k] @ W[k,n]; backward dX = dY @ W^T and dW = X^T @ dY."""
+    def linear(self, name: str, m: int, k: int, n: int, join: Join | None = None) -> None:
+        """X[m,k] @ W[k,n]; backward dX = dY @ W^T and dW = X^T @ dY. With `join` the linear is
+        column parallel (NxD's `LinearWithAsyncCommunication`, Megatron's alike): under sequence
+        parallelism X is all-gathered first, and again in backward for dW (only the shard is
+        saved); the partial dX is reduce-scattered (all-reduced without SP). Nothing waits on
+        those collectives but the ops after the linear: the backward gather runs beside dX and
+        the dX reduction beside dW."""
         dt, act = self.mm_dtype, self.act
         on_weights = {"left_dtype": act, "right_dtype": self.weight or dt, "out_dtype": act}
-        self._add(name, [_call("matmul", m, k, n, dt, name=name, **on_weights)],
-                  [_call("matmul", m, n, k, dt, name=f"{name}.dx", **on_weights),
-                   _call("matmul", k, m, n, dt, weights=False, out_dtype=self.grad,
-                         left_dtype=act, right_dtype=act, name=f"{name}.dw")])
+        forward = [_call("matmul", m, k, n, dt, name=name, **on_weights)]
+        dx = _call("matmul", m, n, k, dt, name=f"{name}.dx", **on_weights)
+        dw_kw = {"weights": False, "out_dtype": self.grad, "left_dtype": act, "right_dtype": act,
+                 "name": f"{name}.dw"}
+        if join is None or join.group.ranks <= 1:
+            self._add(name, forward, [dx, _call("matmul", k, m, n, dt, **dw_kw)])
+            return
+        collective = {"dtype": act, "back": (2,)}    # after dX, the op two back
+        if not join.sp:
+            # dX, then dW on dY (three back: before dX), and dX's all-reduce beside it
+            self._add(name, forward,
+                      [dx, _call("matmul", k, m, n, dt, back=(2,), **dw_kw),
+                       _call("collective", "all_reduce", join.nbytes, join.group,
+                             name=f"{name}.dx_all_reduce", **collective)])
+            return
+        gather = _call("collective", "all_gather", join.nbytes, join.group, dtype=act,
+                       name=f"{name}.all_gather")
+        self._add(name, [gather, *forward],
+                  [_call("collective", "all_gather", join.nbytes, join.group, dtype=act,
+                         name=f"{name}.dw_all_gather"),
+                   _replace_back(dx, (2,)),                  # on dY, beside the gather
+                   _call("matmul", k, m, n, dt, back=(2, 3), **dw_kw),   # gathered X and dY
+                   _call("collective", "reduce_scatter", join.nbytes, join.group,
+                         name=f"{name}.dx_reduce_scatter", **collective)])
 
     def bmm(self, name: str, batch: int, m: int, k: int, n: int, run_bytes: int = 0) -> None:
         """Activation @ activation (attention): both operands get gradients. `run_bytes`: the
@@ -105,12 +144,16 @@ class Recipe:
                    _call("binary", "sub", e, self.act, name=f"{name}.dsub"),
                    _call("binary", "mul", e, self.act, name=f"{name}.dx")])
 
-    def collective(self, name: str, kind: str, nbytes: int, group: CollectiveGroup) -> None:
+    def collective(self, name: str, kind: str, nbytes: int, group: CollectiveGroup, *,
+                   mirror: bool = True) -> None:
+        """`mirror`: backward runs the transposed collective; False: its gradient passes
+        through (a row-parallel linear's all-reduce, whose input gradient is already whole)."""
         if group.ranks <= 1:
             return
+        back = [_call("collective", _MIRROR[kind], nbytes, group, dtype=self.act,
+                      name=f"{name}.bwd")] if mirror else []
         self._add(name, [_call("collective", kind, nbytes, group, dtype=self.act, name=name)],
-                  [_call("collective", _MIRROR[kind], nbytes, group, dtype=self.act,
-                         name=f"{name}.bwd")])
+                  back)
 
     def embedding(self, name: str, tokens: int, hidden: int) -> None:
         self._add(name, [_call("embedding", tokens, hidden, self.act, name=name)],
@@ -125,10 +168,19 @@ class Recipe:
         self._add(name, [_call("dma", nbytes, direction="store", name=name)], [])
 
 
+def _replace_back(call: Call, back: tuple[int, ...]) -> Call:
+    method, args, kwargs = call
+    return method, args, tuple(sorted((*kwargs, ("back", back))))
+
+
 def _replay(program: Program, calls: tuple[Call, ...], prefix: str) -> None:
     for method, args, kwargs in calls:
         kw = dict(kwargs)
         kw["name"] = prefix + kw.get("name", method)
+        back = kw.pop("back", None)
+        if back is not None:
+            here = len(program.ops)
+            kw["deps"] = tuple(here - b for b in back if here - b >= 0)
         getattr(program, method)(*args, **kw)
 
 

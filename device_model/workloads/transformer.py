@@ -4,7 +4,9 @@ layer under tensor parallelism, plus the embedding and the output head.
 Tensor parallelism follows Megatron-LM: QKV and gate/up are column parallel, the output and down
 projections row parallel, joined by one all-reduce each (or, with sequence parallelism, an
 all-gather before and a reduce-scatter after, with norms and residuals on 1/tp of the tokens).
-With tp > kv_heads the KV heads are replicated, as Neuron's GQA sharding does.
+Backward mirrors them where the gradients need it, beside the matmuls that do not wait on them
+(`Recipe.linear` with a `Join`). With tp > kv_heads the KV heads are replicated, as Neuron's
+GQA sharding does.
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from ..catalog.dtypes import get_dtype
 from ..errors import SpecError
 from ..program import CollectiveGroup
 from .presets import ModelConfig
-from .recipe import Recipe
+from .recipe import Join, Recipe
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,16 +142,17 @@ def shard_linear_params(cfg: ModelConfig, sh: Shard) -> tuple[int, int]:
     return h * qkv + sh.heads * d * h + h * up + sh.ffn * h, qkv + h + up + h
 
 
-def _tp_pair(r: Recipe, name: str, tokens: int, cfg: ModelConfig, sh: Shard,
-             group: CollectiveGroup, before: bool, prec: Precision) -> None:
-    """The collective that joins a column/row parallel pair: all-gather before (SP) or
-    all-reduce / reduce-scatter after."""
-    nbytes = int(tokens * cfg.hidden * prec.act_bytes)
-    if sh.sp and before:
-        r.collective(f"{name}.all_gather", "all_gather", nbytes, group)
-    elif not before:
-        r.collective(f"{name}.{'reduce_scatter' if sh.sp else 'all_reduce'}",
-                     "reduce_scatter" if sh.sp else "all_reduce", nbytes, group)
+def _join(tokens: int, cfg: ModelConfig, sh: Shard, group: CollectiveGroup,
+          prec: Precision) -> Join:
+    """How a column-parallel linear of this shard meets its TP group."""
+    return Join(group, int(tokens * cfg.hidden * prec.act_bytes), sh.sp)
+
+
+def _row_join(r: Recipe, name: str, join: Join) -> None:
+    """The collective after a row-parallel linear: a reduce-scatter (SP; its backward gathers
+    the gradient) or an all-reduce (whose gradient passes through)."""
+    kind = "reduce_scatter" if join.sp else "all_reduce"
+    r.collective(f"{name}.{kind}", kind, join.nbytes, join.group, mirror=join.sp)
 
 
 def layer_recipe(cfg: ModelConfig, sh: Shard, prec: Precision, batch: int, q_len: int,
@@ -166,9 +169,9 @@ def layer_recipe(cfg: ModelConfig, sh: Shard, prec: Precision, batch: int, q_len
     qkv = (sh.heads + 2 * sh.kv_heads) * d
     rms = cfg.norm == "rms"
 
+    join = _join(tokens, cfg, sh, group, prec)
     r.norm("attn_norm", rows, h, rms)
-    _tp_pair(r, "attn", tokens, cfg, sh, group, True, prec)
-    r.linear("qkv", tokens, h, qkv)
+    r.linear("qkv", tokens, h, qkv, join)
     if cfg.bias:
         r.binary("qkv_bias", "add", tokens * qkv, grads=0)
     if cfg.rope:
@@ -191,21 +194,20 @@ def layer_recipe(cfg: ModelConfig, sh: Shard, prec: Precision, batch: int, q_len
         run = batch * sh.kv_heads * d * int(prec.act_bytes) if cache_write and q_len == 1 else 0
         _unfused_attention(r, cfg, sh, batch, q_len, kv_len, drop, run)
     r.linear("attn_out", tokens, sh.heads * d, h)
-    _tp_pair(r, "attn", tokens, cfg, sh, group, False, prec)
+    _row_join(r, "attn", join)
     if drop:
         r.binary("attn_out_dropout", "mul", rows * h)
     r.binary("attn_residual", "add", rows * h)
     r.norm("mlp_norm", rows, h, rms)
-    _tp_pair(r, "mlp", tokens, cfg, sh, group, True, prec)
     if cfg.mlp == "swiglu":
-        r.linear("gate_up", tokens, h, 2 * sh.ffn)
+        r.linear("gate_up", tokens, h, 2 * sh.ffn, join)
         r.activation("silu", "silu", tokens * sh.ffn)
         r.binary("gate_mul", "mul", tokens * sh.ffn, grads=2)
     else:
-        r.linear("fc1", tokens, h, sh.ffn)
+        r.linear("fc1", tokens, h, sh.ffn, join)
         r.activation("gelu", "gelu", tokens * sh.ffn)
     r.linear("down" if cfg.mlp == "swiglu" else "fc2", tokens, sh.ffn, h)
-    _tp_pair(r, "mlp", tokens, cfg, sh, group, False, prec)
+    _row_join(r, "mlp", join)
     if drop:
         r.binary("mlp_dropout", "mul", rows * h)
     r.binary("mlp_residual", "add", rows * h)
@@ -218,7 +220,7 @@ def embedding_recipe(cfg: ModelConfig, sh: Shard, prec: Precision, tokens: int,
     r = Recipe.of(prec)
     h = cfg.hidden
     r.embedding("embed", tokens, h)
-    _tp_pair(r, "embed", tokens, cfg, sh, group, False, prec)
+    _row_join(r, "embed", _join(tokens, cfg, sh, group, prec))
     rows = math.ceil(tokens / sh.tp) if sh.sp else tokens
     if not cfg.rope:
         r.binary("position_add", "add", rows * h, grads=0)
@@ -256,12 +258,17 @@ def head_recipe(cfg: ModelConfig, sh: Shard, prec: Precision, tokens: int,
     h = cfg.hidden
     rows = math.ceil(tokens / sh.tp) if sh.sp else tokens
     r.norm("final_norm", rows, h, cfg.norm == "rms")
-    _tp_pair(r, "head", tokens, cfg, sh, group, True, prec)
+    join: Join | None = _join(tokens, cfg, sh, group, prec)
     if cfg.family == "bert":
+        # the replicated MLM transform sits between the gather and the vocab-parallel linear:
+        # the gather stands alone, and its reduce-scatter in backward joins the gradients
+        if sh.sp:
+            r.collective("head.all_gather", "all_gather", join.nbytes, group)
         r.linear("mlm_dense", tokens, h, h)
         r.activation("mlm_gelu", "gelu", tokens * h)
         r.norm("mlm_norm", tokens, h, False)
-    r.linear("lm_head", tokens, h, sh.vocab)
+        join = None
+    r.linear("lm_head", tokens, h, sh.vocab, join)
     if training:
         r.softmax("cross_entropy", tokens, sh.vocab, False)
         r.collective("loss.all_reduce", "all_reduce", tokens * 8, group)
