@@ -459,3 +459,13 @@ def test_collectives_beside_the_weight_gradients_shorten_the_backward():
     prog = plan.stages[0][0].program
     serial = Program(ops=[replace(o, deps=None) for o in prog.ops])
     assert TRN1.run(prog).metrics()["time_s"] < TRN1.run(serial).metrics()["time_s"]
+
+
+def test_collectives_under_the_weight_gradients_count_as_hidden_not_exposed():
+    """With the gradient reduction after the backward (nothing of it hides), what the report
+    calls hidden is the TP collectives' busy time beyond their share of the critical path."""
+    with_tp = _train("llama2-7b:seq=4096,gbs=32,ckpt=none,dp_overlap=off", tp=8)
+    hidden = with_tp["breakdown"]["collective_hidden_s"]
+    assert 0 < hidden < with_tp["breakdown"]["collective_exposed_s"]
+    no_tp = _train("bert-large:seq=128,mbs=16,gbs=1024,zero1=off,dp_overlap=off", TRN1)
+    assert no_tp["breakdown"]["collective_hidden_s"] == 0

@@ -241,12 +241,15 @@ def estimate_step(plan: TrainingPlan) -> StepEstimate:
     step = t_pipe + max(tails)
     sync, opt, hidden, exposed = extras[rep]
     opt_coll = opt.collective
+    # collectives that ran under a micro-batch's compute (TP collectives beside the weight
+    # gradients): busy, but not on its critical path
+    hidden_mb = max(0.0, mb[rep].collective_active - mb[rep].collective)
     breakdown = {
         "compute_s": m * mb[rep].compute,
         "dma_s": m * mb[rep].dma,
         "optimizer_s": opt.compute + opt.dma,
         "collective_exposed_s": m * mb[rep].collective + exposed + opt_coll,
-        "collective_hidden_s": hidden,
+        "collective_hidden_s": hidden + m * hidden_mb,
         "bubble_s": step - busy[rep],
         "overhead_s": (m + 1) * overhead,
     }
