@@ -76,29 +76,32 @@ class Recipe:
         dt, act = self.mm_dtype, self.act
         on_weights = {"left_dtype": act, "right_dtype": self.weight or dt, "out_dtype": act}
         forward = [_call("matmul", m, k, n, dt, name=name, **on_weights)]
-        dx = _call("matmul", m, n, k, dt, name=f"{name}.dx", **on_weights)
-        dw_kw = {"weights": False, "out_dtype": self.grad, "left_dtype": act, "right_dtype": act,
-                 "name": f"{name}.dw"}
+
+        def dx(**after):
+            return _call("matmul", m, n, k, dt, name=f"{name}.dx", **on_weights, **after)
+
+        def dw(**after):
+            return _call("matmul", k, m, n, dt, weights=False, out_dtype=self.grad,
+                         left_dtype=act, right_dtype=act, name=f"{name}.dw", **after)
+
         if join is None or join.group.ranks <= 1:
-            self._add(name, forward, [dx, _call("matmul", k, m, n, dt, **dw_kw)])
+            self._add(name, forward, [dx(), dw()])
             return
-        collective = {"dtype": act, "back": (2,)}    # after dX, the op two back
+
+        def collective(kind: str, label: str, **after):
+            return _call("collective", kind, join.nbytes, join.group, dtype=act,
+                         name=f"{name}.{label}", **after)
+
+        # the input gradient's reduction waits on dX (two ops back), not on dW between them
+        kind = "reduce_scatter" if join.sp else "all_reduce"
+        reduce = collective(kind, f"dx_{kind}", back=(2,))
         if not join.sp:
-            # dX, then dW on dY (three back: before dX), and dX's all-reduce beside it
-            self._add(name, forward,
-                      [dx, _call("matmul", k, m, n, dt, back=(2,), **dw_kw),
-                       _call("collective", "all_reduce", join.nbytes, join.group,
-                             name=f"{name}.dx_all_reduce", **collective)])
+            self._add(name, forward, [dx(), dw(back=(2,)), reduce])     # dW on dY, before dX
             return
-        gather = _call("collective", "all_gather", join.nbytes, join.group, dtype=act,
-                       name=f"{name}.all_gather")
-        self._add(name, [gather, *forward],
-                  [_call("collective", "all_gather", join.nbytes, join.group, dtype=act,
-                         name=f"{name}.dw_all_gather"),
-                   _replace_back(dx, (2,)),                  # on dY, beside the gather
-                   _call("matmul", k, m, n, dt, back=(2, 3), **dw_kw),   # gathered X and dY
-                   _call("collective", "reduce_scatter", join.nbytes, join.group,
-                         name=f"{name}.dx_reduce_scatter", **collective)])
+        # dX on dY (before the gather), dW on the gathered X and dY
+        self._add(name, [collective("all_gather", "all_gather"), *forward],
+                  [collective("all_gather", "dw_all_gather"), dx(back=(2,)), dw(back=(2, 3)),
+                   reduce])
 
     def bmm(self, name: str, batch: int, m: int, k: int, n: int, run_bytes: int = 0) -> None:
         """Activation @ activation (attention): both operands get gradients. `run_bytes`: the
@@ -166,11 +169,6 @@ class Recipe:
     def store(self, name: str, nbytes: int) -> None:
         """A write with no gradient (the KV cache)."""
         self._add(name, [_call("dma", nbytes, direction="store", name=name)], [])
-
-
-def _replace_back(call: Call, back: tuple[int, ...]) -> Call:
-    method, args, kwargs = call
-    return method, args, tuple(sorted((*kwargs, ("back", back))))
 
 
 def _replay(program: Program, calls: tuple[Call, ...], prefix: str) -> None:

@@ -258,8 +258,9 @@ def head_recipe(cfg: ModelConfig, sh: Shard, prec: Precision, tokens: int,
     h = cfg.hidden
     rows = math.ceil(tokens / sh.tp) if sh.sp else tokens
     r.norm("final_norm", rows, h, cfg.norm == "rms")
-    join: Join | None = _join(tokens, cfg, sh, group, prec)
-    if cfg.family == "bert":
+    join = _join(tokens, cfg, sh, group, prec)
+    bert = cfg.family == "bert"
+    if bert:
         # the replicated MLM transform sits between the gather and the vocab-parallel linear:
         # the gather stands alone, and its reduce-scatter in backward joins the gradients
         if sh.sp:
@@ -267,8 +268,7 @@ def head_recipe(cfg: ModelConfig, sh: Shard, prec: Precision, tokens: int,
         r.linear("mlm_dense", tokens, h, h)
         r.activation("mlm_gelu", "gelu", tokens * h)
         r.norm("mlm_norm", tokens, h, False)
-        join = None
-    r.linear("lm_head", tokens, h, sh.vocab, join)
+    r.linear("lm_head", tokens, h, sh.vocab, None if bert else join)
     if training:
         r.softmax("cross_entropy", tokens, sh.vocab, False)
         r.collective("loss.all_reduce", "all_reduce", tokens * 8, group)
