@@ -77,6 +77,8 @@ JSON_VALUES = st.recursive(
     value=JSON_VALUES, delete=st.booleans())
 # a start time whose nanoseconds overflow 64 bits (a trace's base time) once raised in the export
 @example(which=0, key="created_unix_s", value=18446744074.0, delete=False)
+# a queue list without the queues the summary names (another recorder's set) once raised in it
+@example(which=0, key="queues", value=[""], delete=False)
 def test_bad_header_values_are_one_line_never_a_traceback(small, which, key, value, delete):
     p = small[which]
     meta = dict(p.meta)

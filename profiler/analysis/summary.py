@@ -144,14 +144,20 @@ def _dma_metrics(profile, ins, engines, rep: Repeats, t: float, lnc: int) -> dic
     q = ins["queue"][sel].astype(np.int64)
     by_queue = np.bincount(np.minimum(q, len(queues)), weights=nbytes, minlength=len(queues) + 1)
     count = int(round(float(w.sum())))
+
+    def queue_bytes(name: str) -> float:
+        """Bytes of the named queue; 0 where the header names no such queue (another
+        recorder's queue set)."""
+        return float(by_queue[queues.index(name)]) if name in queues else 0.0
+
     return {
         "dma_active_time": active, "dma_active_time_percent": 100.0 * min(1.0, active / t),
         "dma_transfer_count": count, "dma_transfer_total_bytes": float(nbytes.sum()),
         "dma_transfer_average_bytes": float(nbytes.sum() / count) if count else 0.0,
-        "input_queue_bytes": float(by_queue[queues.index("input")]),
-        "output_queue_bytes": float(by_queue[queues.index("output")]),
-        "weight_queue_bytes": float(by_queue[queues.index("weight")]),
-        "weight_size_bytes": float(by_queue[queues.index("weight")]),
+        "input_queue_bytes": queue_bytes("input"),
+        "output_queue_bytes": queue_bytes("output"),
+        "weight_queue_bytes": queue_bytes("weight"),
+        "weight_size_bytes": queue_bytes("weight"),
     }
 
 
