@@ -7,7 +7,7 @@ import sys
 import time
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from device_model.cli import main
@@ -103,9 +103,19 @@ def test_throttle_start_ratio_of_one_means_no_ramp(tmp_path, capsys):
                                         "99999999999999999999", "\u0663", "true", "1.5", "4k"]),
                        st.integers(min_value=-2, max_value=1 << 45).map(str),
                        st.text(max_size=6)))
+# a billion blocks were built one by one until the machine ran out of memory
+@example(name="mlp", key="layers", value="1000000000")
 def test_any_option_value_is_an_answer_or_one_line(name, key, value, capsys):
     spec = f"{name}:{key}={value}"
     code, out, err = _run(["estimate", "-w", spec], capsys)
     assert code in (0, 2), (spec, err)
     if code == 2:
         assert err.startswith("neuron-sim") and err.count("\n") == 1, (spec, err)
+
+
+def test_an_mlp_of_more_blocks_than_a_program_holds_is_refused_before_it_is_built(capsys):
+    from device_model.workloads.mlp import MAX_BLOCKS
+    code, out, err = _run(["estimate", "-w", f"mlp:layers={MAX_BLOCKS + 1}"], capsys)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert f"at most {MAX_BLOCKS}" in err and "layers" in err
+    assert _run(["estimate", "-w", "mlp:layers=64,hidden=256,batch=64"], capsys)[0] == 0

@@ -13,6 +13,11 @@ from .recipe import Recipe, emit_backward, emit_forward
 from .spec import Param, parse_int
 from .transformer import PRECISIONS, precision
 
+# blocks one program may hold: every block is 13 operators (forward and backward), and an
+# operator costs the builder and the scheduler about 0.2 ms and 5 KB of Python objects whatever
+# its size, so 4096 blocks take about 10 s (an assumption about the machine, like limits.py's)
+MAX_BLOCKS = 4096
+
 MLP_PARAMS = (
     Param("hidden", parse_int, 4096, help="model width"),
     Param("ffn", parse_int, 0, help="inner width (default 4*hidden)"),
@@ -53,6 +58,9 @@ def estimate_mlp(inst: Instance, o: dict, placement) -> dict:
     check_dtype(inst.spec, o["dtype"])
     if placement.tp not in (None, 1) or placement.pp not in (None, 1):
         raise SpecError("mlp runs data parallel only; drop --tp/--pp")
+    if o["layers"] > MAX_BLOCKS:
+        raise SpecError(f"mlp: layers={o['layers']} is more blocks than one program holds "
+                        f"(at most {MAX_BLOCKS})")
     lay = resolve_layout(inst, placement.nodes, placement.cores or 1, 1, 1, None, heads=1,
                          training=True)
     prog, params = mlp_program(o, lay.dp_group)
