@@ -156,9 +156,13 @@ class Program:
                          cols=_positive("cols", cols), dtype=dtype, func=func)
 
     def softmax(self, rows: int, cols: int, dtype: str = "bf16", *, causal: bool = False,
-                name: str | None = None, deps: tuple[int, ...] | None = None) -> int:
-        return self._add("softmax", name or "softmax", deps, rows=_positive("rows", rows),
-                         cols=_positive("cols", cols), dtype=dtype, causal=causal)
+                backward: bool = False, name: str | None = None,
+                deps: tuple[int, ...] | None = None) -> int:
+        """Row softmax over `cols`; `backward`: its gradient from the output and the output's
+        gradient, dx = y * (dy - sum(y * dy)), one pass over the same row tiles."""
+        return self._add("softmax", name or ("softmax_bwd" if backward else "softmax"), deps,
+                         rows=_positive("rows", rows), cols=_positive("cols", cols), dtype=dtype,
+                         causal=causal and not backward, **({"backward": True} if backward else {}))
 
     def layernorm(self, rows: int, hidden: int, dtype: str = "bf16", *, rms: bool = False,
                   name: str | None = None, deps: tuple[int, ...] | None = None) -> int:

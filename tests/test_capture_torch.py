@@ -101,6 +101,21 @@ def test_an_fp32_linear_reads_and_writes_its_tensors_at_their_width(auto_cast, c
     assert (op.get("left_dtype") or compute, op.get("right_dtype") or compute) == (stored, stored)
 
 
+
+def test_softmax_backward_is_one_op_reading_the_output_and_its_gradient():
+    """aten's _softmax_backward_data(grad_output, output) is one call: it maps to the chip's
+    softmax backward (y and dy read, dx written), not to a second forward softmax."""
+    from device_model.program import Program
+    from profiler.capture.aten_map import AtenCall, add_call
+    prog = Program()
+    for name in ("_softmax", "_softmax_backward_data"):
+        add_call(prog, AtenCall(name, "aten", ((8, 128, 128), (8, 128, 128)), "torch.bfloat16",
+                                8 * 128 * 128), "none", None)
+    fwd, bwd = prog.ops
+    assert (fwd.kind, bwd.kind) == ("softmax", "softmax")
+    assert not fwd.get("backward") and bwd.get("backward")
+    assert (bwd.get("rows"), bwd.get("cols")) == (8 * 128, 128)
+
 def test_script_exit_code_is_returned_and_profile_still_written(tmp_path):
     res = capture(tmp_path, "--steps", "3", "--fail-at", "3")
     assert res.returncode == 1

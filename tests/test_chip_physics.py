@@ -74,7 +74,8 @@ def test_small_dma_transfers_run_far_below_peak():
 
 @pytest.mark.parametrize("build", [
     lambda p: p.matmul(2048, 4096, 1024, "bf16"),
-    lambda p: (p.layernorm(4096, 4096), p.softmax(4096, 2048, causal=True)),
+    lambda p: (p.layernorm(4096, 4096), p.softmax(4096, 2048, causal=True),
+               p.softmax(4096, 2048, backward=True)),
     lambda p: (p.embedding(4096, 4096), p.transpose(4096, 4096, engine="tensor"),
                p.transpose(1024, 1024, engine="vector"), p.cast(1 << 20, "fp32", "bf16")),
     lambda p: p.collective("all_reduce", 8 << 20, CollectiveGroup(8, 4, 2)),
@@ -297,3 +298,29 @@ def test_dma_reductions_run_at_fp32_width():
     half = inst.costs.with_overrides({"cc_allreduce_fp32_fraction": 0.0})
     bf16_gather = collective_cost("all_reduce", 512 << 20, g, inst.device, half, dtype_bytes=2)
     assert bf16_gather.seconds == pytest.approx(1.5 * t("all_reduce", 512 << 20, 4), rel=0.05)
+
+
+def test_fused_softmax_backward_reads_its_two_inputs_once_and_writes_once():
+    """neuronx-cc's softmax-backward op (AwsNeuronSoftmaxBackward) keeps a row tile in SBUF
+    through its four instructions; the decomposed graph pays HBM for each of its four ops."""
+    rows, cols = 4096, 2048
+    tensor = rows * cols * get_dtype("bf16").bytes
+
+    def hbm(build) -> tuple[float, float, float]:
+        p = Program()
+        build(p)
+        tl = run(p).timeline
+        return tl.columns["hbm_r"].sum(), tl.columns["hbm_w"].sum(), run(p).metrics()["time_s"]
+
+    fused_r, fused_w, fused_t = hbm(lambda p: p.softmax(rows, cols, backward=True))
+    assert fused_r == pytest.approx(2 * tensor, rel=0.01)
+    assert fused_w == pytest.approx(tensor, rel=0.01)
+
+    def decomposed(p: Program) -> None:
+        p.binary("mul", rows * cols)
+        p.reduce(rows, cols)
+        p.binary("sub", rows * cols)
+        p.binary("mul", rows * cols)
+    dec_r, dec_w, dec_t = hbm(decomposed)
+    assert dec_r + dec_w > 3 * (fused_r + fused_w)
+    assert fused_t < dec_t

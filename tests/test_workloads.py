@@ -419,6 +419,41 @@ def test_selective_checkpointing_recomputes_the_fused_attention_forward():
     assert saved == pytest.approx(layers * 2048 * sh.heads * sh.head_dim * 2, rel=1e-6)
 
 
+
+def test_fused_softmax_makes_unfused_attention_backward_one_softmax_op():
+    """NxD's scripts set NEURON_FUSE_SOFTMAX=1: torch-neuronx lowers the attention softmax and
+    its backward to custom calls, so the backward reads y and dy once instead of running four
+    ops over HBM; the forward, the scores and the context are unchanged."""
+    base = "llama2-7b:seq=2048,gbs=32,ckpt=selective,attn=unfused"
+
+    def backward_kinds(spec):
+        ops = build_step(spec, TRN1, Placement(tp=8)).stages[0][0].program.ops
+        return [(o.kind, bool(o.get("backward"))) for o in ops
+                if o.phase == "backward" and ".softmax" in o.name]
+    fused, xla = backward_kinds(base + ",softmax=fused"), backward_kinds(base)
+    assert fused and set(fused) == {("softmax", False), ("softmax", True)}   # recompute, dx
+    assert ("binary", False) in xla and ("softmax", True) not in xla
+    assert backward_kinds(base + ",softmax=xla") == xla
+    a = estimate(base + ",softmax=fused", TRN1, Placement(tp=8))
+    b = estimate(base, TRN1, Placement(tp=8))
+    assert a["step_time_s"] < b["step_time_s"]
+    assert (a["parallel"]["softmax"], b["parallel"]["softmax"]) == ("fused", "xla")
+    assert "unfused attention (fused softmax)" in " ".join(format_model(a).split())
+    plain = " ".join(format_model(b).split())
+    assert "unfused attention" in plain and "fused softmax" not in plain
+    assert "softmax" not in estimate("llama2-7b:seq=2048,gbs=32", TRN1,
+                                     Placement(tp=8))["parallel"]
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("llama2-7b:seq=2048,gbs=32,softmax=fused", "applies to attn=unfused"),
+    ("llama2-7b:seq=2048,gbs=32,attn=flash,softmax=xla", "applies to attn=unfused"),
+    ("llama2-7b:mode=prefill,in=128,attn=unfused,softmax=fused", "does not apply to mode=prefill"),
+])
+def test_softmax_option_is_refused_where_it_means_nothing(spec, message):
+    with pytest.raises(SpecError, match=message):
+        estimate(spec, TRN1, Placement(tp=8))
+
 def _backward_of(spec: str, **placement):
     plan = build_step(spec, TRN1, Placement(**placement))
     ops = plan.stages[0][0].program.ops

@@ -22,9 +22,9 @@ from .transformer import PRECISIONS, WEIGHT_STORAGE, Precision, precision, quant
 MODES = ("train", "prefill", "decode", "infer")
 _NOT_FOR = {   # options that do not apply to a mode
     "train": ("batch", "in", "out", "bucket", "tkg_bucket", "head", "weights"),
-    "prefill": ("seq", "mbs", "gbs", "zero1", "ckpt", "tkg_bucket", "dp_overlap"),
-    "decode": ("seq", "mbs", "gbs", "zero1", "ckpt", "dp_overlap"),
-    "infer": ("in", "out", "mbs", "gbs", "zero1", "ckpt", "tkg_bucket", "dp_overlap"),
+    "prefill": ("seq", "mbs", "gbs", "zero1", "ckpt", "tkg_bucket", "dp_overlap", "softmax"),
+    "decode": ("seq", "mbs", "gbs", "zero1", "ckpt", "dp_overlap", "softmax"),
+    "infer": ("in", "out", "mbs", "gbs", "zero1", "ckpt", "tkg_bucket", "dp_overlap", "softmax"),
 }
 _ON = ("on", "1")
 
@@ -52,6 +52,9 @@ MODEL_PARAMS = (
     Param("bucket", _bucket, -1, help="context bucket: pow2 or a length multiple"),
     Param("tkg_bucket", _bucket, -1, help="token-generation bucket: pow2 or a length multiple"),
     Param("attn", str, "", choices=("flash", "unfused"), help="attention kernel"),
+    Param("softmax", str, "", choices=("fused", "xla"),
+          help="training with attn=unfused: fused = torch-neuronx's softmax lowering "
+               "(NEURON_FUSE_SOFTMAX=1), its backward one op; xla = the decomposed graph"),
     Param("head", str, "", choices=("on", "off", "1", "0", "cls"),
           help="run the output head; cls: an encoder's sequence classifier instead"),
     Param("autocast", str, "", choices=("matmul", "none"),
@@ -63,7 +66,7 @@ MODEL_PARAMS = (
 )
 _UNSET = {"seq": 0, "mbs": 0, "gbs": 0, "zero1": "", "ckpt": "", "sp": "", "batch": 0, "in": 0,
           "out": 0, "bucket": -1, "tkg_bucket": -1, "attn": "", "head": "", "autocast": "",
-          "weights": "", "dp_overlap": ""}
+          "weights": "", "dp_overlap": "", "softmax": ""}
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +120,13 @@ def _flash(cfg: ModelConfig, opts: dict) -> bool:
     return not (cfg.dropout and opts["mode"] == "train")
 
 
+def _fused_softmax(cfg: ModelConfig, opts: dict) -> bool:
+    if opts["softmax"] and _flash(cfg, opts):
+        raise SpecError(f"{cfg.name}: option 'softmax' applies to attn=unfused (the flash "
+                        "kernel keeps its softmax inside)")
+    return opts["softmax"] == "fused"
+
+
 def _layout(cfg: ModelConfig, inst: Instance, opts: dict, placement) -> Layout:
     return resolve_layout(inst, placement.nodes, placement.cores, placement.tp, placement.pp,
                           placement.dp, heads=cfg.heads, training=opts["mode"] == "train")
@@ -128,7 +138,8 @@ def train_plan(cfg: ModelConfig, inst: Instance, opts: dict, placement) -> Train
     spec = TrainSpec(cfg, opts["seq"] or cfg.default_seq, mbs, opts["gbs"] or mbs * lay.dp,
                      precision(opts["dtype"], True, _autocast(opts)), opts["zero1"] != "off" and lay.dp > 1,
                      opts["ckpt"] or "none", opts["sp"] not in ("off", "0"), lay, _flash(cfg, opts),
-                     dp_overlap=opts["dp_overlap"] not in ("off", "0"))
+                     dp_overlap=opts["dp_overlap"] not in ("off", "0"),
+                     fused_softmax=_fused_softmax(cfg, opts))
     return TrainingPlan(inst, spec)
 
 
@@ -187,6 +198,8 @@ def estimate_train(plan: TrainingPlan) -> dict:
         "mode": "train", "model": _model_info(plan.cfg),
         "parallel": {**lay.describe(), "sp": plan.shard.sp, "zero1": spec.zero1,
                      "ckpt": spec.ckpt, "attention": "flash" if spec.flash else "unfused",
+                     **({} if spec.flash
+                        else {"softmax": "fused" if spec.fused_softmax else "xla"}),
                      "dp_overlap": spec.dp_overlap, "microbatches": spec.microbatches,
                      "layers_per_stage": plan.layers, "critical_stage": est.stage},
         "dtype": spec.prec.name, "seq": spec.seq, "mbs": spec.mbs, "gbs": spec.gbs,

@@ -139,9 +139,15 @@ class Recipe:
                       name=f"{name}.d{i}") for i in range(grads)]
         self._add(name, [_call("binary", func, elements, self.act, name=name)], back)
 
-    def softmax(self, name: str, rows: int, cols: int, causal: bool) -> None:
+    def softmax(self, name: str, rows: int, cols: int, causal: bool, *,
+                fused: bool = False) -> None:
+        """`fused`: the backward as one op (neuronx-cc's AwsNeuronSoftmaxBackward custom call,
+        which torch-neuronx emits under NEURON_FUSE_SOFTMAX=1); else the graph autograd
+        decomposes it into: y * dy, its row sum, the shift and the scale, each over HBM."""
         e = rows * cols
         self._add(name, [_call("softmax", rows, cols, self.act, causal=causal, name=name)],
+                  [_call("softmax", rows, cols, self.act, backward=True, name=f"{name}.dx")]
+                  if fused else
                   [_call("binary", "mul", e, self.act, name=f"{name}.dy_y"),
                    _call("reduce", rows, cols, self.act, name=f"{name}.dsum"),
                    _call("binary", "sub", e, self.act, name=f"{name}.dsub"),

@@ -63,6 +63,9 @@ def _parallel(r: dict) -> str:
     extra = [x for x, on in (("SP", p.get("sp")), ("ZeRO-1", p.get("zero1"))) if on]
     if p.get("ckpt") and p["ckpt"] != "none":
         extra.append(f"{p['ckpt']} checkpointing")
+    if p.get("attention") == "unfused":
+        extra.append("unfused attention" + (" (fused softmax)" if p.get("softmax") == "fused"
+                                            else ""))
     if p.get("dp_overlap") is False:
         extra.append("gradients reduced after the backward")
     if "microbatches" in p:

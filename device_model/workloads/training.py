@@ -41,6 +41,9 @@ class TrainSpec:
     # buckets), or after it as a program of its own (torch-xla data-parallel scripts, whose
     # `xm.mark_step()` ends the backward's graph before the reduction is traced)
     dp_overlap: bool = True
+    # unfused attention's softmax as torch-neuronx's custom lowering (NEURON_FUSE_SOFTMAX=1, as
+    # NxD's scripts set): forward and backward each one op; else the backward's decomposed graph
+    fused_softmax: bool = False
 
     @property
     def microbatches(self) -> int:
@@ -74,7 +77,8 @@ class TrainingPlan:
         self.tokens = spec.mbs * spec.seq
         tp_group = lay.tp_group
         self.layer = layer_recipe(cfg, self.shard, spec.prec, spec.mbs, spec.seq, spec.seq,
-                                  tp_group, training=True, flash=spec.flash)
+                                  tp_group, training=True, flash=spec.flash,
+                                  fused_softmax=spec.fused_softmax)
         self.embed = embedding_recipe(cfg, self.shard, spec.prec, self.tokens, tp_group, training=True)
         self.head = head_recipe(cfg, self.shard, spec.prec, self.tokens, tp_group, training=True)
         self.layers = stage_layers(cfg.layers, lay.pp)

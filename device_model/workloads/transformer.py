@@ -157,10 +157,12 @@ def _row_join(r: Recipe, name: str, join: Join) -> None:
 
 def layer_recipe(cfg: ModelConfig, sh: Shard, prec: Precision, batch: int, q_len: int,
                  kv_len: int, group: CollectiveGroup, *, training: bool,
-                 cache_write: bool = False, flash: bool = False) -> Recipe:
+                 cache_write: bool = False, flash: bool = False,
+                 fused_softmax: bool = False) -> Recipe:
     """One layer for `batch` sequences of `q_len` new tokens attending to `kv_len` positions.
     `flash`: fused attention (no score matrix in HBM); else scores, softmax and context as
-    separate ops, as XLA emits them and as decode's matrix-vector kernels run."""
+    separate ops, as XLA emits them and as decode's matrix-vector kernels run, the softmax's
+    backward one op if `fused_softmax`."""
     r = Recipe.of(prec, weight=prec.layer_weight)
     h, d = cfg.hidden, sh.head_dim
     tokens = batch * q_len
@@ -192,7 +194,7 @@ def layer_recipe(cfg: ModelConfig, sh: Shard, prec: Precision, batch: int, q_len
         # decode reads K and V from the cache, stored [positions, batch, KV heads, head_dim]:
         # one position's batch x KV heads x head_dim per run
         run = batch * sh.kv_heads * d * int(prec.act_bytes) if cache_write and q_len == 1 else 0
-        _unfused_attention(r, cfg, sh, batch, q_len, kv_len, drop, run)
+        _unfused_attention(r, cfg, sh, batch, q_len, kv_len, drop, run, fused_softmax)
     r.linear("attn_out", tokens, sh.heads * d, h)
     _row_join(r, "attn", join)
     if drop:
@@ -280,13 +282,15 @@ def head_recipe(cfg: ModelConfig, sh: Shard, prec: Precision, tokens: int,
 
 
 def _unfused_attention(r: Recipe, cfg: ModelConfig, sh: Shard, batch: int, q_len: int,
-                       kv_len: int, drop: bool, cache_run: int = 0) -> None:
+                       kv_len: int, drop: bool, cache_run: int = 0,
+                       fused_softmax: bool = False) -> None:
     """Scores, softmax, dropout and context as separate ops (what selective checkpointing
     recomputes). Query heads sharing a KV head are stacked as rows (GQA)."""
     d, group_q = sh.head_dim, sh.heads // sh.kv_heads
     r.tag = "attn"
     r.bmm("scores", batch * sh.kv_heads, group_q * q_len, d, kv_len, cache_run)
-    r.softmax("softmax", batch * sh.heads * q_len, kv_len, cfg.causal and q_len > 1)
+    r.softmax("softmax", batch * sh.heads * q_len, kv_len, cfg.causal and q_len > 1,
+              fused=fused_softmax)
     if drop:
         r.binary("attn_dropout", "mul", batch * sh.heads * q_len * kv_len)
     r.bmm("context", batch * sh.kv_heads, group_q * q_len, kv_len, d, cache_run)

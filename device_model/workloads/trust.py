@@ -59,7 +59,7 @@ RECORDED_KINDS: dict[tuple[str, str], KindError] = {
     ("trainium1", "matmul time"): KindError(1, 0.0071, 0.0071),
     ("trainium1", "time per output token"): KindError(37, 0.0536, 0.1956),
     ("trainium1", "time to first token"): KindError(36, 0.1954, 0.6524),
-    ("trainium1", "training throughput"): KindError(15, 0.1026, 0.2987),
+    ("trainium1", "training throughput"): KindError(15, 0.0942, 0.2602),
     ("trainium2", "time per output token"): KindError(2, 0.1392, 0.2591),
     ("trainium2", "time to first token"): KindError(2, 0.0017, 0.0023),
 }

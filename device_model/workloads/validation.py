@@ -190,7 +190,7 @@ def _c3_held(size: str, seconds: float) -> Row:
                  "SDK 2.10")
 
 
-_LLAMA2_TP_PP = "{}:seq=4096,mbs=1,gbs=1024,ckpt=selective,attn=unfused"
+_LLAMA2_TP_PP = "{}:seq=4096,mbs=1,gbs=1024,ckpt=selective,attn=unfused,softmax=fused"
 _L33 = "llama3.3-70b:mode=decode,batch=1,in=10000,out=1501,bucket=4096,tkg_bucket=12800,sp=1"
 
 HELD_OUT_ROWS: tuple[Row, ...] = (
@@ -314,8 +314,8 @@ HELD_OUT_ROWS: tuple[Row, ...] = (
 # (tests/test_validation.py). What each gap is: docs/fidelity.md, "Held-out rows".
 HELD_OUT_TARGET = 0.25
 KNOWN_GAPS: dict[tuple[str, str, str], float] = {
-    ('HT2', 'llama2-70b:seq=4096,mbs=1,gbs=1024,ckpt=selective,attn=unfused',
-     'sequences_per_s'): 0.30,   # -29.9%
+    ('HT2', 'llama2-70b:seq=4096,mbs=1,gbs=1024,ckpt=selective,attn=unfused,softmax=fused',
+     'sequences_per_s'): 0.30,   # -26.0%
     ('HI3', 'llama2-13b:mode=decode,batch=1,in=4096,out=4096,attn=unfused',
      'ttft_s'): 0.60,   # -55.5%
     ('HI3', 'llama2-13b:mode=decode,batch=1,in=8192,out=8192,attn=unfused',
@@ -439,7 +439,7 @@ def report(results: list[Result], costs: CostParams = DEFAULT_COSTS) -> dict:
 
 # Median |error| of each role with the default constants, recorded so that `estimate` can
 # state them without simulating the table (tests/test_validation.py checks they are current).
-RECORDED_MEDIANS = {CALIBRATION: 0.0594, HELD_OUT: 0.0856}
+RECORDED_MEDIANS = {CALIBRATION: 0.0594, HELD_OUT: 0.0811}
 
 _RESULTS_CACHE: dict[CostParams, list[Result]] = {}
 

@@ -109,7 +109,8 @@ def add_call(prog: Program, call: AtenCall, auto_cast: str, group: CollectiveGro
     elif name in ("_softmax", "softmax", "_log_softmax", "log_softmax", "_softmax_backward_data",
                   "_log_softmax_backward_data"):
         shape = s[0] if s else (1,)
-        prog.softmax(max(1, _prod(shape[:-1])), max(1, shape[-1] if shape else 1), dtype, name=label)
+        prog.softmax(max(1, _prod(shape[:-1])), max(1, shape[-1] if shape else 1), dtype,
+                     backward=name.endswith("_backward_data"), name=label)
     elif name in ("native_layer_norm", "layer_norm", "native_layer_norm_backward", "rms_norm",
                   "_fused_rms_norm", "native_batch_norm", "_native_batch_norm_legit",
                   "native_group_norm", "group_norm"):
