@@ -101,7 +101,6 @@ def test_an_fp32_linear_reads_and_writes_its_tensors_at_their_width(auto_cast, c
     assert (op.get("left_dtype") or compute, op.get("right_dtype") or compute) == (stored, stored)
 
 
-
 def test_softmax_backward_is_one_op_reading_the_output_and_its_gradient():
     """aten's _softmax_backward_data(grad_output, output) is one call: it maps to the chip's
     softmax backward (y and dy read, dx written), not to a second forward softmax."""
@@ -115,6 +114,7 @@ def test_softmax_backward_is_one_op_reading_the_output_and_its_gradient():
     assert (fwd.kind, bwd.kind) == ("softmax", "softmax")
     assert not fwd.get("backward") and bwd.get("backward")
     assert (bwd.get("rows"), bwd.get("cols")) == (8 * 128, 128)
+
 
 def test_script_exit_code_is_returned_and_profile_still_written(tmp_path):
     res = capture(tmp_path, "--steps", "3", "--fail-at", "3")

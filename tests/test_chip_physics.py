@@ -309,8 +309,9 @@ def test_fused_softmax_backward_reads_its_two_inputs_once_and_writes_once():
     def hbm(build) -> tuple[float, float, float]:
         p = Program()
         build(p)
-        tl = run(p).timeline
-        return tl.columns["hbm_r"].sum(), tl.columns["hbm_w"].sum(), run(p).metrics()["time_s"]
+        r = run(p)
+        cols = r.timeline.columns
+        return cols["hbm_r"].sum(), cols["hbm_w"].sum(), r.metrics()["time_s"]
 
     fused_r, fused_w, fused_t = hbm(lambda p: p.softmax(rows, cols, backward=True))
     assert fused_r == pytest.approx(2 * tensor, rel=0.01)
