@@ -1,6 +1,7 @@
 """Workload library: presets, layer recipes, parallel layout, step composition, memory checks."""
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import replace
 
 import pytest
@@ -10,7 +11,7 @@ from hypothesis import strategies as st
 from device_model import Program, instance
 from device_model.errors import SpecError
 from device_model.workloads import REGISTRY, Placement, build_step, estimate
-from device_model.workloads.inference import padded
+from device_model.workloads.inference import MAX_DECODE_BUCKETS, bucket_counts, padded
 from device_model.workloads.parallel import resolve_layout
 from device_model.workloads.presets import PRESETS
 from device_model.workloads.recipe import Recipe, emit_backward, emit_forward
@@ -86,6 +87,31 @@ def test_bucket_padding_is_the_smallest_compiled_length(length, bucket):
         assert size % bucket == 0 and size - length < bucket
     else:
         assert size >= 128 and size & (size - 1) == 0 and (size == 128 or size // 2 < length)
+
+
+@settings(max_examples=200, deadline=None)
+@given(first=st.integers(1, 3000), steps=st.integers(0, 3000),
+       bucket=st.sampled_from([0, 1, 7, 64, 128, 1000]), limit=st.sampled_from([512, 4096, 1 << 62]))
+def test_decode_steps_per_bucket_are_counted_a_bucket_at_a_time(first, steps, bucket, limit):
+    """The closed form agrees with padding every decode step's length one by one."""
+    last = first + steps - 1
+    one_by_one = Counter(padded(n, bucket, limit) for n in range(first, last + 1))
+    if len(one_by_one) > MAX_DECODE_BUCKETS:
+        with pytest.raises(SpecError, match="token-generation buckets"):
+            bucket_counts(first, last, bucket, limit)
+    else:
+        assert bucket_counts(first, last, bucket, limit) == one_by_one
+
+
+@pytest.mark.parametrize("spec, message", [
+    # a billion steps were padded one by one (minutes) before the KV cache was found not to fit
+    ("llama2-7b:mode=decode,in=128,out=1000000000", "does not fit"),
+    # a hundred thousand buckets, a decode program each
+    ("llama2-7b:mode=decode,in=128,out=100000,tkg_bucket=1", "use a larger tkg_bucket"),
+])
+def test_decode_lengths_past_reason_are_refused_without_stepping_through_them(spec, message):
+    with pytest.raises(SpecError, match=message):
+        estimate(spec, TRN1, Placement(tp=32))
 
 
 def test_heads_not_divisible_by_tp_is_refused():

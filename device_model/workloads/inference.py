@@ -11,6 +11,7 @@ from functools import cached_property
 
 from ..catalog.dtypes import get_dtype
 from ..core import Instance
+from ..errors import SpecError
 from ..program import Op, Program
 from .cost import Cost, measure, measure_part
 from .memory import RUNTIME_RESERVE_BYTES, Memory, check_fits
@@ -22,6 +23,9 @@ from .transformer import (CLASSIFIER_LABELS, Precision, classifier_recipe, embed
                           shard_layer_params, shard_linear_params)
 
 MIN_BUCKET = 128      # assumption: smallest compiled length (transformers-neuronx default)
+# token-generation buckets one estimate simulates (a decode program each, ~30 ms of CPU): NxD
+# Inference compiles a handful; thousands mean a typo such as tkg_bucket=1
+MAX_DECODE_BUCKETS = 1024
 QUANT_SCALE_BYTES = 4  # assumption: one FP32 scale per output channel of a quantized weight
 _RESIDENT_KINDS = ("binary", "activation", "layernorm", "rmsnorm", "softmax", "reduce", "cast",
                    "matmul")
@@ -92,6 +96,24 @@ def padded(length: int, bucket: int, limit: int) -> int:
     return min(size, limit)
 
 
+def bucket_counts(first: int, last: int, bucket: int, limit: int) -> Counter:
+    """How many of the lengths first..last run at each compiled length: one step a bucket
+    (every length up to a bucket's size pads to it), not one a length, so a billion decode
+    steps cost no more than the buckets they fall into. SpecError past MAX_DECODE_BUCKETS."""
+    counts: Counter = Counter()
+    n = first
+    while n <= last:
+        size = padded(n, bucket, limit)
+        end = last if size < n else min(size, last)     # size < n: capped at the limit
+        counts[size] += end - n + 1
+        n = end + 1
+        if len(counts) > MAX_DECODE_BUCKETS:
+            raise SpecError(f"more than {MAX_DECODE_BUCKETS} token-generation buckets "
+                            f"(tkg_bucket={bucket or 'pow2'} over {first}..{last} positions); "
+                            "use a larger tkg_bucket or pow2")
+    return counts
+
+
 class InferencePlan:
     def __init__(self, inst: Instance, spec: InferSpec) -> None:
         cfg = spec.model
@@ -111,8 +133,8 @@ class InferencePlan:
         self.limit = cfg.max_seq if total <= cfg.max_seq else 1 << 62
         self.prefill_len = padded(spec.input_len, spec.bucket, self.limit)
         # decode step i (i = 1 .. out-1) attends to in + i positions of the cache
-        self.decode_buckets = Counter(padded(spec.input_len + i, spec.cache_bucket, self.limit)
-                                      for i in range(1, spec.output_len))
+        first, last = spec.input_len + 1, spec.input_len + spec.output_len - 1
+        self.decode_buckets = bucket_counts(first, last, spec.cache_bucket, self.limit)
 
     def _program(self, q_len: int, kv_len: int, layers: int) -> Program:
         cfg, spec, group = self.cfg, self.spec, self.spec.layout.tp_group
