@@ -264,6 +264,9 @@ def test_sequence_longer_than_learned_positions_is_refused():
         _train("bert-large:seq=1024")
     with pytest.raises(SpecError, match="longer than gpt3-23b allows"):
         estimate("gpt3-23b:mode=prefill,in=4096", TRN1, Placement(tp=32))
+    # an encoder's one pass has no output tokens to count in
+    with pytest.raises(SpecError, match="^a sequence of 1024 tokens is longer than bert-large"):
+        estimate("bert-large:mode=infer,seq=1024", TRN1_2X, Placement(cores=1))
 
 
 def test_longer_than_a_rope_models_trained_context_runs_with_a_warning():

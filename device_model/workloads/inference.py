@@ -119,7 +119,9 @@ class InferencePlan:
         cfg = spec.model
         # the last sampled token is never fed back: the cache holds in + out - 1 positions
         total = spec.input_len + spec.output_len - 1
-        warning = cfg.check_length(total, f"in+out-1 = {total} tokens")
+        what = (f"a sequence of {total} tokens" if cfg.family == "bert"    # an encoder: one pass
+                else f"in+out-1 = {total} tokens")
+        warning = cfg.check_length(total, what)
         self.warnings = (warning,) if warning else ()
         self.inst, self.spec, self.cfg = inst, spec, cfg
         tp = spec.layout.tp
