@@ -356,6 +356,35 @@ def test_bad_ranks_are_one_line_errors(argv, needle, tmp_path, capsys):
     assert rc == 2 and needle in err and err.count("\n") == 1
 
 
+
+@pytest.mark.parametrize("spec, argv", [
+    # a step of 2.7e11 micro-batches was scheduled one by one until memory ran out
+    ("llama2-7b:seq=1024,gbs=1099511627776", ["--tp", "8"]),
+    ("mlp:layers=4,microbatches=1000000000", ["--pp", "2"]),
+])
+def test_a_capture_of_too_many_micro_batches_is_refused_before_it_is_scheduled(spec, argv,
+                                                                               tmp_path, capsys):
+    out = tmp_path / "x.nsprof"
+    rc = main(["capture", "-w", spec, "-i", "trn1.32xlarge", *argv, "-s", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.count("\n") == 1 and "micro-batches a step" in err
+    assert "2,097,152" in err and not out.exists()
+
+
+def test_the_recorded_operator_limit_counts_executions_and_ranks(inst):
+    from profiler.capture.builtin_plans import MAX_RECORDED_OPERATORS, check_recorded
+    from device_model.workloads import REGISTRY
+    from device_model.workloads.spec import bind, split_spec
+    name, raw = split_spec(MLP)
+    cap = REGISTRY[name].capture
+    stages = cap.build(inst, bind(name, raw, cap.params), Placement(cores=8, pp=PP, dp=2)).stages
+    ops = sum(len(st.forward.ops) + len(st.backward.ops) for st in stages)
+    check_recorded(stages, MB, list(range(PP)), 2)          # the fixture's capture: well under
+    many = MAX_RECORDED_OPERATORS // ops + 1                 # micro-batches just past the limit
+    check_recorded(stages, many, [0], 1)                     # one rank of them fits
+    with pytest.raises(SpecError, match="micro-batches a step"):
+        check_recorded(stages, many, list(range(PP)), 1)
+
 def test_ranks_of_a_script_are_rank_numbers_not_stages(capsys):
     # a script's ranks are its processes: `stages` is a built-in run's word (checked before it runs)
     assert main(["capture", "--ranks", "stages", "--", "python", "-c", "pass"]) == 2

@@ -124,7 +124,7 @@ def capture_workload(spec: str, inst: Instance, placement: Placement = Placement
         raise SpecError(f"--profile-nth-exec {nth_exec} is larger than --num-exec {num_exec}: "
                         "no execution would be profiled")
     runs = RunCache(inst)
-    plans = plan_ranks(spec, inst, placement, ranks, runs.wall)
+    plans = plan_ranks(spec, inst, placement, ranks, runs.wall, num_exec)
     builder = ProfileBuilder(inst, "workload", workload=spec, description=plans[0].plan.description,
                              placement={"tp": placement.tp or 1, "pp": placement.pp or 1,
                                         "dp": placement.dp or 1},

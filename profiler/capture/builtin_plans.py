@@ -25,6 +25,11 @@ from .pipeline import FORWARD, schedule_1f1b
 
 Wall = Callable[[Program], float]
 RANK_CHOICES = ("stages", "first", "last")
+# operators one capture records: each is a profile row placed and written (about 35 us and
+# 1 KB of the capture's memory), so this is about 70 s and 2 GB (an assumption about the
+# machine). A step's operators grow with its micro-batches: gbs=1e12 was placed one
+# micro-batch at a time until the machine ran out of memory.
+MAX_RECORDED_OPERATORS = 1 << 21
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,9 +73,24 @@ def select_stages(which: str | None, pp: int) -> list[int]:
     return sorted(chosen)
 
 
+def check_recorded(stages: Sequence[StagePrograms], microbatches: int, chosen: list[int],
+                   executions: int) -> None:
+    """SpecError, before anything is scheduled, when the chosen ranks' executions would record
+    more than MAX_RECORDED_OPERATORS operators."""
+    per_step = sum(microbatches * (len(stages[s].forward.ops) + len(stages[s].backward.ops))
+                   + sum(len(p.ops) for p in stages[s].tail) for s in chosen)
+    total = per_step * executions
+    if total > MAX_RECORDED_OPERATORS:
+        raise SpecError(f"the capture would record about {total:,} operators ({microbatches:,} "
+                        f"micro-batches a step), more than {MAX_RECORDED_OPERATORS:,}: capture "
+                        "fewer micro-batches (a smaller gbs), executions (--num-exec) or ranks "
+                        "(--ranks)")
+
+
 def pipeline_ranks(stages: Sequence[StagePrograms], microbatches: int, tp: int, chosen: list[int],
-                   wall: Wall, what: str) -> tuple[RankPlan, ...]:
+                   wall: Wall, what: str, executions: int = 1) -> tuple[RankPlan, ...]:
     """Each chosen stage's step: its forwards and backwards where 1F1B puts them, then its tail."""
+    check_recorded(stages, microbatches, chosen, executions)
     pp = len(stages)
     slots = schedule_1f1b([wall(s.forward) for s in stages], [wall(s.backward) for s in stages],
                           microbatches)
@@ -89,9 +109,9 @@ def pipeline_ranks(stages: Sequence[StagePrograms], microbatches: int, tp: int, 
 
 
 def plan_ranks(spec: str, inst: Instance, placement: Placement, which: str | None = None,
-               wall: Wall | None = None) -> tuple[RankPlan, ...]:
+               wall: Wall | None = None, executions: int = 1) -> tuple[RankPlan, ...]:
     """The captured ranks' steps. `which`: see `select_stages`; `wall(program)` is a program's
-    simulated time (the capture passes its cache of runs)."""
+    simulated time (the capture passes its cache of runs); `executions` of them are recorded."""
     wall = wall or (lambda prog: inst.run(prog).timeline.wall)
     name, raw = split_spec(spec)
     workload = REGISTRY.get(name)
@@ -105,4 +125,4 @@ def plan_ranks(spec: str, inst: Instance, placement: Placement, which: str | Non
         select_stages(which, 1)
         return (RankPlan(0, 0, 1, StepPlan(tuple((prog, 0.0) for prog in step.programs), step.description)),)
     return pipeline_ranks(step.stages, step.microbatches, step.tp, select_stages(which, len(step.stages)),
-                          wall, step.description)
+                          wall, step.description, executions)
