@@ -126,3 +126,18 @@ def test_power_between_idle_and_tdp(activity, hbm, cores):
     temp = pm.step_temperature(np.array([dev.ambient_c]), watts, 1e6)
     assert temp[0] == pytest.approx(pm.steady_temperature(watts)[0])
     assert 0.0 <= pm.thermal_throttle(temp)[0] <= 1.0
+
+
+def test_concat_repeats_in_closed_form(matmul_run):
+    """Three executions as one part equal three parts of one; a trillion cost what one does."""
+    a = ExecutionProfile.from_run(matmul_run)
+    whole = ExecutionProfile.concat([(a, 3)], gap=2e-5)
+    parts = ExecutionProfile.concat([(a, 1), (a, 1), (a, 1)], gap=2e-5)
+    assert whole.cum == pytest.approx(parts.cum) and whole.grid == pytest.approx(parts.grid)
+    period = a.wall + 2e-5
+    half = whole.cum[len(whole.grid) // 2]             # half way: one execution and a half period
+    assert half == pytest.approx(a.totals + a.at(0.5 * period), rel=1e-9, abs=1e-9)
+    huge = ExecutionProfile.concat([(a, 10 ** 12)], gap=2e-5)
+    assert huge.wall == pytest.approx(10 ** 12 * (a.wall + 2e-5))
+    assert huge.totals == pytest.approx(10 ** 12 * a.totals)
+    assert np.all(np.diff(huge.cum, axis=0) >= -1e-6 * np.abs(huge.cum).max())

@@ -175,3 +175,22 @@ def test_core_lists_and_apps():
 def test_workload_too_big_for_hbm(root):
     with pytest.raises(SpecError, match="GiB"):
         _runtime(root, workload="demo-train:layers=8,hidden=16384,seq=8192", cores=(0,))
+
+
+def test_a_step_of_a_trillion_micro_batches_runs_in_closed_form(root):
+    """Its step profile repeated the micro-batch's execution 2.7e11 times into a list (a
+    MemoryError); now the step's profile is found point by point and its latencies sampled from
+    the first few executions, so the job starts and its first micro-batches complete."""
+    rt = _runtime(root, workload="llama2-7b:seq=1024,gbs=1099511627776", cores=tuple(range(8)))
+    assert rt.app.executions_per_step > 10 ** 11
+    rt.advance(60.0)
+    rt.publish()
+    s = _read(root)
+    assert s.sim_time == pytest.approx(60.0) and sum(s.errors.values()) == 0
+    assert np.all(s.core_busy_s > 0)
+    rt.close()
+
+
+def test_a_demo_program_of_absurd_depth_is_refused_before_any_child_builds_it():
+    with pytest.raises(SpecError, match="at most 1024"):
+        parse_app("t=demo-train:layers=100000000@0-7", 64)

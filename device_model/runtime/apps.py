@@ -100,6 +100,9 @@ TRANSFORMER_PARAMS = (
     Param("heads", parse_int, 16, help="attention heads"),
     Param("dtype", str, "bf16", choices=("bf16", "fp16", "fp8", "fp32")),
 )
+# layers one demo program holds (~20 operators each with its backward; a few seconds to build
+# and schedule at this many): more is a typo, and the child building it would stall the start
+DEMO_MAX_LAYERS = 1024
 DEMO_WORKLOADS = {
     "demo-train": "a small data-parallel transformer training step (forward, backward, all-reduce, optimizer)",
     "demo-serve": "a small transformer forward pass served as an inference request",
@@ -162,7 +165,11 @@ class AppProgram:
 def resolve_app_workload(spec: str) -> tuple[str, dict]:
     name, raw = split_spec(spec)
     if name in DEMO_WORKLOADS:
-        return name, bind(name, raw, TRANSFORMER_PARAMS)
+        opts = bind(name, raw, TRANSFORMER_PARAMS)
+        if opts["layers"] > DEMO_MAX_LAYERS:
+            raise SpecError(f"{name}: layers={opts['layers']} is more than a demo program holds "
+                            f"(at most {DEMO_MAX_LAYERS})")
+        return name, opts
     workload, opts = resolve(spec)
     if workload.name not in ("matmul", *COLLECTIVE_KINDS) and workload.build is None:
         allowed = sorted([*DEMO_WORKLOADS, "matmul", *COLLECTIVE_KINDS,

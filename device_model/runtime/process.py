@@ -112,7 +112,8 @@ class Runtime:
             instructions += len(run.timeline)
             prof = ExecutionProfile.from_run(run)
             profiles.append((prof, count))
-            walls += [prof.wall] * count
+            if len(walls) < RING:           # latencies are sampled from the first RING only
+                walls += [prof.wall] * min(count, RING - len(walls))
         if len(profiles) == 1 and profiles[0][1] == 1:
             return profiles[0][0], np.array(walls), instructions
         return ExecutionProfile.concat(profiles, gap=self.overhead_s), np.array(walls), instructions
@@ -159,7 +160,8 @@ class Runtime:
                 self._fault(ev.kind, ev.device, ev.count)
             done = seg.completions(b) - seg.completions(a)
             if done:
-                self._complete(seg, done * (len(self.exec_walls) if seg.status == "completed" else 1))
+                per_step = self.app.executions_per_step if seg.status == "completed" else 1
+                self._complete(seg, done * per_step)
             if self._cut:               # an execution hung: the rest of this batch never runs
                 self._cut = False
                 end = upto
