@@ -129,42 +129,37 @@ def lower_reduce(op: Op, ctx: CoreContext) -> list[Stage]:
 
 
 def lower_softmax(op: Op, ctx: CoreContext) -> list[Stage]:
+    """A row softmax on row tiles whose whole row sits in SBUF. `backward`: dx = y * (dy -
+    sum(y * dy)) on the same tiles, y and dy read once and dx written once (the product, its row
+    sum, the shift and the scale are four instructions on the tile, not four passes over HBM)."""
     dev, c = ctx.device, ctx.costs
     dt = get_dtype(op.get("dtype"))
     rows, L = _row_tiles(op.get("rows"), ctx), float(op.get("cols"))
-    if op.get("backward"):
-        return _softmax_backward(rows, L, dt, ctx)
     n, mii = len(rows), c.min_ii_cycles
     full = lambda v: np.full(n, float(v))  # noqa: E731 - a tiny local helper reads better inline
-    steps = []
-    if op.get("causal"):
-        steps.append((L_POOL, "AFFINE_SELECT", full(c.gpsimd_start_cycles + L), dev.gpsimd_hz))
-    steps += [
-        (L_DVE, "TENSOR_REDUCE", full(max(mii, L / 2 if dt.name == "bf16" else L)), dev.vector_hz),
-        (L_ACT, "ACTIVATE_REDUCE", full(max(mii, L) + mii), dev.scalar_hz),   # exp with free sum
-        (L_DVE, "RECIPROCAL", full(mii), dev.vector_hz),
-        (L_ACT, "ACTIVATE", full(max(mii, L)), dev.scalar_hz),                 # scale by 1/sum
-    ]
+    row_sum = (L_DVE, "TENSOR_REDUCE", full(max(mii, L / 2 if dt.name == "bf16" else L)),
+               dev.vector_hz)
+    if op.get("backward"):
+        tt = full(max(mii, L / dev.vector_bf16_tt_speedup if dt.name in BF16_LIKE else 2 * L))
+        steps = [(L_DVE, "TENSOR_TENSOR", tt, dev.vector_hz),                    # y * dy
+                 row_sum,
+                 (L_ACT, "ACTIVATE", full(max(mii, L)), dev.scalar_hz),          # dy - sum
+                 (L_DVE, "TENSOR_TENSOR", tt, dev.vector_hz)]                    # * y
+        inputs = 2
+    else:
+        steps = []
+        if op.get("causal"):
+            steps.append((L_POOL, "AFFINE_SELECT", full(c.gpsimd_start_cycles + L), dev.gpsimd_hz))
+        steps += [
+            row_sum,
+            (L_ACT, "ACTIVATE_REDUCE", full(max(mii, L) + mii), dev.scalar_hz),   # exp, free sum
+            (L_DVE, "RECIPROCAL", full(mii), dev.vector_hz),
+            (L_ACT, "ACTIVATE", full(max(mii, L)), dev.scalar_hz),                 # scale by 1/sum
+        ]
+        inputs = 1
     compute = _chain(steps, ctx, rows * L * dt.bytes)
-    return _io(rows * L / PARTITIONS, [dt.bytes], dt.bytes, ctx, compute, resident=_resident(op))
-
-
-def _softmax_backward(rows: np.ndarray, L: float, dt, ctx: CoreContext) -> list[Stage]:
-    """dx = y * (dy - sum(y * dy)) on row tiles whose whole row sits in SBUF, as the forward's:
-    y and dy are read once and dx written once (the product, its row sum, the shift and the
-    scale are four instructions on the tile, not four passes over HBM)."""
-    dev, mii = ctx.device, ctx.costs.min_ii_cycles
-    full = lambda v: np.full(len(rows), float(v))  # noqa: E731
-    tt = L / dev.vector_bf16_tt_speedup if dt.name in BF16_LIKE else 2 * L
-    steps = [
-        (L_DVE, "TENSOR_TENSOR", full(max(mii, tt)), dev.vector_hz),                 # y * dy
-        (L_DVE, "TENSOR_REDUCE", full(max(mii, L / 2 if dt.name == "bf16" else L)), dev.vector_hz),
-        (L_ACT, "ACTIVATE", full(max(mii, L)), dev.scalar_hz),                       # dy - sum
-        (L_DVE, "TENSOR_TENSOR", full(max(mii, tt)), dev.vector_hz),                 # * y
-    ]
-    compute = _chain(steps, ctx, rows * L * dt.bytes)
-    free = rows * L / PARTITIONS
-    return _io(free, [dt.bytes, dt.bytes], dt.bytes, ctx, compute)
+    return _io(rows * L / PARTITIONS, [dt.bytes] * inputs, dt.bytes, ctx, compute,
+               resident=_resident(op))
 
 
 def lower_norm(op: Op, ctx: CoreContext) -> list[Stage]:
