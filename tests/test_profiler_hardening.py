@@ -110,6 +110,19 @@ def test_bad_column_values_are_one_line_never_a_traceback(small, which, data, va
     _assert_clean(Profile(p.meta, p.strings, tables))
 
 
+@pytest.mark.parametrize("col, value", [("bytes", 1e300), ("bytes", math.nan), ("bytes", -1),
+                                        ("ranks", 1e300), ("ranks", math.inf)])
+def test_a_collective_of_impossible_size_is_left_out_of_the_chrome_trace(small, col, value):
+    """Found by the property test above: a collective of 1e300 bytes reached the Chrome trace's
+    message size as an integer JSON cannot hold (a traceback)."""
+    p = small[1]
+    tables = {t: dict(cols) for t, cols in p.tables.items()}
+    arr = tables["collectives"][col].astype("<f8")
+    assert arr.size
+    arr[0] = value
+    tables["collectives"][col] = arr
+    _assert_clean(Profile(p.meta, p.strings, tables))
+
 @pytest.mark.parametrize("table, col, target", [("ops", "host", "host"), ("host", "op", "ops")])
 def test_a_rank_pointing_at_another_ranks_rows_is_one_line(small, table, col, target):
     """Valid for the whole file, out of range for the rank's own view: rank 0's first row

@@ -274,6 +274,8 @@ def _collective_events(profile: Profile, ids: TraceIds, ext: np.ndarray,
                                          coll["bytes"].tolist(), coll["ranks"].tolist()):
         if not 0 <= op < n_ops or not 0 <= kind_s < len(strings):
             continue
+        if not (0 <= nbytes < 2 ** 63 and 0 <= ranks < 2 ** 31):   # a damaged row (NaN fails too)
+            continue
         kind, name, h = strings[kind_s], strings[ops["name_s"][op]], int(ops["host"][op])
         dtype = strings[ops["dtype_s"][op]] if 0 <= ops["dtype_s"][op] < len(strings) else ""
         c10, size = KINETO_DTYPES.get(dtype, ("unsigned char", 1))
