@@ -1,6 +1,7 @@
 """Workload library: presets, layer recipes, parallel layout, step composition, memory checks."""
 from __future__ import annotations
 
+import statistics
 from collections import Counter
 from dataclasses import replace
 
@@ -11,7 +12,8 @@ from hypothesis import strategies as st
 from device_model import Program, instance
 from device_model.errors import SpecError
 from device_model.workloads import REGISTRY, Placement, build_step, estimate
-from device_model.workloads.inference import MAX_DECODE_BUCKETS, bucket_counts, padded
+from device_model.workloads.inference import (MAX_DECODE_BUCKETS, bucket_counts, padded,
+                                              weighted_median)
 from device_model.workloads.parallel import resolve_layout
 from device_model.workloads.presets import PRESETS
 from device_model.workloads.recipe import Recipe, emit_backward, emit_forward
@@ -101,6 +103,19 @@ def test_decode_steps_per_bucket_are_counted_a_bucket_at_a_time(first, steps, bu
             bucket_counts(first, last, bucket, limit)
     else:
         assert bucket_counts(first, last, bucket, limit) == one_by_one
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.floats(-1e3, 1e3), st.integers(0, 40)), min_size=1, max_size=8)
+       .filter(lambda pairs: sum(k for _, k in pairs) > 0))
+def test_weighted_median_is_the_median_of_the_population_it_counts(pairs):
+    population = [value for value, k in pairs for _ in range(k)]
+    assert weighted_median(pairs) == pytest.approx(statistics.median(population), abs=1e-9)
+
+
+def test_weighted_median_refuses_an_empty_population():
+    with pytest.raises(ValueError, match="empty"):
+        weighted_median([(1.0, 0)])
 
 
 @pytest.mark.parametrize("spec, message", [
@@ -348,7 +363,18 @@ def test_decode_pads_prompt_and_cache_to_buckets():
     r = estimate("llama2-7b:mode=decode,batch=1,in=100,out=60", TRN1, Placement(tp=32))
     assert r["padded_input_tokens"] == 128
     assert r["decode_buckets"] == {"128": 28, "256": 31}
-    assert r["e2e_latency_s"] == pytest.approx(r["ttft_s"] + 59 * r["tpot_s"])
+    # each bucket's time per token, from runs whose every token falls in it
+    t128 = estimate("llama2-7b:mode=decode,batch=1,in=100,out=28", TRN1, Placement(tp=32))
+    t256 = estimate("llama2-7b:mode=decode,batch=1,in=200,out=50", TRN1, Placement(tp=32))
+    assert (t128["decode_buckets"], t256["decode_buckets"]) == ({"128": 27}, {"256": 49})
+    assert t128["tpot_s"] == t128["tpot_mean_s"] < t256["tpot_s"]
+    # the median token is one of the 31 in the longer bucket; time and throughput add the mean
+    assert r["tpot_s"] == pytest.approx(t256["tpot_s"], rel=1e-12)
+    mean = (28 * t128["tpot_s"] + 31 * t256["tpot_s"]) / 59
+    assert r["tpot_mean_s"] == pytest.approx(mean, rel=1e-12) and mean < r["tpot_s"]
+    assert r["e2e_latency_s"] == pytest.approx(r["ttft_s"] + 59 * mean)
+    assert r["tokens_per_s"] == pytest.approx(1 / mean)
+    assert "time/output token    " in format_model(r) and " p50\n    mean " in format_model(r)
     longer = estimate("llama2-7b:mode=decode,batch=1,in=129,out=60", TRN1, Placement(tp=32))
     assert longer["padded_input_tokens"] == 256 and longer["ttft_s"] > r["ttft_s"]
 

@@ -114,6 +114,25 @@ def bucket_counts(first: int, last: int, bucket: int, limit: int) -> Counter:
     return counts
 
 
+def weighted_median(pairs: list[tuple[float, int]]) -> float:
+    """The median of a population given as (value, how many) pairs: the middle one of an odd
+    count, the mean of the two middle ones of an even count."""
+    ordered = sorted(p for p in pairs if p[1] > 0)
+    n = sum(k for _, k in ordered)
+    if n == 0:
+        raise ValueError("median of an empty population")
+
+    def at(rank: int) -> float:             # the value at a 0-based rank of the sorted population
+        seen = 0
+        for value, k in ordered:
+            seen += k
+            if rank < seen:
+                return value
+        raise AssertionError("rank past the population")
+
+    return (at((n - 1) // 2) + at(n // 2)) / 2
+
+
 class InferencePlan:
     def __init__(self, inst: Instance, spec: InferSpec) -> None:
         cfg = spec.model
@@ -188,12 +207,27 @@ class InferencePlan:
     def decode(self) -> dict[int, Cost]:
         return {kv: self._cost(1, kv) for kv in self.decode_buckets}
 
-    def tpot(self) -> float:
+    def token_latencies(self) -> dict[int, float]:
+        """Each token-generation bucket's time per output token, its execution's launch too."""
         overhead = self.inst.costs.exec_overhead_s
+        return {kv: self.decode[kv].time + overhead for kv in self.decode_buckets}
+
+    def tpot_mean(self) -> float:
+        """The output tokens' mean time: what throughput and end-to-end latency follow."""
         if not self.decode_buckets:
             return 0.0
+        times = self.token_latencies()
         n = sum(self.decode_buckets.values())
-        return sum(self.decode[kv].time * k for kv, k in self.decode_buckets.items()) / n + overhead
+        return sum(times[kv] * k for kv, k in self.decode_buckets.items()) / n
+
+    def tpot(self) -> float:
+        """The median (P50) time per output token, the figure AWS's performance tables and NxD
+        Inference's benchmark report: with several buckets, the latency of the one that holds
+        the middle token, above the mean where the short early buckets are quicker."""
+        if not self.decode_buckets:
+            return 0.0
+        times = self.token_latencies()
+        return weighted_median([(times[kv], k) for kv, k in self.decode_buckets.items()])
 
     def output_bytes(self) -> float:
         """What a forward over the prompt hands back to the host, in the activation dtype: the

@@ -56,6 +56,7 @@ def _time(s: float) -> str:
     return f"{s * 1e6:.1f} us"
 
 
+
 def _parallel(r: dict) -> str:
     p = r["parallel"]
     links = ", ".join(f"{k.upper()} {p[k.lower() + '_link']}" for k in ("TP", "PP", "DP")
@@ -89,7 +90,12 @@ def _rows(r: dict) -> list[Row]:
     else:
         rows += [("TTFT", lambda r: r["ttft_s"], _time)]
         if "tpot_s" in r:
-            rows += [("time/output token", lambda r: r["tpot_s"], _time)]
+            # the median token's time (what latency tables quote); the mean where buckets part them
+            if _time(r.get("tpot_mean_s", r["tpot_s"])) == _time(r["tpot_s"]):
+                rows += [("time/output token", lambda r: r["tpot_s"], _time)]
+            else:
+                rows += [("time/output token", lambda r: r["tpot_s"], lambda v: _time(v) + " p50"),
+                         ("  mean", lambda r: r["tpot_mean_s"], _time)]
         rows += [("tokens/s", lambda r: r["tokens_per_s"], lambda v: f"{v:,.1f}")]
     rows += [(k.upper(), lambda r, k=k: r[k], _pct) for k in ("mfu", "hfu", "mbu")]
     rows += [(f"{e} active", lambda r, e=e: r["engine_active"][e], _pct) for e in ENGINES]

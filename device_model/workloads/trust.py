@@ -57,7 +57,7 @@ RECORDED_KINDS: dict[tuple[str, str], KindError] = {
     ("trainium1", "all-reduce time"): KindError(16, 0.0708, 0.1708),
     ("trainium1", "encoder latency"): KindError(25, 0.0386, 0.1410),
     ("trainium1", "matmul time"): KindError(1, 0.0071, 0.0071),
-    ("trainium1", "time per output token"): KindError(37, 0.0536, 0.1956),
+    ("trainium1", "time per output token"): KindError(37, 0.0384, 0.1520),
     ("trainium1", "time to first token"): KindError(36, 0.1954, 0.6524),
     ("trainium1", "training throughput"): KindError(15, 0.0942, 0.2602),
     ("trainium2", "time per output token"): KindError(2, 0.1392, 0.2591),
