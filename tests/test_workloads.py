@@ -17,7 +17,7 @@ from device_model.workloads.inference import (MAX_DECODE_BUCKETS, bucket_counts,
 from device_model.workloads.parallel import resolve_layout
 from device_model.workloads.presets import PRESETS
 from device_model.workloads.recipe import Recipe, emit_backward, emit_forward
-from device_model.workloads.report import format_model
+from device_model.workloads.report import format_comparison, format_model
 from device_model.workloads.training import stage_layers
 from device_model.workloads.transformer import make_shard
 
@@ -375,6 +375,12 @@ def test_decode_pads_prompt_and_cache_to_buckets():
     assert r["e2e_latency_s"] == pytest.approx(r["ttft_s"] + 59 * mean)
     assert r["tokens_per_s"] == pytest.approx(1 / mean)
     assert "time/output token    " in format_model(r) and " p50\n    mean " in format_model(r)
+    # beside a run within one bucket, a comparison still shows the mean the other run has
+    rows = format_comparison(t256, r).splitlines()
+    median_row = next(x for x in rows if x.startswith("  time/output token"))
+    mean_row = rows[rows.index(median_row) + 1]
+    assert median_row.count(" p50") == 2 and mean_row.startswith("    mean ")
+    assert mean_row.split()[1:5:2] == [f"{t256['tpot_s'] * 1e3:.2f}", f"{mean * 1e3:.2f}"]
     longer = estimate("llama2-7b:mode=decode,batch=1,in=129,out=60", TRN1, Placement(tp=32))
     assert longer["padded_input_tokens"] == 256 and longer["ttft_s"] > r["ttft_s"]
 

@@ -79,7 +79,13 @@ def _parallel(r: dict) -> str:
 Row = tuple[str, Callable[[dict], Any], Callable[[Any], str]]
 
 
-def _rows(r: dict) -> list[Row]:
+def _mean_differs(r: dict) -> bool:
+    """Whether a decode's mean time per output token prints apart from its median's."""
+    return "tpot_s" in r and _time(r.get("tpot_mean_s", r["tpot_s"])) != _time(r["tpot_s"])
+
+
+def _rows(r: dict, *others: dict) -> list[Row]:
+    """The report's rows for `r`, and for the results set beside it (`others`) in a comparison."""
     rows: list[Row] = [("parallel", _parallel, str)]
     if r["mode"] in ("train", "infer"):
         rows += [("latency", lambda r: r["latency_s"], _time)] if "latency_s" in r else []
@@ -91,7 +97,7 @@ def _rows(r: dict) -> list[Row]:
         rows += [("TTFT", lambda r: r["ttft_s"], _time)]
         if "tpot_s" in r:
             # the median token's time (what latency tables quote); the mean where buckets part them
-            if _time(r.get("tpot_mean_s", r["tpot_s"])) == _time(r["tpot_s"]):
+            if not any(_mean_differs(x) for x in (r, *others)):
                 rows += [("time/output token", lambda r: r["tpot_s"], _time)]
             else:
                 rows += [("time/output token", lambda r: r["tpot_s"], lambda v: _time(v) + " p50"),
@@ -192,7 +198,7 @@ def _shows_zero(text: str) -> bool:
 def format_comparison(a: dict, b: dict) -> str:
     lines = [*_wrapped_title(f"A: {_title(a)}"), *_wrapped_title(f"B: {_title(b)}"),
              f"  {'':<20} {'A':>22} {'B':>22} {'B/A':>8}"]
-    for label, get, fmt in _rows(a):
+    for label, get, fmt in _rows(a, b):
         try:
             va, vb = get(a), get(b)
         except KeyError:
