@@ -221,9 +221,9 @@ class InferencePlan:
         return sum(times[kv] * k for kv, k in self.decode_buckets.items()) / n
 
     def tpot(self) -> float:
-        """The median (P50) time per output token, the figure AWS's performance tables and NxD
-        Inference's benchmark report: with several buckets, the latency of the one that holds
-        the middle token, above the mean where the short early buckets are quicker."""
+        """The median (P50) time per output token, the figure AWS's performance tables publish
+        ("TPOT Latency P50"): with several buckets, the latency of the one that holds the
+        middle token, above the mean where the short early buckets are quicker."""
         if not self.decode_buckets:
             return 0.0
         times = self.token_latencies()

@@ -56,7 +56,6 @@ def _time(s: float) -> str:
     return f"{s * 1e6:.1f} us"
 
 
-
 def _parallel(r: dict) -> str:
     p = r["parallel"]
     links = ", ".join(f"{k.upper()} {p[k.lower() + '_link']}" for k in ("TP", "PP", "DP")
