@@ -93,7 +93,8 @@ def test_bucket_padding_is_the_smallest_compiled_length(length, bucket):
 
 @settings(max_examples=200, deadline=None)
 @given(first=st.integers(1, 3000), steps=st.integers(0, 3000),
-       bucket=st.sampled_from([0, 1, 7, 64, 128, 1000]), limit=st.sampled_from([512, 4096, 1 << 62]))
+       bucket=st.sampled_from([0, 1, 7, 64, 128, 1000, (100,), (128, 1000, 4096), (2048, 12800)]),
+       limit=st.sampled_from([512, 4096, 1 << 62]))
 def test_decode_steps_per_bucket_are_counted_a_bucket_at_a_time(first, steps, bucket, limit):
     """The closed form agrees with padding every decode step's length one by one."""
     last = first + steps - 1
@@ -103,6 +104,44 @@ def test_decode_steps_per_bucket_are_counted_a_bucket_at_a_time(first, steps, bu
             bucket_counts(first, last, bucket, limit)
     else:
         assert bucket_counts(first, last, bucket, limit) == one_by_one
+
+
+def test_bucket_lists_pad_to_the_smallest_listed_size_that_holds_the_length():
+    """NxD Inference's bucket lists: `tkg_bucket=128/192` compiles the KV cache at those two
+    lengths only, and `bucket=` lists the context buckets (decode uses them when tkg_bucket
+    is unset)."""
+    r = estimate("llama2-7b:mode=decode,batch=1,in=100,out=60,tkg_bucket=128/192", TRN1,
+                 Placement(tp=32))
+    assert r["padded_input_tokens"] == 128 and r["decode_buckets"] == {"128": 28, "192": 31}
+    listed = estimate("llama2-7b:mode=decode,batch=1,in=100,out=60,bucket=200/100", TRN1,
+                      Placement(tp=32))
+    assert listed["padded_input_tokens"] == 100 and listed["decode_buckets"] == {"200": 59}
+    # the same sizes as a multiple and as a one-size list give the same figures
+    one = estimate("llama2-7b:mode=decode,batch=1,in=100,out=60,tkg_bucket=256", TRN1,
+                   Placement(tp=32))
+    same = estimate("llama2-7b:mode=decode,batch=1,in=100,out=60,tkg_bucket=256/256", TRN1,
+                    Placement(tp=32))
+    assert (one["ttft_s"], one["tpot_s"]) == (same["ttft_s"], same["tpot_s"])
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("llama2-7b:mode=decode,in=300,out=60,bucket=100/200",
+     r"a prompt of 300 tokens is longer than the largest of bucket=100/200; add a size of at "
+     r"least 300"),
+    ("llama2-7b:mode=decode,in=100,out=160,tkg_bucket=128/192",
+     r"in\+out-1 = 259 positions is longer than the largest of tkg_bucket=128/192"),
+    ("llama2-7b:mode=decode,in=100,out=160,bucket=128/256",
+     r"in\+out-1 = 259 positions is longer than the largest of bucket=128/256"),
+    ("bert-base:mode=infer,seq=200,bucket=96/128", r"a sequence of 200 tokens"),
+    ("llama2-7b:mode=decode,bucket=128//256", r"bad value bucket='128//256'"),
+    ("llama2-7b:mode=decode,tkg_bucket=0/256", r"bad value tkg_bucket='0/256'"),
+    ("llama2-7b:mode=decode,bucket=x/256", r"bad value bucket='x/256'"),
+])
+def test_bucket_lists_refuse_what_they_cannot_hold_in_one_line(spec, message):
+    placement = Placement(cores=1) if spec.startswith("bert") else Placement(tp=32)
+    inst = TRN1_2X if spec.startswith("bert") else TRN1
+    with pytest.raises(SpecError, match=message):
+        estimate(spec, inst, placement)
 
 
 @settings(max_examples=200, deadline=None)

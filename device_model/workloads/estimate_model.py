@@ -11,7 +11,7 @@ from ..program import Program
 from ..catalog.specs import check_dtype
 from ..runtime.layout import ENGINES as ENGINE_KEYS
 from .cost import Cost
-from .inference import InferencePlan, InferSpec
+from .inference import MAX_DECODE_BUCKETS, Bucket, InferencePlan, InferSpec
 from .memory import CHECKPOINTS, Memory
 from .parallel import Layout, resolve_layout
 from .presets import ModelConfig
@@ -33,8 +33,16 @@ def _on_off(text: str) -> bool:
     return text in _ON
 
 
-def _bucket(text: str) -> int:
-    return 0 if text == "pow2" else parse_int(text)
+def _bucket(text: str) -> Bucket:
+    """pow2 (0), a multiple N, or sizes listed as 2048/4096/12288 (a tuple, ascending)."""
+    if text == "pow2":
+        return 0
+    if "/" not in text:
+        return parse_int(text)
+    sizes = tuple(sorted({parse_int(size) for size in text.split("/")}))
+    if len(sizes) > MAX_DECODE_BUCKETS:
+        raise ValueError(text)
+    return sizes
 
 
 MODEL_PARAMS = (
@@ -49,8 +57,10 @@ MODEL_PARAMS = (
     Param("batch", parse_int, 0, help="inference batch size per replica"),
     Param("in", parse_int, 0, help="prompt tokens"),
     Param("out", parse_int, 0, help="generated tokens"),
-    Param("bucket", _bucket, -1, help="context bucket: pow2 or a length multiple"),
-    Param("tkg_bucket", _bucket, -1, help="token-generation bucket: pow2 or a length multiple"),
+    Param("bucket", _bucket, -1,
+          help="context buckets: pow2, a length multiple N, or sizes as 2048/4096/12288"),
+    Param("tkg_bucket", _bucket, -1,
+          help="token-generation buckets: pow2, a length multiple N, or sizes as 4096/12800"),
     Param("attn", str, "", choices=("flash", "unfused"), help="attention kernel"),
     Param("softmax", str, "", choices=("fused", "xla"),
           help="training with attn=unfused: fused = torch-neuronx's softmax lowering "
@@ -153,8 +163,8 @@ def infer_plan(cfg: ModelConfig, inst: Instance, opts: dict, placement) -> Infer
     head = _on_off(opts["head"]) if opts["head"] else not (encoder and cfg.family == "bert")
     spec = InferSpec(cfg, opts["batch"] or 1, prompt,
                      opts["out"] or (128 if opts["mode"] == "decode" else 1),
-                     max(0, opts["bucket"]), _infer_precision(opts), lay, _flash(cfg, opts),
-                     tkg_bucket=opts["tkg_bucket"] if opts["tkg_bucket"] >= 0 else -1,
+                     0 if opts["bucket"] == -1 else opts["bucket"], _infer_precision(opts), lay,
+                     _flash(cfg, opts), tkg_bucket=opts["tkg_bucket"],
                      sp=_on_off(opts["sp"]), head=head, classify=classify)
     return InferencePlan(inst, spec)
 

@@ -23,6 +23,8 @@ from .transformer import (CLASSIFIER_LABELS, Precision, classifier_recipe, embed
                           shard_layer_params, shard_linear_params)
 
 MIN_BUCKET = 128      # assumption: smallest compiled length (transformers-neuronx default)
+# how lengths pad to compiled ones: 0 powers of two, N multiples of N, a tuple the listed sizes
+Bucket = int | tuple[int, ...]
 # token-generation buckets one estimate simulates (a decode program each, ~30 ms of CPU): NxD
 # Inference compiles a handful; thousands mean a typo such as tkg_bucket=1
 MAX_DECODE_BUCKETS = 1024
@@ -71,23 +73,27 @@ class InferSpec:
     batch: int
     input_len: int
     output_len: int
-    bucket: int            # context (prefill) buckets. 0: powers of two from MIN_BUCKET; N: multiples of N
+    bucket: Bucket         # context (prefill) buckets (see `padded`)
     prec: Precision
     layout: Layout
     flash: bool = True     # fused attention in prefill (decode runs matrix-vector attention)
-    tkg_bucket: int = -1   # token-generation buckets (KV cache length); -1: as `bucket`
+    tkg_bucket: Bucket = -1  # token-generation buckets (KV cache length); -1: as `bucket`
     sp: bool = False       # sequence parallelism in prefill (NxD Inference; decode has 1 token)
     head: bool = True      # output head (an encoder's MLM head runs only when asked)
     classify: bool = False  # an encoder's sequence classifier (pooler and labels) instead
 
     @property
-    def cache_bucket(self) -> int:
-        return self.bucket if self.tkg_bucket < 0 else self.tkg_bucket
+    def cache_bucket(self) -> Bucket:
+        return self.bucket if self.tkg_bucket == -1 else self.tkg_bucket
 
 
-def padded(length: int, bucket: int, limit: int) -> int:
-    """The compiled length a sequence of `length` runs at."""
-    if bucket:
+def padded(length: int, bucket: Bucket, limit: int) -> int:
+    """The compiled length a sequence of `length` runs at. `bucket`: 0, powers of two from
+    MIN_BUCKET; N, multiples of N; a tuple, the smallest of those sizes that holds it (as NxD
+    Inference's bucket lists; the largest where none does, which a plan refuses first)."""
+    if isinstance(bucket, tuple):
+        size = next((s for s in bucket if s >= length), bucket[-1])
+    elif bucket:
         size = -(-length // bucket) * bucket
     else:
         size = MIN_BUCKET
@@ -96,7 +102,7 @@ def padded(length: int, bucket: int, limit: int) -> int:
     return min(size, limit)
 
 
-def bucket_counts(first: int, last: int, bucket: int, limit: int) -> Counter:
+def bucket_counts(first: int, last: int, bucket: Bucket, limit: int) -> Counter:
     """How many of the lengths first..last run at each compiled length: one step a bucket
     (every length up to a bucket's size pads to it), not one a length, so a billion decode
     steps cost no more than the buckets they fall into. SpecError past MAX_DECODE_BUCKETS."""
@@ -109,9 +115,23 @@ def bucket_counts(first: int, last: int, bucket: int, limit: int) -> Counter:
         n = end + 1
         if len(counts) > MAX_DECODE_BUCKETS:
             raise SpecError(f"more than {MAX_DECODE_BUCKETS} token-generation buckets "
-                            f"(tkg_bucket={bucket or 'pow2'} over {first}..{last} positions); "
+                            f"(tkg_bucket={bucket_text(bucket)} over {first}..{last} positions); "
                             "use a larger tkg_bucket or pow2")
     return counts
+
+
+def bucket_text(bucket: Bucket) -> str:
+    """A bucket setting as a workload spec writes it."""
+    if isinstance(bucket, tuple):
+        return "/".join(map(str, bucket))
+    return str(bucket) if bucket else "pow2"
+
+
+def _check_listed(length: int, bucket: Bucket, what: str, key: str) -> None:
+    """A length past the largest size of a bucket list has no compiled program to run in."""
+    if isinstance(bucket, tuple) and length > bucket[-1]:
+        raise SpecError(f"{what} is longer than the largest of {key}={bucket_text(bucket)}; "
+                        f"add a size of at least {length}")
 
 
 def weighted_median(pairs: list[tuple[float, int]]) -> float:
@@ -152,10 +172,22 @@ class InferencePlan:
         self.shard = make_shard(cfg, tp, False, pad=True)
         self.prefill_shard = make_shard(cfg, tp, spec.sp, pad=True)
         self.limit = cfg.max_seq if total <= cfg.max_seq else 1 << 62
+        self._check_bucket_lists()
         self.prefill_len = padded(spec.input_len, spec.bucket, self.limit)
         # decode step i (i = 1 .. out-1) attends to in + i positions of the cache
         first, last = spec.input_len + 1, spec.input_len + spec.output_len - 1
         self.decode_buckets = bucket_counts(first, last, spec.cache_bucket, self.limit)
+
+    def _check_bucket_lists(self) -> None:
+        """Refuse a prompt, or a generation's last position, that outgrows its bucket list."""
+        spec = self.spec
+        prompt = "a sequence" if self.cfg.family == "bert" else "a prompt"
+        _check_listed(spec.input_len, spec.bucket, f"{prompt} of {spec.input_len} tokens",
+                      "bucket")
+        if spec.output_len > 1:
+            last = spec.input_len + spec.output_len - 1
+            _check_listed(last, spec.cache_bucket, f"in+out-1 = {last} positions",
+                          "tkg_bucket" if spec.tkg_bucket != -1 else "bucket")
 
     def _program(self, q_len: int, kv_len: int, layers: int) -> Program:
         cfg, spec, group = self.cfg, self.spec, self.spec.layout.tp_group
