@@ -196,10 +196,11 @@ def fuzz_workload(rng, tmp):
     names = sorted(REGISTRY)
     keys = sorted({p.name for w in REGISTRY.values() for p in w.params})
     values = ["1", "2", "64", "128", "4k", "1M", "0", "-1", "inf", "1e400", "nan", "1.5", "2P", "",
-              "\u0663", "99999999999999999999", "true", "bf16", "fp8", "train", "decode", "x" * 300]
+              "\u0663", "99999999999999999999", "true", "bf16", "fp8", "train", "decode", "x" * 300,
+              "128/256", "0/128", "128//", "/", "64/x", "/".join(map(str, range(1, 2001)))]
     os.environ.setdefault("NEURONSCOPE_MAX_INSTRUCTIONS", "200000")  # keep each run short
 
-    small = ["1", "2", "4", "64", "128", "256", "1K", "1M"]
+    small = ["1", "2", "4", "64", "128", "256", "1K", "1M", "128/512", "256/4096"]
 
     def one():
         name = rng.choice(names + ["", "bogus", "MATMUL", "matmul:"])
