@@ -132,6 +132,8 @@ def test_bucket_lists_pad_to_the_smallest_listed_size_that_holds_the_length():
      r"in\+out-1 = 259 positions is longer than the largest of tkg_bucket=128/192"),
     ("llama2-7b:mode=decode,in=100,out=160,bucket=128/256",
      r"in\+out-1 = 259 positions is longer than the largest of bucket=128/256"),
+    ("llama2-7b:mode=decode,in=100,out=160,tkg_bucket=" + "/".join(map(str, range(101, 201))),
+     r"largest of tkg_bucket=101/102/103/\.\.\./200; add a size of at least 259$"),
     ("bert-base:mode=infer,seq=200,bucket=96/128", r"a sequence of 200 tokens"),
     ("llama2-7b:mode=decode,bucket=128//256", r"bad value bucket='128//256'"),
     ("llama2-7b:mode=decode,tkg_bucket=0/256", r"bad value tkg_bucket='0/256'"),

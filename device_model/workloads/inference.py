@@ -121,9 +121,10 @@ def bucket_counts(first: int, last: int, bucket: Bucket, limit: int) -> Counter:
 
 
 def bucket_text(bucket: Bucket) -> str:
-    """A bucket setting as a workload spec writes it."""
+    """A bucket setting as a workload spec writes it (a long list by its ends)."""
     if isinstance(bucket, tuple):
-        return "/".join(map(str, bucket))
+        shown = bucket if len(bucket) <= 6 else (*bucket[:3], "...", bucket[-1])
+        return "/".join(map(str, shown))
     return str(bucket) if bucket else "pow2"
 
 
