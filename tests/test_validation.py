@@ -102,3 +102,17 @@ def test_recorded_errors_by_kind_that_estimate_prints_are_current():
         assert kind.worst == pytest.approx(recorded.worst, abs=5e-4), key
     # every row has a kind, and the kinds split the rows
     assert sum(k.rows for k in now.values()) == len(ROWS)
+
+
+def test_time_to_first_token_rows_split_by_their_prompts_length():
+    """Every TTFT row falls in the kind of its prompt's length, and both Trainium1 kinds hold
+    rows on either side of the split (none falls near it: the split moves no row)."""
+    from device_model.workloads.spec import split_spec
+    from device_model.workloads.trust import PROMPT_SPLIT, figure, ttft_figure
+    prompts = {}
+    for row in ROWS:
+        if row.metric == "ttft_s":
+            tokens = int(split_spec(row.spec)[1]["in"])
+            assert figure(row.metric, row.spec) == ttft_figure(tokens)
+            prompts.setdefault(tokens <= PROMPT_SPLIT, []).append(tokens)
+    assert max(prompts[True]) * 2 <= PROMPT_SPLIT <= min(prompts[False]) // 2

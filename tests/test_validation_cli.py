@@ -87,12 +87,12 @@ def test_estimate_text_states_the_error_of_each_figures_kind(capsys):
     """Each figure with the error of the published rows of its kind (or that none exists): the
     overall median alone would hide that long-prompt TTFT on Trainium1 is far off while decode
     is close."""
-    from device_model.workloads.trust import RECORDED_KINDS
+    from device_model.workloads.trust import RECORDED_KINDS, ttft_figure
     assert main(["estimate", "-w", "llama2-13b:mode=decode,batch=1,in=4096,out=4096",
                  "-i", "trn1.32xlarge", "--tp", "32"]) == 0
     out = capsys.readouterr().out
     assert "published Trainium1 rows of its kind" in out
-    for figure in ("time to first token", "time per output token"):
+    for figure in (ttft_figure(4096), "time per output token"):
         kind = RECORDED_KINDS[("trainium1", figure)]
         line = next(line for line in out.splitlines() if line.strip().startswith(figure))
         assert f"{kind.median * 100:.0f}% median" in line and f"{kind.worst * 100:.0f}% worst" in line
@@ -106,6 +106,33 @@ def test_estimate_text_states_the_error_of_each_figures_kind(capsys):
     assert main(["estimate", "-w", "allreduce:bytes=1M,ranks=64", "-i", "trn1.32xlarge",
                  "--nodes", "2"]) == 0
     assert "all-reduce time" in capsys.readouterr().out
+
+
+def test_the_time_to_first_token_is_trusted_by_the_prompts_length(capsys):
+    """A short prompt's TTFT states the error of the short published prompts, a long one's the
+    error of the long ones: the two differ by an order of magnitude, and one figure for both
+    would overstate the error for one user and understate it for the other."""
+    from device_model.workloads.trust import PROMPT_SPLIT, RECORDED_KINDS, ttft_figure
+    short, long = ttft_figure(PROMPT_SPLIT), ttft_figure(PROMPT_SPLIT + 1)
+    assert short != long and ttft_figure(1) == short and ttft_figure(10 ** 6) == long
+    printed = {}
+    for prompt in (128, 4096):
+        assert main(["estimate", "-w", f"llama2-70b:mode=prefill,in={prompt}",
+                     "-i", "trn1.32xlarge", "--tp", "32"]) == 0
+        out = capsys.readouterr().out
+        printed[prompt] = [line.strip() for line in out.splitlines()
+                           if line.strip().startswith("TTFT, prompt")]
+    assert [line.startswith(short) for line in printed[128]] == [True]
+    assert [line.startswith(long) for line in printed[4096]] == [True]
+    assert RECORDED_KINDS[("trainium1", short)].median < RECORDED_KINDS[("trainium1", long)].median
+    # without `in`, the prompt is the default 128 tokens, and its kind says so
+    assert main(["estimate", "-w", "llama2-70b:mode=decode", "-i", "trn1.32xlarge",
+                 "--tp", "32"]) == 0
+    assert short in capsys.readouterr().out
+    # Trainium2 publishes long prompts only: a short one is not checked, and says so
+    assert main(["estimate", "-w", "llama3.3-70b:mode=prefill,in=256", "-i", "trn2.48xlarge",
+                 "--tp", "64"]) == 0
+    assert f"{short} none published: not checked" in capsys.readouterr().out
 
 
 def test_estimate_under_overrides_says_the_errors_are_the_default_constants(tmp_path, capsys):
@@ -125,15 +152,15 @@ def test_validate_gives_the_error_of_each_kind_under_the_constants_it_runs(slow_
     assert main(["validate", "--json"]) == 0
     kinds = {(k["chip"], k["figure"]): k for k in orjson.loads(capsys.readouterr().out)["kinds"]}
     assert set(kinds) == set(RECORDED_KINDS)
-    ttft = kinds[("trainium1", "time to first token")]
-    assert ttft["rows"] == RECORDED_KINDS[("trainium1", "time to first token")].rows
+    ttft = kinds[("trainium1", "TTFT, prompt over 512")]
+    assert ttft["rows"] == RECORDED_KINDS[("trainium1", "TTFT, prompt over 512")].rows
     assert ttft["worst_abs_error"] >= ttft["median_abs_error"] > 0
     slow = {(k["chip"], k["figure"]): k for k in slow_report["kinds"]}
     assert slow[("trainium1", "all-reduce time")]["median_abs_error"] > \
         kinds[("trainium1", "all-reduce time")]["median_abs_error"]
     assert main(["validate"]) == 0
     out = capsys.readouterr().out
-    assert "by kind" in out and "trainium1  time to first token" in out
+    assert "by kind" in out and "trainium1  TTFT, prompt up to 512" in out
 
 
 def test_the_mlp_block_borrows_no_published_models_error(capsys):

@@ -74,6 +74,7 @@ MODEL_PARAMS = (
     Param("weights", str, "", choices=WEIGHT_STORAGE,
           help="inference: the layers' weight storage (int8/fp8: weight-only quantization)"),
 )
+DEFAULT_PROMPT = 128     # a decoder's prompt tokens when the spec gives no `in`
 _UNSET = {"seq": 0, "mbs": 0, "gbs": 0, "zero1": "", "ckpt": "", "sp": "", "batch": 0, "in": 0,
           "out": 0, "bucket": -1, "tkg_bucket": -1, "attn": "", "head": "", "autocast": "",
           "weights": "", "dp_overlap": "", "softmax": ""}
@@ -156,7 +157,7 @@ def train_plan(cfg: ModelConfig, inst: Instance, opts: dict, placement) -> Train
 def infer_plan(cfg: ModelConfig, inst: Instance, opts: dict, placement) -> InferencePlan:
     lay = _layout(cfg, inst, opts, placement)
     encoder = opts["mode"] == "infer"
-    prompt = (opts["seq"] or cfg.default_seq) if encoder else (opts["in"] or 128)
+    prompt = (opts["seq"] or cfg.default_seq) if encoder else (opts["in"] or DEFAULT_PROMPT)
     # a decoder's head picks the next token; an encoder's MLM head runs only when asked, and
     # head=cls puts a sequence classifier in its place
     classify = opts["head"] == "cls"
