@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from device_model.workloads import validation
-from device_model.workloads.validation_text import (KINDS_HEADER, MARKDOWN_HEADER, format_markdown,
-                                                    format_markdown_kinds)
+from device_model.workloads.validation_text import (KINDS_HEADER, MARKDOWN_HEADER, TRUST_HEADER,
+                                                    format_markdown, format_markdown_kinds,
+                                                    format_markdown_trust)
 
 ROOT = Path(__file__).resolve().parents[1]
 FIDELITY = (ROOT / "docs" / "fidelity.md").read_text()
@@ -45,6 +46,14 @@ def test_the_held_out_kinds_table_is_what_validate_prints(rep):
     assert FIDELITY[start:end] == format_markdown_kinds(rep)
 
 
+def test_the_trust_table_is_what_validate_prints(rep):
+    """Regenerate with `neuron-sim validate --markdown` (its "every row by kind" table): the
+    error `estimate` prints beside each figure."""
+    start = FIDELITY.index(TRUST_HEADER)
+    end = FIDELITY.find("\n\n", start)
+    assert FIDELITY[start:end] == format_markdown_trust(rep)
+
+
 def test_the_quoted_medians_and_worst_errors_are_current(rep):
     cal, held = rep["calibration"], rep["held_out"]
     assert (f"All held-out rows: median **{_pct(held['median_abs_error'])}**, worst "
@@ -57,4 +66,6 @@ def test_the_quoted_medians_and_worst_errors_are_current(rep):
     assert (f"held out: median {_pct(held['median_abs_error'])}, worst "
             f"{_pct(held['worst_abs_error'])} over {held['rows']}") in quoted
     counted = re.search(r"Held-out \((\d+) rows, below\)", FIDELITY)
+    assert counted and int(counted.group(1)) == held["rows"]
+    counted = re.search(r"\*Held-out\* rows \((\d+):", FIDELITY)
     assert counted and int(counted.group(1)) == held["rows"]

@@ -36,17 +36,22 @@ def test_validate_markdown_has_one_table_row_per_published_row(capsys):
     assert main(["validate", "--markdown"]) == 0
     out = capsys.readouterr().out
     tables, kinds = out.split("### Held-out rows by kind")
+    kinds, trust = kinds.split("### Every row by kind")
     rows = [line for line in tables.splitlines() if line.startswith("| ") and "---" not in line]
     body = [line for line in rows if not line.startswith("| id |")]
     assert len(body) == len(ROWS)
     by_role = [r.id for role in (CALIBRATION, HELD_OUT) for r in ROWS if r.role == role]
     assert [line.split(" | ")[0].removeprefix("| ") for line in body] == by_role
-    assert out.count("### ") == 3 and "Held-out rows (" in out
+    assert out.count("### ") == 4 and "Held-out rows (" in out
     assert all(line.count(" | ") == 6 for line in rows)      # seven cells, none split
     # every held-out row falls in exactly one kind
     counts = [int(line.split(" | ")[1]) for line in kinds.splitlines()
               if line.startswith("| ") and "---" not in line and not line.startswith("| kind")]
     assert sum(counts) == sum(1 for r in ROWS if r.role == HELD_OUT)
+    # and every row, either role, in exactly one of the kinds `estimate` states
+    counts = [int(line.split(" | ")[2]) for line in trust.splitlines()
+              if line.startswith("| ") and "---" not in line and not line.startswith("| chip")]
+    assert sum(counts) == len(ROWS)
 
 
 def test_validate_takes_one_output_format(capsys):

@@ -1,5 +1,5 @@
-"""`neuron-sim validate` as text: the terminal table, and the Markdown table docs/fidelity.md
-carries (tests/test_fidelity_doc.py checks that the document's held-out table is current)."""
+"""`neuron-sim validate` as text: the terminal table, and the Markdown tables docs/fidelity.md
+carries (tests/test_fidelity_doc.py checks that the document's tables are current)."""
 from __future__ import annotations
 
 import re
@@ -105,6 +105,20 @@ def format_markdown_kinds(rep: dict) -> str:
     return "\n".join(lines)
 
 
+TRUST_HEADER = ("| chip | figure | rows | median \\|error\\| | worst |\n"
+                "|---|---|---|---|---|")
+
+
+def format_markdown_trust(rep: dict) -> str:
+    """Every row by kind (chip and figure, both roles): the error `estimate` prints beside each
+    figure it gives."""
+    lines = [TRUST_HEADER]
+    for k in rep["kinds"]:
+        lines.append(f"| {k['chip'].capitalize()} | {k['figure']} | {k['rows']} | "
+                     f"{k['median_abs_error'] * 100:.1f}% | {k['worst_abs_error'] * 100:.1f}% |")
+    return "\n".join(lines)
+
+
 def format_markdown_report(rep: dict) -> str:
     """Both roles' tables, each under a heading with its row count, median and worst, and the
     held-out rows by kind."""
@@ -118,4 +132,5 @@ def format_markdown_report(rep: dict) -> str:
                          f"{s['worst_abs_error'] * 100:.1f}%\n\n" + format_markdown(rep, role))
     if rep["held_out"]["rows"]:
         parts.append("### Held-out rows by kind\n\n" + format_markdown_kinds(rep))
+    parts.append("### Every row by kind, as `estimate` states it\n\n" + format_markdown_trust(rep))
     return "\n\n".join(parts)
