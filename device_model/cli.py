@@ -77,6 +77,10 @@ def _instance(args):
     return instance(args.instance, args.lnc)
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def format_estimate(r: dict) -> str:
     lines = [f"{r['workload']} on {r['instance']} (LNC={r['lnc']})",
              f"  time            {r['time_s'] * 1e3:12.4f} ms"]
@@ -89,8 +93,8 @@ def format_estimate(r: dict) -> str:
         if key in r:
             lines.append(f"  {label:<15} {r[key]:12.2f} GB/s")
     if "algorithm" in r:
-        lines.append(f"  algorithm       {r['algorithm']:>12} ({r['ranks']} ranks, {r['devices']} devices,"
-                     f" {r['nodes']} nodes)")
+        counts = ", ".join(_count(r[k], k.removesuffix("s")) for k in ("ranks", "devices", "nodes"))
+        lines.append(f"  algorithm       {r['algorithm']:>12} ({counts})")
     active = r["engine_active"]
     lines.append("  engines active  " + "  ".join(f"{e} {active[e] * 100:.0f}%" for e in ENGINE_ORDER))
     return "\n".join(lines)
@@ -134,10 +138,11 @@ def cmd_estimate(args) -> int:
         if args.json:
             out = {"a": result, "b": other, "ratio": ratios(result, other)}
             sys.stdout.buffer.write(orjson.dumps(out, option=orjson.OPT_INDENT_2) + b"\n")
-        elif "mode" in result and "mode" in other:
-            print(format_comparison(result, other))
         else:
-            print(format_micro_comparison(result, other))
+            both = "mode" in result and "mode" in other
+            print(format_comparison(result, other) if both else
+                  format_micro_comparison(result, other))
+            print(_trust_text(result, args.overrides, other))
         return 0
     if args.json:
         sys.stdout.buffer.write(orjson.dumps(result, option=orjson.OPT_INDENT_2) + b"\n")
@@ -147,18 +152,25 @@ def cmd_estimate(args) -> int:
     return 0
 
 
-def _trust_text(result: dict, overrides: str | None) -> str:
-    """How far to trust the estimate: the table's medians, then the error of each figure's kind."""
+def _trust_text(result: dict, overrides: str | None, other: dict | None = None) -> str:
+    """How far to trust the estimate: the table's medians, then the error of each figure's kind
+    (under `--vs`, B's too where its figures are of other kinds: another chip, another prompt)."""
     from .workloads.trust import trust_lines
     from .workloads.validation import CALIBRATION, HELD_OUT, RECORDED_MEDIANS, rows_of
     cal, held = RECORDED_MEDIANS[CALIBRATION], RECORDED_MEDIANS[HELD_OUT]
     lines = [f"  (median error against published AWS measurements: {cal * 100:.0f}% on the "
              f"{rows_of(CALIBRATION)} it was\n   calibrated on, {held * 100:.0f}% on "
-             f"{rows_of(HELD_OUT)} held-out ones; neuron-sim validate lists them)",
-             *trust_lines(result)]
+             f"{rows_of(HELD_OUT)} held-out ones; neuron-sim validate lists them)"]
+    mine = trust_lines(result)
+    theirs = trust_lines(other) if other is not None else mine
+    if theirs == mine:
+        lines += mine
+    else:
+        lines += [mine[0].replace("  by figure", "  A, by figure", 1), *mine[1:],
+                  theirs[0].replace("  by figure", "  B, by figure", 1), *theirs[1:]]
     if overrides:   # the recorded errors are the default constants' own
-        lines.append(f"  (with the default constants; `neuron-sim validate --overrides {overrides}`"
-                     "\n   gives the errors under these)")
+        lines.append("  (with the default constants; the errors under yours:\n"
+                     f"   neuron-sim validate --overrides {overrides})")
     return "\n".join(lines)
 
 

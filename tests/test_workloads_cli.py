@@ -75,6 +75,8 @@ def test_vs_shows_no_ratio_between_two_figures_that_print_as_zero(capsys):
     (["-w", "llama3-70b"], "does not fit"),
     (["-w", "llama3-8b", "--tp", "8", "--vs", "tp=x"], "--vs tp='x'"),
     (["-w", "llama3-8b", "--tp", "8", "--vs", "bogus"], "not key=value"),
+    # a prefill is the prompt and its first token: a count of output tokens is a decode's
+    (["-w", "llama3-8b:mode=prefill,out=5", "--tp", "32"], "'out' does not apply to mode=prefill"),
 ])
 def test_bad_input_is_one_line_and_exit_2(capsys, argv, message):
     assert main(["estimate", "-i", "trn1.32xlarge"] + argv) == 2
@@ -92,7 +94,7 @@ def test_console_script_in_a_real_process():
                            "llama2-7b:mode=prefill,in=8192", "-i", "trn1.32xlarge"],
                           capture_output=True, text=True, timeout=60)
     assert warn.returncode == 0 and "TTFT" in warn.stdout
-    assert warn.stderr.startswith("neuron-sim: warning: in+out-1 = 8192 tokens is longer")
+    assert warn.stderr.startswith("neuron-sim: warning: a sequence of 8192 tokens is longer")
     ok = subprocess.run([sys.executable, "-m", "device_model.cli", "estimate", "-w",
                          "llama3-70b:seq=8192,gbs=1024,ckpt=selective", "-i", "trn1.32xlarge",
                          "--nodes", "32", "--tp", "32", "--pp", "8", "--dp", "4", "--json"],
@@ -135,3 +137,52 @@ def test_model_reports_fit_an_80_column_terminal(capsys, argv):
         assert "TP32 PP8 DP4 (1024 ranks; TP neuronlink, PP efa, DP efa); SP, ZeRO-1, selective " \
                "checkpointing, 256 micro-batches" in joined
         assert "on 32 x trn1.32xlarge (LNC=1)" in joined
+
+
+_LONG_SPEC = ("llama3.1-405b:mode=decode,batch=4,in=10000,out=1785,bucket=2048/4096/10240/12288,"
+              "tkg_bucket=12800,sp=1,weights=fp8")
+
+
+@pytest.mark.parametrize("argv", [
+    ["-w", _LONG_SPEC, "-i", "trn2.48xlarge", "--tp", "64"],
+    ["-w", _LONG_SPEC.removesuffix(",weights=fp8"), "-i", "trn2.48xlarge", "--tp", "64", "--vs",
+     "weights=fp8"],
+    ["-w", "llama3-8b:mode=decode,in=1000,out=100,bucket="
+     + "/".join(str(128 * i) for i in range(1, 60)), "-i", "trn1.32xlarge", "--tp", "32"],
+])
+def test_a_long_workload_spec_wraps_in_the_title_and_loses_nothing(capsys, argv):
+    """A spec with bucket lists is wider than a terminal: the title cuts it after its commas
+    (a bucket list after its slashes), and the pieces join back into the spec."""
+    assert main(["estimate", *argv]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    spec = argv[1]
+    title = lines[:next(i for i, line in enumerate(lines) if line.startswith("  on "))]
+    joined = "".join(line.strip() for line in title).removeprefix("A: ")
+    assert joined.startswith(spec)
+
+
+def test_vs_ends_with_the_errors_of_both_sides_figures(capsys):
+    """Under --vs the text still ends with how far to trust it; where B's figures are of
+    another kind (here a long prompt against a short one), each side's are stated."""
+    base = ["estimate", "-w", "llama3-8b:mode=decode,in=128", "-i", "trn1.32xlarge", "--tp", "32"]
+    assert main(base + ["--vs", "in=4096"]) == 0
+    out = capsys.readouterr().out
+    assert "median error against published AWS measurements" in out
+    a, b = out.index("A, by figure"), out.index("B, by figure")
+    assert "TTFT, prompt up to 512" in out[a:b] and "TTFT, prompt over 512" in out[b:]
+    assert main(base + ["--vs", "weights=int8"]) == 0      # the same kinds: stated once
+    out = capsys.readouterr().out
+    assert out.count("by figure") == 1 and "A, by figure" not in out
+    assert main(["estimate", "-w", "allreduce:bytes=1M,ranks=64", "-i", "trn1.32xlarge",
+                 "--nodes", "2", "--vs", "bytes=2M"]) == 0
+    out = capsys.readouterr().out
+    assert "all-reduce time" in out and max(len(line) for line in out.splitlines()) <= 80
+
+
+def test_a_microbenchmarks_counts_read_as_english(capsys):
+    assert main(["estimate", "-w", "reducescatter:bytes=1M", "-i", "trn1.2xlarge"]) == 0
+    assert "(2 ranks, 1 device, 1 node)" in capsys.readouterr().out
+    assert main(["estimate", "-w", "allreduce:bytes=1M,ranks=64", "-i", "trn1.32xlarge",
+                 "--nodes", "2"]) == 0
+    assert "(64 ranks, 32 devices, 2 nodes)" in capsys.readouterr().out

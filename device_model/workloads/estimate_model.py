@@ -22,7 +22,8 @@ from .transformer import PRECISIONS, WEIGHT_STORAGE, Precision, precision, quant
 MODES = ("train", "prefill", "decode", "infer")
 _NOT_FOR = {   # options that do not apply to a mode
     "train": ("batch", "in", "out", "bucket", "tkg_bucket", "head", "weights"),
-    "prefill": ("seq", "mbs", "gbs", "zero1", "ckpt", "tkg_bucket", "dp_overlap", "softmax"),
+    "prefill": ("seq", "mbs", "gbs", "zero1", "ckpt", "out", "tkg_bucket", "dp_overlap",
+                "softmax"),
     "decode": ("seq", "mbs", "gbs", "zero1", "ckpt", "dp_overlap", "softmax"),
     "infer": ("in", "out", "mbs", "gbs", "zero1", "ckpt", "tkg_bucket", "dp_overlap", "softmax"),
 }

@@ -159,8 +159,8 @@ class InferencePlan:
         cfg = spec.model
         # the last sampled token is never fed back: the cache holds in + out - 1 positions
         total = spec.input_len + spec.output_len - 1
-        what = (f"a sequence of {total} tokens" if cfg.family == "bert"    # an encoder: one pass
-                else f"in+out-1 = {total} tokens")
+        one_pass = cfg.family == "bert" or spec.output_len == 1     # an encoder, a prefill
+        what = f"a sequence of {total} tokens" if one_pass else f"in+out-1 = {total} tokens"
         warning = cfg.check_length(total, what)
         self.warnings = (warning,) if warning else ()
         self.inst, self.spec, self.cfg = inst, spec, cfg

@@ -160,11 +160,21 @@ def _pieces(text: str) -> list[str]:
 
 
 def _wrapped_title(title: str) -> list[str]:
-    """The title, its " on <instance>" part on a line of its own if the whole is too wide."""
+    """The title, its " on <instance>" part on a line of its own if the whole is too wide, and
+    a workload spec still wider than a line cut after its commas (and a bucket list wider than
+    a line after its slashes)."""
     head, sep, tail = title.rpartition(" on ")
     if len(title) <= WIDTH or not sep:
         return [title]
-    return [head, f"  on {tail}"]
+    lines, current = [], ""
+    pieces = [cut for piece in re.split(r"(?<=,)", head)
+              for cut in ([piece] if len(piece) <= WIDTH - 4 else re.split(r"(?<=/)", piece))]
+    for piece in pieces:
+        if current and len(current) + len(piece) > WIDTH:
+            lines.append(current)
+            current = "    "
+        current += piece
+    return [*lines, current, f"  on {tail}"]
 
 
 def ratios(a: dict, b: dict) -> dict:
