@@ -183,7 +183,7 @@ class _Timed:
 def _write(out: BinaryIO, line: bytes, record: BinaryIO | None) -> int | None:
     """Write one report; a status to exit with when the stream cannot go on, else None."""
     try:
-        out.write(line)
+        write_all(out, line)
         out.flush()
     except BrokenPipeError:
         _silence_stdout()
@@ -194,7 +194,7 @@ def _write(out: BinaryIO, line: bytes, record: BinaryIO | None) -> int | None:
         return _fail(f"cannot write to stdout: {exc.strerror or exc}; stopping", 1)
     if record is not None:
         try:
-            record.write(line)
+            write_all(record, line)
             record.flush()
         except OSError as exc:
             reason = "the disk is full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) \
@@ -202,6 +202,19 @@ def _write(out: BinaryIO, line: bytes, record: BinaryIO | None) -> int | None:
             name = getattr(record, "path", record.name)  # the path given, not a descriptor number
             return _fail(f"cannot write --record file {str(name)!r}: {reason}; stopping", 1)
     return None
+
+
+def write_all(out: BinaryIO, data: bytes) -> None:
+    """Write every byte of ``data``. An unbuffered stream (``python -u``, PYTHONUNBUFFERED, as
+    container images set it; the --record file) writes what one write(2) took: a pipe's 64 KiB
+    when SIGTERM interrupts a blocked write, or a disk's last free blocks. Its rest is written
+    here instead of lost, so a consumer never receives half a report."""
+    view = memoryview(data)
+    while view:
+        written = out.write(view)
+        if written is None:         # a non-blocking stream that took nothing
+            raise BlockingIOError(errno.EAGAIN, "stdout would block")
+        view = view[written:]
 
 
 def _open_record(path: Path) -> BinaryIO:

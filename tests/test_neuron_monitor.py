@@ -1,12 +1,14 @@
 """neuron-monitor end to end: real runtime processes, real shared memory, real pipes and signals."""
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import select
 import signal
 import stat
 import subprocess
+import termios
 
 import orjson
 import psutil
@@ -203,6 +205,37 @@ def test_signals_end_the_stream_cleanly(sim, tmp_path, sig):
         for line in rest.splitlines():  # nothing half-written
             orjson.loads(line)
     finally:
+        stop(proc)
+
+
+@pytest.mark.parametrize("unbuffered", ["1", ""])
+def test_a_signal_while_a_report_is_half_written_finishes_the_report(sim, tmp_path, unbuffered):
+    """A reader slower than the stream: the pipe fills in the middle of a report and the write
+    blocks; SIGTERM arrives then. The report is finished, whole, before the exit, also with an
+    unbuffered stdout (PYTHONUNBUFFERED, as container images set it), where one write(2) takes
+    only what the pipe holds. The pipe is shrunk to one page, so any report outgrows it."""
+    root, _ = sim
+    read_end, write_end = os.pipe()
+    fcntl.fcntl(write_end, fcntl.F_SETPIPE_SZ, 4096)
+    capacity = fcntl.fcntl(write_end, fcntl.F_GETPIPE_SZ)
+    env = {**os.environ, "PYTHONUNBUFFERED": unbuffered}
+    proc = subprocess.Popen([*console_script("neuron-monitor"), "-c", config(tmp_path), "--root",
+                             str(root)], stdout=write_end, stderr=subprocess.PIPE, env=env)
+    os.close(write_end)
+    try:
+        def queued() -> int:
+            return int.from_bytes(fcntl.ioctl(read_end, termios.FIONREAD, b"\0" * 4), "little")
+        wait_for(lambda: queued() >= capacity)       # the writer is blocked mid-report
+        proc.send_signal(signal.SIGTERM)
+        data = b""
+        while chunk := os.read(read_end, 1 << 16):
+            data += chunk
+        assert proc.wait(20) == 0 and b"Traceback" not in proc.stderr.read()
+        assert len(data) > capacity and data.endswith(b"\n")
+        for line in data.splitlines():
+            Report.from_json(line)
+    finally:
+        os.close(read_end)
         stop(proc)
 
 
