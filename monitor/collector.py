@@ -12,8 +12,9 @@ runtimes, one snapshot per runtime); the default is the simulated instance's sha
 
 Groups follow the config's periods: a group appears in a report when its period has elapsed since
 it was last collected (a runtime first seen is due at once). Its baseline is then the previous
-collection, or for a runtime first seen, zero at the runtime's start (like HostSampler's first
-runtime vCPU sample), so the first report already covers real work.
+collection; for a runtime already running when the collector starts, the collector's start (its
+counters and its vCPU alike); for one first seen later, zero at the runtime's start (like
+HostSampler's first runtime vCPU sample), so its first report already covers real work.
 
 Faults never stop collection: a runtime whose pid is gone is dropped and its file removed; a
 corrupted counter file (or one with values out of range) gives that runtime an entry with
@@ -131,6 +132,8 @@ class Collector:
             devices = devices_of(snapshot, self._physical_per_device)
             for group in _DEVICE_GROUPS:
                 self._device_state.setdefault(group, {})[handle.pid] = devices
+            if "neuron_runtime_vcpu_usage" in self.config.runtime_groups_for(tag):
+                self._host.process_vcpu(handle.pid)     # its vCPU baseline: now, not its start
 
     # ------------------------------------------------------------------ scheduling
     def _due(self, periods: dict[str, float], collected: dict[str, float], now: float) -> list[str]:

@@ -9,6 +9,7 @@ import signal
 import stat
 import subprocess
 import termios
+import time
 
 import orjson
 import psutil
@@ -18,7 +19,8 @@ from collector_sim import (
     FakeRuntime, console_script, counter_file, start_instance, stop, stop_instance, wait_for,
 )
 from device_model.runtime import shm
-from monitor.config import RUNTIME_GROUPS, SYSTEM_GROUPS
+from monitor.collector import Collector
+from monitor.config import RUNTIME_GROUPS, SYSTEM_GROUPS, MonitorConfig
 from monitor.report import Report
 from monitor.stream import ReportStream
 
@@ -88,6 +90,25 @@ def test_stream_of_reports_from_real_runtimes(sim, tmp_path):
     assert len(devices) == 16 and devices[0].power_watts > devices[15].power_watts
     assert last.instance.id == shm.read_instance(root).instance_id and last.hardware.lnc == 2
     assert last.instance.type == "trn2.48xlarge" and last.hardware.device_count == 16
+
+
+def test_the_first_report_covers_the_time_since_start_for_the_runtimes_vcpu_too(sim, tmp_path):
+    """Runtimes already running when the monitor starts: their first vCPU figure, like their
+    counters, covers the time since the monitor started, not the runtime's whole life."""
+    root, procs = sim
+    oldest = min(psutil.Process(pid).create_time() for pid in procs.values())
+    wait_for(lambda: time.time() - oldest > 3.0)
+    collector = Collector(MonitorConfig.from_file(config(tmp_path)), root=root)
+    try:
+        started = time.monotonic()
+        time.sleep(0.5)
+        report = collector.collect()
+        since = time.monotonic() - started
+    finally:
+        collector.close()
+    periods = [r.vcpu.period for r in report.runtimes]
+    assert len(periods) == len(procs)
+    assert all(0.4 < p <= since + 0.1 for p in periods), periods
 
 
 def test_runtime_sigkilled_mid_run_disappears_from_the_next_report(tmp_path):
