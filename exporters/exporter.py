@@ -23,7 +23,7 @@ STALE_PERIODS = 3           # /-/healthy fails after this many periods without a
 
 # Kinds exported as 0 from the start, so rate() and alerts see the series before the first error.
 KNOWN_ERROR_KINDS = ("not_json", "truncated", "wrong_type", "not_object", "not_utf8", "too_long",
-                     "unknown_group", "group_error", "runtime_error", "eof")
+                     "unknown_group", "group_error", "runtime_error", "malformed_field", "eof")
 
 
 def package_version() -> str:

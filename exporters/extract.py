@@ -27,7 +27,7 @@ PEAK_BF16_PER_PHYSICAL_CORE = peak_bf16_per_physical_core()
 
 @dataclass(frozen=True, slots=True)
 class Problem:
-    kind: str       # group_error | runtime_error | unknown_group
+    kind: str       # group_error | runtime_error | unknown_group | malformed_field
     message: str    # one line; text taken from the stream is escaped (no control characters)
 
     def __post_init__(self) -> None:
@@ -225,6 +225,11 @@ def extract(report: Report, ctx: Context, problems: list[Problem]) -> Iterator[G
     memory = _device_memory(report, ctx)
     if memory is not None:
         yield memory
+    # an optional field (or a group lacking what its reader needs) left out for a bad value:
+    # the report is served without it, and the loss is counted and named, never silent
+    for message in report.dropped:
+        problems.append(Problem("malformed_field", message if message.endswith("ignored)")
+                                else f"{message} (field ignored)"))
 
 
 def _runtime_info(runtime: Any) -> Iterator[GroupSamples]:

@@ -203,10 +203,12 @@ EXTRA_METRICS: tuple[MetricSpec, ...] = (
     _ext("neuron_exporter_reports_total", "counter", "Valid reports received.", (), EXPORTER_GROUP,
          "one per report", "reports"),
     _ext("neuron_exporter_input_errors_total", "counter",
-         "Input problems by kind: bad lines skipped, groups or runtimes reporting an error.",
+         "Input problems by kind: bad lines skipped, groups or runtimes reporting an error, "
+         "fields left out for a bad value.",
          ("kind",), EXPORTER_GROUP, "stream and report checks", "errors"),
     _ext("neuron_exporter_series", "gauge", "Series in the exposition being served.", (),
-         EXPORTER_GROUP, "count of samples, _created excluded", "series"),
+         EXPORTER_GROUP, "count of the Neuron samples (the exporter's own and _created "
+         "excluded)", "series"),
     _ext("neuron_exporter_build_info", "gauge", "Exporter version; always 1.", ("version",),
          EXPORTER_GROUP, "package version", ""),
 )

@@ -75,6 +75,9 @@ BAD_INPUTS = {
         "neuroncore_counters"].update(error="device busy")),
     "runtime_error": _with(AWS_EXAMPLE, lambda d: d["neuron_runtime_data"][0].update(
         error="runtime died")),
+    # an optional field with a bad value: left out of the report, counted and named
+    "malformed_field": _with(AWS_EXAMPLE, lambda d: d["neuron_runtime_data"][0]["report"][
+        "execution_stats"]["execution_summary"].update(completed=-5)),
 }
 
 
@@ -91,8 +94,8 @@ def test_bad_input_is_counted_reported_once_per_kind_and_last_good_state_kept():
         exp.wait_for(lambda: exp.value("neuron_exporter_input_errors_total", kind="eof") == 1.0)
         for kind in BAD_INPUTS:
             assert exp.value("neuron_exporter_input_errors_total", kind=kind) == 2.0, kind
-        # The report with a group error and the one with a runtime error still count as reports.
-        assert exp.value("neuron_exporter_reports_total") == 7.0
+        # The reports with a group error, a runtime error or a malformed field still count.
+        assert exp.value("neuron_exporter_reports_total") == 9.0
         assert exp.value("neuroncore_utilization_ratio", neuroncore="0") == good
         assert exp.proc.poll() is None  # --keep-serving: EOF keeps serving the last state
         for kind in [*BAD_INPUTS, "eof"]:
