@@ -26,9 +26,17 @@ def replacing(path: str | os.PathLike, *, mode: int = PRIVATE, apply_umask: bool
     flushed (and fsync'ed), given `mode` (less the umask's bits with `apply_umask`), and renamed
     onto `path`. On any error the temporary is removed and `path` is untouched.
 
-    `prefix` defaults to `.NAME.`; `file.name` is the temporary's path; `keep_open` leaves the descriptor (`file.fileno()`) open after
-    the rename, the caller's to close."""
-    target = Path(path)
+    `prefix` defaults to `.NAME.`; `file.name` is the temporary's path; `keep_open` leaves the
+    descriptor (`file.fileno()`) open after the rename, the caller's to close.
+
+    A symlink is followed: the file it points to is replaced, the link stays. A path that is not
+    a regular file (a FIFO a reader waits on, /dev/null, a terminal) cannot be replaced without
+    destroying it, so it is written in place: a stream has no partial file to avoid."""
+    target = Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
+    if _is_stream(target):
+        with open(target, "wb") as stream:
+            yield stream            # type: ignore[misc]
+        return
     folder = target.parent if str(target.parent) else Path(".")
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}." if prefix is None else prefix,
@@ -54,6 +62,15 @@ def replacing(path: str | os.PathLike, *, mode: int = PRIVATE, apply_umask: bool
             raise OSError(e.errno, e.strerror, str(target)) from None
         raise
     fh.close()
+
+
+def _is_stream(path: Path) -> bool:
+    """An existing path that is neither a regular file nor a directory."""
+    try:
+        st = path.stat()
+    except OSError:
+        return False
+    return not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode))
 
 
 def write_atomic(path: str | os.PathLike, data: bytes | Iterable[bytes], *, mode: int = PRIVATE,

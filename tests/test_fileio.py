@@ -71,3 +71,36 @@ def test_an_unusable_folder_is_named_not_the_temporary(tmp_path, folder):
         write_atomic(target, b"{}")
     assert caught.value.filename == str(target.parent)
     assert ".tmp" not in str(caught.value)
+
+
+def test_a_symlink_is_followed_and_kept(tmp_path):
+    """`--output-file link.json` where link.json points elsewhere: the file it points to gets
+    the data, the link stays a link (a rename would have replaced the link itself)."""
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "target.json").write_bytes(b"old")
+    link = tmp_path / "link.json"
+    link.symlink_to(os.path.join("real", "target.json"))
+    write_atomic(link, b"new")
+    assert link.is_symlink() and (real / "target.json").read_bytes() == b"new"
+    assert sorted(p.name for p in real.iterdir()) == ["target.json"]
+    dangling = tmp_path / "dangling.json"
+    dangling.symlink_to(real / "absent.json")
+    write_atomic(dangling, b"made")
+    assert dangling.is_symlink() and (real / "absent.json").read_bytes() == b"made"
+
+
+def test_a_fifo_is_written_in_place_not_replaced(tmp_path):
+    """A FIFO (or /dev/null, a terminal) is a stream a reader waits on: renaming a file onto it
+    would destroy it and leave the reader blocked forever. It is written in place."""
+    import threading
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    write_atomic(fifo, [b"a" * 100_000, b"b"])
+    reader.join(10)
+    assert got == [b"a" * 100_000 + b"b"]
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert [p.name for p in tmp_path.iterdir()] == ["pipe"]      # no temporary beside it
