@@ -105,6 +105,8 @@ def private_dir(path: str | os.PathLike, what: str = "directory", *, create: boo
         if create:
             path.mkdir(mode=0o700, parents=True, exist_ok=True)
         st = path.lstat()
+    except (FileExistsError, NotADirectoryError):     # a file where the directory should be
+        raise UnsafeDirError(f"{what} {str(path)!r} is not a directory") from None
     except OSError as e:
         raise UnsafeDirError(f"{what} {str(path)!r} is unusable: {e.strerror}") from None
     if not stat.S_ISDIR(st.st_mode):

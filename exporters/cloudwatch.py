@@ -46,6 +46,10 @@ class EmfEncoder:
         timestamp = int(at * 1000)
         groups: dict[tuple[tuple[str, str], ...], list[tuple[mt.MetricSpec, float]]] = {}
         for group in extract(report, self._context, problems):
+            if group.group == mt.RUNTIME_GROUP:
+                # neuron_runtime_info is always 1, with the pid as a dimension: in CloudWatch a
+                # new custom metric per process, billed, and nothing to graph
+                continue
             for spec, samples in group.families:
                 labels = spec.labels
                 for key, value in samples:

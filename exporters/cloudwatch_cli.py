@@ -53,12 +53,16 @@ def main(argv: list[str] | None = None) -> int:
     if not args.emf:
         problem = "the following arguments are required: --emf"
     elif not NAMESPACE.fullmatch(args.namespace):
-        problem = f"--namespace {args.namespace!r}: 1-255 characters of letters, digits, . - _ / # :"
+        problem = (f"--namespace {args.namespace!r}: 1-255 characters of letters, digits, spaces "
+                   "and . - _ / # :")
     elif args.config is not None and not args.collect:
         problem = "-c/--config applies to --collect only"
     if problem:
         parser.print_usage(sys.stderr)
         print(f"{PROG}: error: {problem}", file=sys.stderr)
+        return 2
+    if args.output is None and sys.stdout is None:     # started with stdout closed (`>&-`)
+        print(f"{PROG}: error: stdout is closed: give --output FILE", file=sys.stderr)
         return 2
     try:
         out = _open_output(args.output)
@@ -80,6 +84,12 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         _silence_stdout()
         return 0
+    except OSError as exc:      # a full disk, an I/O error: said once, not a traceback
+        if out is sys.stdout.buffer:
+            _silence_stdout()
+        where = "stdout" if args.output is None else f"--output {str(args.output)!r}"
+        print(f"{PROG}: error: cannot write to {where}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
     finally:
         if out is not sys.stdout.buffer:
             out.close()

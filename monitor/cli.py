@@ -81,6 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if sys.stdout is None:      # started with stdout closed (`>&-`)
+        return _fail("stdout is closed: nowhere to write the reports", 2)
     try:
         config = (MonitorConfig.from_file(args.config_file) if args.config_file
                   else MonitorConfig.default())

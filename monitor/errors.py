@@ -1,6 +1,6 @@
 """Exceptions of the monitor library.
 
-Both derive from ValueError and carry a single-line message that names the offending field
+The schema and config errors derive from ValueError and carry a single-line message that names the offending field
 path (``neuron_runtime_data[0].report.memory_used.period``) so a CLI can print it as is.
 """
 from __future__ import annotations
@@ -27,3 +27,7 @@ class ReportError(MonitorError):
 
 class ConfigError(MonitorError):
     """A neuron-monitor configuration file is invalid."""
+
+
+class InputError(Exception):
+    """The input cannot be opened (a usage or configuration problem: exit status 2)."""

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
+from monitor.errors import InputError
 from monitor.loop import collect_every
 from monitor.report import Report
 from monitor.sources import Source
@@ -28,9 +29,6 @@ if TYPE_CHECKING:
 __all__ = ["InputError", "CollectorSource", "live_config", "local_instance_source",
            "simulated_demo_source", "collector_reports"]
 
-
-class InputError(Exception):
-    """The input cannot be opened (a usage or configuration problem: exit status 2)."""
 
 
 def live_config(period_s: float = 1.0) -> MonitorConfig:

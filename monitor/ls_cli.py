@@ -72,6 +72,9 @@ def main(argv: list[str] | None = None) -> int:
     view = build_view(spec, instance.lnc, instance.instance_id, processes,
                       instance_type=instance.instance_type)
     out = sys.stdout
+    if out is None:             # started with stdout closed (`>&-`)
+        print(f"{PROG}: error: stdout is closed: nowhere to write the listing", file=sys.stderr)
+        return 2
     try:
         if args.json_output:
             out.buffer.write(render_json(view, show_all=args.show_all_procs))
@@ -81,9 +84,19 @@ def main(argv: list[str] | None = None) -> int:
                 out.write("\n" + render_topology(view))
         out.flush()
     except BrokenPipeError:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, out.fileno())
+        _silence(out)
+    except OSError as exc:      # a full disk, an I/O error: said once, not a traceback
+        _silence(out)
+        print(f"{PROG}: error: cannot write to stdout: {exc.strerror or exc}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _silence(out) -> None:
+    # Python flushes stdout at exit; after a failed write that would raise a second time.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, out.fileno())
+    os.close(devnull)
 
 
 def _processes(root: Path | None, show_all: bool, devices: int) -> dict[int, list[LsProcess]]:

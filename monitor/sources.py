@@ -22,6 +22,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import IO
 
+from monitor.errors import InputError
 from monitor.lines import fd_lines, source_lines, watched_lines
 from monitor.report import Report
 from monitor.stream import DEFAULT_MAX_LINE_BYTES, ReportStream
@@ -160,4 +161,8 @@ def stdin_stream(fd: int, source: str, stderr: IO[str] | None,
 
 
 def default_stdin() -> int:
+    """The descriptor of stdin; InputError when the process was started with it closed."""
+    if sys.stdin is None:
+        raise InputError("stdin is closed: pipe neuron-monitor's output into this command "
+                         "(or use --collect)")
     return sys.stdin.fileno()

@@ -55,8 +55,12 @@ def test_records_follow_the_emf_structure():
         assert r["_aws"]["Timestamp"] == 1764476000500
         assert r["instance_id"] == "i-0011223344556677a"
     names = {m["Name"] for r in records for m in r["_aws"]["CloudWatchMetrics"][0]["Metrics"]}
-    expected = {s.name for s in mt.ALL_METRICS if s.kind != "info" and s.group != mt.EXPORTER_GROUP}
+    expected = {s.name for s in mt.ALL_METRICS if s.kind != "info"
+                and s.group not in (mt.EXPORTER_GROUP, mt.RUNTIME_GROUP)}
     assert expected - names == set()
+    # neuron_runtime_info (always 1, the pid a dimension) would be a new billed metric per
+    # process in CloudWatch: like the other info metrics, it is not written
+    assert "neuron_runtime_info" not in names and not any("pid" in r for r in records)
 
 
 def test_counters_are_the_period_count_not_a_running_total():
