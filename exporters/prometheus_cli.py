@@ -140,6 +140,8 @@ def _run(server: MetricsHTTPServer, exporter: PrometheusExporter, reports: Itera
     while not stop.wait(TLS_CHECK_INTERVAL_S):
         if tls is not None and tls.reload_if_changed():
             print(f"{PROG}: reloaded the TLS certificate", file=sys.stderr, flush=True)
+        elif tls is not None and tls.refusal:
+            print(f"{PROG}: warning: {tls.refusal}", file=sys.stderr, flush=True)
     server.shutdown()
     server.server_close()
     return 1 if exporter.ended and not signalled.is_set() else 0

@@ -236,6 +236,8 @@ class TlsReloader:
         self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self.context.minimum_version = ssl.TLSVersion.TLSv1_2
         self._digest = ""
+        self._refused = ""      # the digest of a changed pair that failed to load
+        self.refusal = ""       # why it failed, for one warning per such change
         self.reload_if_changed()
 
     def _files_digest(self) -> str:
@@ -245,17 +247,26 @@ class TlsReloader:
         return h.hexdigest()
 
     def reload_if_changed(self) -> bool:
-        """Raises OSError / ssl.SSLError only on the first load; later failures keep the old pair."""
+        """Raises OSError / ssl.SSLError only on the first load; later failures keep the old pair
+        and set ``refusal`` once per changed pair (a half-written renewal is retried, and said
+        once it stays unloadable)."""
+        self.refusal = ""
+        digest = ""
         try:
             digest = self._files_digest()
-            if digest == self._digest:
+            if digest in (self._digest, self._refused):
                 return False
             self.context.load_cert_chain(self.cert_file, self.key_file)
-        except (OSError, ssl.SSLError):
+        except (OSError, ssl.SSLError) as exc:
             if not self._digest:
                 raise
+            if digest:
+                self._refused = digest
+                self.refusal = (f"the changed TLS certificate or key cannot be loaded "
+                                f"({getattr(exc, 'reason', None) or exc}); still serving the "
+                                "previous pair")
             return False
-        self._digest = digest
+        self._digest, self._refused = digest, ""
         return True
 
 

@@ -189,8 +189,13 @@ def test_broken_replacement_certificate_keeps_the_old_one(tmp_path):
     tls = TlsReloader(cert, key)
     cert.write_text("not a certificate")
     assert tls.reload_if_changed() is False
+    # said once for that change (the CLI prints it as a warning), not at every check
+    assert "cannot be loaded" in tls.refusal and "previous pair" in tls.refusal
+    assert tls.reload_if_changed() is False and tls.refusal == ""
     with pytest.raises(ssl.SSLError):
         TlsReloader(cert, key)
+    cert.write_text("still not one")       # another bad change: said again
+    assert tls.reload_if_changed() is False and "cannot be loaded" in tls.refusal
 
 
 def test_slow_clients_are_bounded_and_scrapes_go_on(exporter, monkeypatch):
