@@ -4,7 +4,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from device_model.cliargs import positive_int as _positive
 from device_model.errors import SpecError
@@ -91,10 +93,10 @@ def _view_parser(sub) -> None:
     v.add_argument("-s", "--session-file", required=True, metavar="PROFILE")
     v.add_argument("--output-format", default="summary-text", choices=FORMATS, metavar="FORMAT",
                    help="one of " + ", ".join(FORMATS))
-    v.add_argument("--output-file", metavar="F", help="default: stdout for summaries, "
-                   "<profile>.json for chrome (a folder <profile>_trace of one rank_<r>.json per "
-                   "rank for several ranks, unless F ends in .json or .json.gz), <profile>.pftrace "
-                   "for perfetto")
+    v.add_argument("--output-file", metavar="F", help="- for stdout; default: stdout for "
+                   "summaries, <profile>.json for chrome (a folder <profile>_trace of one "
+                   "rank_<r>.json per rank for several ranks, unless F ends in .json or .json.gz), "
+                   "<profile>.pftrace for perfetto")
     v.add_argument("--limit", type=_positive, default=15, help="top operators to list")
 
 
@@ -127,11 +129,11 @@ def cmd_capture(args, script: list[str]) -> int:
 
 
 def _capture_builtin(args) -> int:
-    """A built-in run; the first Ctrl-C (or SIGTERM, SIGHUP) stops it after the execution being
-    placed and keeps the executions done (exit 128 + the signal), a second one aborts."""
-    import signal
+    """A built-in run; the first Ctrl-C (or SIGTERM, SIGHUP) stops it once every rank has placed
+    the execution being placed and keeps those (exit 128 + the signal), a second one aborts. The
+    handlers stay until the profile is written: a signal while it is encoded or written lets
+    the write finish (a second aborts it, leaving no file and no temporary)."""
     from device_model.workloads import Placement
-    from . import console
     from .capture.builtin import capture_workload
     from .capture.output import check_destination, save_or_keep
     from .progress import progress_bar
@@ -139,29 +141,47 @@ def _capture_builtin(args) -> int:
     inst = _instance(args)
     placement = Placement(cores=args.cores, nodes=args.nodes, tp=args.tp, pp=args.pp, dp=args.dp)
     stopped: list[int] = []
-
-    def stop(signum, frame) -> None:
-        if stopped:
-            raise KeyboardInterrupt
-        stopped.append(signum)
-        console.note(f"{signal.Signals(signum).name}: stopping after this execution, keeping those "
-                     "simulated (again to abort)")
-
-    signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    previous = {sig: signal.signal(sig, stop) for sig in signals}
-    try:
-        with progress_bar(args.progress, 0, "capturing") as tick:      # the total comes with the first tick
+    doing = ["capture"]
+    with _stop_signals(stopped, doing):
+        # the bar's total comes with the first tick
+        with progress_bar(args.progress, 0, "capturing") as tick:
             profile = capture_workload(args.workload, inst, placement, num_exec=args.num_exec,
-                                       nth_exec=args.profile_nth_exec, ranks=args.ranks, progress=tick,
-                                       stop=lambda: bool(stopped))
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    path = save_or_keep(profile, args.session_file)
+                                       nth_exec=args.profile_nth_exec, ranks=args.ranks,
+                                       progress=tick, stop=lambda: bool(stopped))
+        doing[0] = "write"
+        path = save_or_keep(profile, args.session_file)
     if path is None:
         return 128 + stopped[0] if stopped else 1
     _report_written(path, profile)
     return 128 + stopped[0] if stopped else 0
+
+
+_STOP_NOTES = {"capture": "stopping after this round of executions (every rank's), keeping those "
+                          "simulated (again to abort)",
+               "write": "writing the profile first (again to abort)"}
+
+
+@contextmanager
+def _stop_signals(stopped: list[int], doing: list[str]) -> Iterator[None]:
+    """While the block runs, the first SIGINT, SIGTERM or SIGHUP is noted in `stopped` (the
+    work asks for it) with a line saying what happens (`doing[0]`: capture or write); a second
+    raises Stopped (a KeyboardInterrupt). The previous handlers come back when the block ends."""
+    import signal
+    from . import console
+
+    def stop(signum, frame) -> None:
+        if stopped:
+            raise Stopped(signum)
+        stopped.append(signum)
+        console.note(f"{signal.Signals(signum).name}: {_STOP_NOTES[doing[0]]}")
+
+    stops = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {sig: signal.signal(sig, stop) for sig in stops}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _keep_ranks(path: Path, which) -> None:
@@ -196,16 +216,14 @@ def _report_written(path: Path, profile) -> None:
 
 
 def _write(data: bytes, output: str | None) -> None:
-    if output is None:
-        sys.stdout.buffer.write(data)
-        sys.stdout.flush()
-    else:
-        from .export.traceio import write_atomic
-        write_atomic(output, data)
+    """`data` to `output` (atomically), or to stdout when it is None or `-`."""
+    from .export.traceio import STDOUT, write_atomic
+    write_atomic(STDOUT if output is None else output, data)
 
 
 def cmd_view(args) -> int:
     from .console import count
+    from .export.traceio import STDOUT
     from .model.fileformat import load
     profile = load(args.session_file)
     fmt = args.output_format
@@ -217,11 +235,12 @@ def cmd_view(args) -> int:
         _write(data, args.output_file)
         return 0
     stem = str(Path(args.session_file).with_suffix(""))
+    out = args.output_file
     if fmt == "chrome":
         from .analysis.ranks import is_multi_rank
         from .export.chrome_ranks import write_chrome_dir, write_chrome_ranks
-        out = args.output_file
-        if is_multi_rank(profile) and not (out or "").endswith((".json", ".json.gz")):
+        one_file = out == STDOUT or (out or "").endswith((".json", ".json.gz"))
+        if is_multi_rank(profile) and not one_file:
             # one file per rank, the folder HTA and TensorBoard open
             out = out or stem + "_trace"
             paths, n = write_chrome_dir(profile, out)
@@ -232,9 +251,10 @@ def cmd_view(args) -> int:
         n = write_chrome_ranks(profile, out)
     else:
         from .export.perfetto import write_perfetto
-        out = args.output_file or stem + ".pftrace"
+        out = out or stem + ".pftrace"
         n = write_perfetto(profile, out)
-    print(f"neuron-profile: wrote {out} ({count(n, 'event')})", file=sys.stderr)
+    where = "stdout" if out == STDOUT else out
+    print(f"neuron-profile: wrote {where} ({count(n, 'event')})", file=sys.stderr)
     return 0
 
 
@@ -263,6 +283,33 @@ def split_script(argv: list[str]) -> tuple[list[str], list[str]]:
     return argv, []
 
 
+class Stopped(KeyboardInterrupt):
+    """A stop signal that ends the command as Ctrl-C does (what was being written is removed,
+    exit 128 + the signal): SIGTERM or SIGHUP during view, diff or advise, a second signal
+    during a built-in capture."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextmanager
+def _stop_signals_interrupt() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise Stopped, as SIGINT raises KeyboardInterrupt, so an export they
+    stop cleans up after itself instead of dying with a temporary file left behind."""
+    import signal
+
+    def stop(signum, frame) -> None:
+        raise Stopped(signum)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     own, script = split_script(argv)
@@ -273,18 +320,22 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "capture":
             return cmd_capture(args, script)
-        return {"view": cmd_view, "diff": cmd_diff, "advise": cmd_advise}[args.command](args)
+        with _stop_signals_interrupt():
+            return {"view": cmd_view, "diff": cmd_diff, "advise": cmd_advise}[args.command](args)
     except (ProfilerUsageError, SpecError, ProfileError) as e:
         print(f"neuron-profile: error: {e}", file=sys.stderr)
         return 2
-    except BrokenPipeError:
+    except BrokenPipeError:         # stdout's reader closed the pipe (`| head`): stop quietly
         return 0
     except OSError as e:
-        print(f"neuron-profile: error: {e.filename or ''}: {e.strerror}", file=sys.stderr)
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"neuron-profile: error: {where}{e.strerror or e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("neuron-profile: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:
+        import signal
+        signum = getattr(e, "signum", signal.SIGINT)
+        print(f"neuron-profile: interrupted by {signal.Signals(signum).name}", file=sys.stderr)
+        return 128 + signum
 
 
 if __name__ == "__main__":

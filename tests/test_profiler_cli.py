@@ -98,6 +98,43 @@ def test_advise_pipeline_bubbles_and_small_batches(tmp_path, capsys):
     assert "Pipeline bubbles" in out and "Batch size not a multiple of 8" in out
 
 
+def _idle_gaps_per_step(profile) -> list[float]:
+    """Reference: each instruction-level step's idle stretches, one step at a time."""
+    import numpy as np
+    steps, ins = profile.table("steps"), profile.table("instructions")
+    gaps = []
+    for s, e, detailed in zip(steps["start"], steps["end"], steps["detailed"]):
+        sel = (ins["end"] > s) & (ins["start"] < e) if detailed else np.zeros(0, bool)
+        reach = s
+        clipped = zip(np.clip(ins["start"][sel], s, e), np.clip(ins["end"][sel], s, e))
+        for start, end in sorted(clipped):
+            gaps.append(max(start - reach, 0.0))
+            reach = max(reach, end)
+        gaps.append(max(e - reach, 0.0) if detailed else 0.0)
+    return gaps
+
+
+def test_advise_measures_idle_gaps_inside_steps_only(tmp_path, capsys):
+    """Three 2.5 us matmul steps, 50 us of launch overhead between them: the largest idle gap is
+    inside a step, not the host time between steps (it used to say 50 us)."""
+    from profiler.model.fileformat import load
+    p = tmp_path / "mm.nsprof"
+    assert main(["capture", "-w", "matmul:m=128,k=128,n=128", "--num-exec", "3", "-s", str(p)]) == 0
+    capsys.readouterr()
+    profile = load(p)
+    steps = profile.table("steps")
+    longest = float((steps["end"] - steps["start"]).max())
+    assert float((steps["start"][1:] - steps["end"][:-1]).min()) > 10 * longest
+    assert main(["advise", "-s", str(p), "--json"]) == 0
+    findings = orjson.loads(capsys.readouterr().out)["findings"]
+    idle = next(f for f in findings if f["rule"] == "device-idle")
+    gap = next(e for e in idle["evidence"] if e.startswith("largest idle gap "))
+    value, unit = gap.removeprefix("largest idle gap ").split()
+    seconds = float(value) * {"s": 1, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}[unit]
+    assert seconds <= longest
+    assert seconds == pytest.approx(max(_idle_gaps_per_step(profile)), abs=1e-9)
+
+
 def test_truncated_profile_is_one_line_exit_2(profiles, tmp_path):
     a, _ = profiles
     bad = tmp_path / "bad.nsprof"
@@ -163,7 +200,8 @@ def test_ctrl_c_during_a_builtin_capture_keeps_the_executions_simulated(tmp_path
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 130, err
-    assert "SIGINT: stopping after this execution" in err and "wrote" in err.splitlines()[-1]
+    assert "SIGINT: stopping after this round of executions" in err
+    assert "wrote" in err.splitlines()[-1]
     prof = fileformat_load(out)
     steps = prof.rows("steps")
     assert 1 <= steps < 500 and prof.meta["num_exec"] == steps and prof.meta["num_exec_requested"] == 500

@@ -138,7 +138,8 @@ def test_a_rank_pointing_at_another_ranks_rows_is_one_line(small, table, col, ta
         code, err = _run(["view", "-s", str(path), "--output-format", "chrome",
                           "--output-file", str(Path(tmp) / "t.json")])
     assert code == 2 and err.count("\n") == 1
-    assert err.startswith("neuron-profile: error: rank 0: ") and "missing" in err
+    assert err.startswith(f"neuron-profile: error: {path}: metadata 'ranks': rank 0: ")
+    assert "missing" in err and "of another rank" in err
 
 
 @pytest.mark.parametrize("meta_change, message", [

@@ -118,13 +118,7 @@ def rule_bubbles(p: Profile, s: dict) -> Finding | None:
     idle = 1 - s["total_active_time_percent"] / 100
     if idle < IDLE_SHARE:
         return None
-    ins = p.table("instructions")
-    spans = _repeats(p).spans      # a repeated micro-batch's ops stand for its instructions
-    begin, finish = np.r_[ins["start"], spans[0]], np.r_[ins["end"], spans[1]]
-    order = np.argsort(begin, kind="stable")
-    starts, ends = begin[order], np.maximum.accumulate(finish[order])
-    gaps = starts[1:] - ends[:-1] if starts.size > 1 else np.zeros(0)
-    largest = float(gaps.max()) if gaps.size else 0.0
+    largest = _largest_idle_gap(p)
     pp = int(p.meta.get("placement", {}).get("pp", 1))
     sendrecv = (p.strings.index("send_recv") if "send_recv" in p.strings else -1)
     has_pp = pp > 1 or bool(np.any(p.table("collectives")["kind_s"] == sendrecv))
@@ -135,6 +129,29 @@ def rule_bubbles(p: Profile, s: dict) -> Finding | None:
     return Finding("pipeline-bubbles" if has_pp else "device-idle", title, idle,
                    (f"device idle {idle:.0%} of the profiled step time ({human_time(idle * total)})",
                     f"largest idle gap {human_time(largest)}" + (f", pp={pp}" if pp > 1 else "")), fix)
+
+
+def _largest_idle_gap(p: Profile) -> float:
+    """The longest stretch inside one summarised step, from its device start to its end, with
+    no instruction (nor repeated micro-batch) running. The time between steps is the host's
+    (the launch of the next step, the script's Python), not the device idling inside a step."""
+    steps = p.table("steps")
+    in_scope = np.isin(steps["step"], scope_mask(p)[0])
+    order = np.argsort(steps["start"][in_scope], kind="stable")
+    s, e = steps["start"][in_scope][order], steps["end"][in_scope][order]
+    if s.size == 0:
+        return 0.0
+    ins = p.table("instructions")
+    spans = _repeats(p).spans      # a repeated micro-batch's ops stand for its instructions
+    begin, finish = np.r_[ins["start"], spans[0]], np.r_[ins["end"], spans[1]]
+    o = np.argsort(begin, kind="stable")
+    b = begin[o]
+    reach = np.r_[-np.inf, np.maximum.accumulate(finish[o])]    # reach[i]: latest end before b[i]
+    k = np.searchsorted(s, b, side="right") - 1                   # the step each interval starts in
+    inside = (k >= 0) & (b < e[np.maximum(k, 0)])
+    before = b[inside] - np.maximum(s[k[inside]], reach[:-1][inside])   # idle up to each start
+    after = e - np.maximum(s, reach[np.searchsorted(b, e, side="left")])  # idle up to step end
+    return max(float(np.max(np.r_[before, after])), 0.0)
 
 
 def rule_data_loading(p: Profile, s: dict) -> Finding | None:

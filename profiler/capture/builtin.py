@@ -7,6 +7,8 @@ The first execution is a cold one: it also loads the weights into HBM (`warmup.l
 A pipeline-parallel job is captured on one rank per stage (`--ranks`), each its own NeuronCore in
 the profile. All ranks start a step together (the pipeline flush of 1F1B ends every step), at the
 end of the slowest rank's previous step; inside a step each rank idles where 1F1B makes it idle.
+The ranks are placed one execution at a time (every rank's first, then every rank's second, ...),
+so a stop signal ends the capture after at most one more execution per rank, every rank alike.
 """
 from __future__ import annotations
 
@@ -17,8 +19,8 @@ from device_model.errors import SpecError
 from device_model.program import Program
 from device_model.workloads import Placement
 
-from ..model.builder import ProfileBuilder
-from ..model.profile import Profile
+from ..model.builder import ProfileBuilder, join_ranks
+from ..model.profile import Profile, StringTable
 from .builtin_plans import RankPlan, plan_ranks
 
 HOST_TID = 1
@@ -114,10 +116,12 @@ def capture_workload(spec: str, inst: Instance, placement: Placement = Placement
                      num_exec: int = 1, nth_exec: int = 1, ranks: str | None = None,
                      progress: Progress | None = None, stop=None) -> Profile:
     """`ranks`: `stages` (default: one rank per pipeline stage), `first`, `last` or stage
-    numbers like `0,3`. `progress(done, total)` is told of each rank's execution placed (first
-    with done=0, so a bar shows the right total from the start); `stop()`, asked after each
-    execution of the first rank, ends the run there: every rank then holds that many executions
-    (at least one) and the profile's `num_exec` says how many."""
+    numbers like `0,3`. The ranks are placed execution by execution (every rank's first, then
+    every rank's second, ...), each rank into a builder of its own, joined at the end.
+    `progress(done, total)` is told of each rank's execution placed (first with done=0, so a bar
+    shows the right total from the start); `stop()`, asked once every rank has placed an
+    execution, ends the run there: every rank holds as many executions (at least one), and the
+    profile's `num_exec` says how many."""
     if num_exec < 1 or nth_exec < 1:
         raise SpecError("--num-exec and --profile-nth-exec must be positive")
     if nth_exec > num_exec:
@@ -125,31 +129,44 @@ def capture_workload(spec: str, inst: Instance, placement: Placement = Placement
                         "no execution would be profiled")
     runs = RunCache(inst)
     plans = plan_ranks(spec, inst, placement, ranks, runs.wall, num_exec)
-    builder = ProfileBuilder(inst, "workload", workload=spec, description=plans[0].plan.description,
-                             placement={"tp": placement.tp or 1, "pp": placement.pp or 1,
-                                        "dp": placement.dp or 1},
-                             num_exec=num_exec, profile_nth_exec=nth_exec, ranks_option=ranks or "stages")
+    builders = _rank_builders(plans, inst, spec, placement, num_exec, nth_exec, ranks)
     overhead = inst.costs.exec_overhead_s
     warm = [warmup_program(rp.plan.segments[0][0]) for rp in plans]
     spans = _step_spans(plans, warm, runs, num_exec, overhead)
-    cores = inst.device.logical_cores(inst.lnc) * inst.spec.devices
     steps, done = num_exec, 0
     if progress:
         progress(0, steps * len(plans))
-    for k, (rp, rank_warm) in enumerate(zip(plans, warm)):
-        builder.begin_rank(rp.rank, stage=rp.stage, stages=rp.stages, core=rp.rank % cores,
-                           node=rp.rank // cores, description=rp.plan.description)
-        for step in range(1, steps + 1):
+    for step in range(1, num_exec + 1):
+        for rp, rank_warm, builder in zip(plans, warm, builders):
             _add_step(builder, runs, _segments(rp, rank_warm, step, runs), step, spans[step - 1],
                       step % nth_exec == 0, overhead)
             done += 1
-            stopping = k == 0 and step < steps and stop is not None and stop()
-            if stopping:
-                steps = step         # the other ranks get as many executions
             if progress:
                 progress(done, steps * len(plans))
-            if stopping:
-                break
-    if steps < num_exec:                         # stopped early: say what the profile holds
-        return builder.build(num_exec=steps, num_exec_requested=num_exec)
-    return builder.build()
+        if step < num_exec and stop is not None and stop():
+            steps = step
+            if progress:                        # the bar ends full at what was kept
+                progress(done, done)
+            break
+    # stopped early: the profile says what it holds and what was asked
+    meta = {} if steps == num_exec else {"num_exec": steps, "num_exec_requested": num_exec}
+    return join_ranks(builders, **meta)
+
+
+def _rank_builders(plans: tuple[RankPlan, ...], inst: Instance, spec: str, placement: Placement,
+                   num_exec: int, nth_exec: int, ranks: str | None) -> list[ProfileBuilder]:
+    """A builder per captured rank (its own NeuronCore), all sharing one string table."""
+    strings = StringTable()
+    cores = inst.device.logical_cores(inst.lnc) * inst.spec.devices
+    builders = []
+    for rp in plans:
+        builder = ProfileBuilder(inst, "workload", strings=strings, workload=spec,
+                                 description=plans[0].plan.description,
+                                 placement={"tp": placement.tp or 1, "pp": placement.pp or 1,
+                                            "dp": placement.dp or 1},
+                                 num_exec=num_exec, profile_nth_exec=nth_exec,
+                                 ranks_option=ranks or "stages")
+        builder.begin_rank(rp.rank, stage=rp.stage, stages=rp.stages, core=rp.rank % cores,
+                           node=rp.rank // cores, description=rp.plan.description)
+        builders.append(builder)
+    return builders

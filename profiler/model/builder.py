@@ -43,9 +43,12 @@ def instance_meta(inst: Instance) -> dict:
 
 
 class ProfileBuilder:
-    def __init__(self, inst: Instance, source: str, **meta) -> None:
+    def __init__(self, inst: Instance, source: str, *, strings: StringTable | None = None,
+                 **meta) -> None:
+        """`strings`: a string table shared with other builders (ranks built side by side and
+        joined by `join_ranks`)."""
         self.inst = inst
-        self.strings = StringTable()
+        self.strings = StringTable() if strings is None else strings
         self.meta = {**instance_meta(inst), "source": source, "tool_version": __version__,
                      "created_unix_s": time.time(), **meta}
         self._ins: list[dict[str, np.ndarray]] = []
@@ -227,27 +230,73 @@ class ProfileBuilder:
 
     # --- result -----------------------------------------------------------------------------
     def build(self, **meta) -> Profile:
-        tables = {
-            "instructions": _concat("instructions", self._ins),
-            "ops": _concat("ops", self._ops),
-            "steps": _from_rows("steps", [self._steps[k] for k in sorted(self._steps)]),
-            "host": _from_cols("host", self._host),
-            "collectives": _from_cols("collectives", self._coll),
-            "semaphores": _concat("semaphores", self._sem),
-            "throttles": _from_rows("throttles", self._throttles),
-        }
-        ops = tables["ops"]
+        tables = {name: _concat(name, parts) for name, parts in self._chunks().items()}
         ranks = self._rank_rows()
-        for a, b in [r["rows"]["ops"] for r in ranks] or [(0, ops["start"].size)]:
-            # per NeuronCore: ranks run at the same time on different cores
-            ops["self_time"][a:b] = exclusive_time(ops["start"][a:b], ops["end"][a:b])
-        for first, stop, host_row in self._links:
-            ops["host"][first:stop] = host_row
         if ranks:
             meta = {"ranks": ranks, **meta}
         profile = Profile({**self.meta, **meta}, tuple(self.strings.strings), tables)
         profile.validate("capture")
         return profile
+
+    def _chunks(self) -> dict[str, list[dict[str, np.ndarray]]]:
+        """Every table as a list of column chunks, the operators' self time and launches set:
+        `build` concatenates them, `join_ranks` those of several builders (one copy of the
+        large instruction table, not two)."""
+        ops = _concat("ops", self._ops)
+        for a, b in [r["rows"]["ops"] for r in self._rank_rows()] or [(0, ops["start"].size)]:
+            # per NeuronCore: ranks run at the same time on different cores
+            ops["self_time"][a:b] = exclusive_time(ops["start"][a:b], ops["end"][a:b])
+        for first, stop, host_row in self._links:
+            ops["host"][first:stop] = host_row
+        return {
+            "instructions": self._ins,
+            "ops": [ops],
+            "steps": [_from_rows("steps", [self._steps[k] for k in sorted(self._steps)])],
+            "host": [_from_cols("host", self._host)],
+            "collectives": [_from_cols("collectives", self._coll)],
+            "semaphores": self._sem,
+            "throttles": [_from_rows("throttles", self._throttles)],
+        }
+
+
+# row references between tables: (table, column, table it points into); -1 is none
+_ROW_REFS = (("instructions", "op", "ops"), ("collectives", "op", "ops"), ("host", "op", "ops"),
+             ("ops", "host", "host"))
+
+
+def join_ranks(builders: list[ProfileBuilder], **meta) -> Profile:
+    """The ranks of several builders (one `begin_rank` each, one string table shared) as one
+    profile, in order: every table's rows rank after rank, row references moved past the rows
+    before them, `meta["ranks"]` giving each rank its rows; `meta` added to the first's."""
+    strings = builders[0].strings
+    if any(b.strings is not strings or len(b._rank_info) != 1 for b in builders):
+        raise ValueError("join_ranks: builders of one rank each, sharing one string table")
+    first = {name: 0 for name in SCHEMA}
+    joined: dict[str, list[dict[str, np.ndarray]]] = {name: [] for name in SCHEMA}
+    entries = []
+    for builder in builders:
+        chunks = builder._chunks()
+        for name, col, target in _ROW_REFS:
+            chunks[name] = [{**c, col: _moved(c[col], first[target])} for c in chunks[name]]
+        rows = {}
+        for name in SCHEMA:
+            n = sum(int(next(iter(c.values())).shape[0]) for c in chunks[name])
+            rows[name] = [first[name], first[name] + n]
+            joined[name] += chunks[name]
+            first[name] += n
+        entries.append({**builder._rank_info[0], "rows": rows})
+    tables = {name: _concat(name, parts) for name, parts in joined.items()}
+    meta = {**builders[0].meta, "ranks": entries, **meta}
+    profile = Profile(meta, tuple(strings.strings), tables)
+    profile.validate("capture")
+    return profile
+
+
+def _moved(ref: np.ndarray, by: int) -> np.ndarray:
+    """Row references moved `by` rows (-1, none, stays)."""
+    if not by:
+        return ref
+    return np.where(ref >= 0, ref + by, ref).astype(ref.dtype, copy=False)
 
 
 def exclusive_time(start: np.ndarray, end: np.ndarray) -> np.ndarray:
