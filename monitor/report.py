@@ -198,6 +198,9 @@ def _placements(d: dict, key: str, path: str) -> dict[int, K8sPlacement]:
 # --------------------------------------------------------------------------- the document
 _TOP_KEYS = frozenset({"neuron_runtime_data", "system_data", "instance_info",
                        "neuron_hardware_info", "neuron_k8s_info"})
+# Each may be absent (an inf1 capture, a stream of one group), but not all: an object with none
+# of them is another program's JSON, not a report with every group missing.
+_DOCUMENT_KEYS = _TOP_KEYS - {"neuron_k8s_info"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,6 +232,9 @@ class Report:
         optional field that is absent is None, one with a bad value is dropped and listed in
         ``dropped``; a required one that is missing or wrong rejects the document."""
         d = f.obj(d, "document")
+        if not d.keys() & _DOCUMENT_KEYS:
+            raise ReportError("document: not a neuron-monitor report (none of instance_info, "
+                              "neuron_hardware_info, neuron_runtime_data, system_data)")
         with f.collecting_drops() as dropped:
             runtimes = d.get("neuron_runtime_data")
             runtimes = [] if runtimes is None else f.array(runtimes, "neuron_runtime_data")

@@ -427,3 +427,15 @@ def test_utilization_ratios_are_within_unit_interval(doc):
     if report.system.device_counters:
         ratios += [d.hbm_bandwidth_utilization for d in report.system.device_counters.devices]
     assert all(0.0 <= r <= 1.0 for r in ratios)
+
+
+def test_an_object_with_none_of_the_top_level_groups_is_not_a_report():
+    """Each top-level group may be absent, but an object with none of them is some other
+    program's JSON: counted as a bad line, not shown as an empty instance."""
+    with pytest.raises(ReportError, match="not a neuron-monitor report"):
+        Report.from_json(b'{"a": 1}')
+    with pytest.raises(ReportError, match="not a neuron-monitor report"):
+        Report.from_json(b'{"neuron_k8s_info": {}}')
+    for key in ("instance_info", "neuron_hardware_info", "system_data"):
+        assert Report.from_json(orjson.dumps({key: {}})).runtimes == ()
+    assert Report.from_json(b'{"neuron_runtime_data": []}').runtimes == ()
