@@ -35,6 +35,14 @@ def test_version_and_help():
     (["--replay", "/"], "is a directory"),
     (["--replay", str(AWS_EXAMPLE), "--speed", "0"], "--speed must be > 0"),
     (["--stale-after=-1"], "--stale-after must be > 0"),  # "-1" alone is the snapshot flag
+    (["--replay", str(AWS_EXAMPLE), "--speed=inf"], "--speed must be > 0 and finite, got inf"),
+    (["--replay", str(AWS_EXAMPLE), "--speed=nan"], "--speed must be > 0 and finite, got nan"),
+    (["--stale-after=nan"], "--stale-after must be > 0 and finite, got nan"),
+    (["--stale-after=inf"], "--stale-after must be > 0 and finite, got inf"),
+    (["--prometheus", "http://127.0.0.1:1", "--refresh=inf"], "--refresh must be > 0 and finite"),
+    (["--prometheus", "http://127.0.0.1:1", "--window=inf"], "--window must be > 0 and finite"),
+    (["--prometheus", "http://127.0.0.1:1", "--scrape-interval=nan"],
+     "--scrape-interval must be > 0 and finite"),
     (["stream.jsonl"], "unexpected argument"),
     (["-"], "stdin is a terminal"),
 ])

@@ -10,9 +10,10 @@ import threading
 import tracemalloc
 
 import orjson
+import pytest
 
 from monitor.report import Report
-from monitor.sources import ReplaySource, StreamSource
+from monitor.sources import ListSource, ReplaySource, StreamSource
 from monitor.stream import DEFAULT_MAX_LINE_BYTES
 from tests.test_tui_support import FIXED_NOW, run_async, settle
 from tui.app import NeuronTopApp
@@ -30,6 +31,9 @@ ESC_DOC = orjson.loads(AWS)
 ESC_DOC["neuron_runtime_data"][0].update(error="died \x1b]0;owned\x07\x1b[2J",
                                          neuron_runtime_tag="app\x1b[31m")
 ESC = orjson.dumps(ESC_DOC) + b"\n"
+PID0_DOC = orjson.loads(AWS)
+PID0_DOC["neuron_runtime_data"][0]["pid"] = 0   # the source does not know the process
+PID0 = orjson.dumps(PID0_DOC) + b"\n"
 
 
 def top(*args: str, stdin: bytes = b"", columns: int = 80) -> subprocess.CompletedProcess:
@@ -80,6 +84,52 @@ def test_no_valid_report_exits_1_and_names_the_first_reasons():
     assert "no valid report from stdin (2 line(s) rejected)" in err
     assert "line 1 (not_json): 'FATA[0000] Failed to discover neuron devices' is not JSON" in err
     assert "line 2 (not_object)" in err and "Traceback" not in err
+
+
+def test_a_runtime_of_unknown_pid_shows_n_a_in_the_text_snapshot():
+    """pid 0: the source does not know the process (it was a TypeError traceback)."""
+    out = top("-1", "-", stdin=PID0, columns=120)
+    text = out.stdout.decode()
+    assert out.returncode == 0, out.stderr.decode()
+    row = next(line for line in text.splitlines() if "my_app_1" in line)
+    assert row.split()[0] == "N/A"
+
+
+@run_async
+async def test_a_runtime_of_unknown_pid_on_every_screen():
+    from tui.ptree import lineage
+    for local in (None, lineage):   # a stream's runtimes, and as if they were on this host
+        app = NeuronTopApp(ListSource([Report.from_json(PID0)], hold_open=True),
+                           clock=lambda: FIXED_NOW, lineage=local)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await settle(pilot, app, 1)
+            await pilot.press("e", "p")
+            table = "\n".join(s.text for s in app.query_one(ProcessTable).lines_for(118))
+            assert table.splitlines()[1].split()[0] == "N/A"
+            await pilot.press("t")   # the tree: no parents looked up for an unknown pid
+            await pilot.pause(0.05)
+            assert app.lineages == {}
+            await pilot.press("t", "enter")
+            await pilot.pause(0.05)
+            assert "(pid unknown)" in str(app.screen.query_one("#detail").border_title)
+            await pilot.press("T")   # no signal for it, and no confirmation asked
+            await pilot.pause(0.05)
+            assert type(app.screen).__name__ == "ProcessScreen"
+            await pilot.press("escape", "o")
+
+
+def test_the_source_is_named_as_given():
+    out = top("-1", "--input", "/dev/null")
+    assert out.returncode == 1
+    assert out.stderr.decode().startswith("neuron-top: no valid report from /dev/null\n")
+
+
+def test_an_object_without_neuron_monitors_structure_is_no_valid_report(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(b'{"a":1}\n')
+    out = top("--json", "--input", str(path))
+    assert out.returncode == 1 and out.stdout == b""
+    assert f"no valid report from {path} (1 line(s) rejected)" in out.stderr.decode()
 
 
 def test_k8s_pod_is_a_process_column():

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -31,7 +32,8 @@ from tui.messages import ParentsFound, ReportArrived, SourceEnded
 from tui.procdetail import find_runtime, process_detail
 from tui.procs import SORT_KEYS, highest_first, process_rows
 from tui.ptree import Ancestor, tree_lines
-from monitor.sources import Source, report_interval
+from tui.signals import EXIT_SIGNALS
+from monitor.sources import ReplaySource, Source, report_interval
 from tui.view import (ALL_TAB, app_tabs, core_grid, core_layout, instance_stopped, memory_summary,
                       runtimes_for, tab_cores, vcpu_usage)
 from tui.widgets.engines import EngineView
@@ -44,9 +46,14 @@ from tui.widgets.procscreen import ConfirmSignal, ProcessDetailView, ProcessScre
 from tui.widgets.tree import MemoryTreeView
 
 VIEWS = {"overview": "overview", "engines": "engines-view", "processes": "processes-view"}
+REPLAY_MIN_GAP = 0.05  # seconds: a replay shows at most 20 reports a second, whatever --speed says
 SIGNALS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM, "SIGKILL": signal.SIGKILL}
-EXIT_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name))
 Lineage = Callable[[int], "tuple[Ancestor, ...] | None"]
+
+
+def known_pids(report: Report) -> tuple[int, ...]:
+    """The runtimes' pids, less the unknown ones (pid 0 in the stream): the rows' keys."""
+    return tuple(r.known_pid for r in report.runtimes if r.known_pid is not None)
 
 
 def clock_text(seconds: float) -> str:
@@ -61,11 +68,15 @@ class NeuronTopApp(App[None]):
 
     def __init__(self, source: Source, *, clock: Callable[[], float] = time.time,
                  stale_after: float | None = None, history_length: int = 300,
-                 readonly: bool = False, lineage: Lineage | None = None) -> None:
+                 readonly: bool = False, lineage: Lineage | None = None,
+                 early_signal: Callable[[], int | None] | None = None) -> None:
         """``lineage``: how to find a pid's parent processes, given only when the source's
         runtimes are processes on this host (then signals can reach them too); None for a
-        stream or recording from elsewhere, whose pids mean nothing here."""
+        stream or recording from elsewhere, whose pids mean nothing here. ``early_signal``:
+        the exit signal that arrived before the app took the signals over, if any."""
         super().__init__()
+        self.early_signal = early_signal
+        self._outer_handlers: dict[int, object] = {}
         self.readonly = readonly  # no key may change anything outside neuron-top (signals)
         self.lineage = lineage
         self.tree_mode = False
@@ -125,19 +136,28 @@ class NeuronTopApp(App[None]):
         self._update_status()
         self.set_interval(1.0, self._check_stale)
         self._exit_on_signals(install=True)
+        early = self.early_signal() if self.early_signal else None
+        if early is not None:   # it came while the app was starting: end as it would have
+            self.exit(return_code=128 + early)
+            return
         self.pump_reports()
 
     def _exit_on_signals(self, install: bool) -> None:
         """A closed terminal (SIGHUP) or a `kill` (SIGTERM) ends neuron-top as q does: the
         terminal is restored and the source closed (the demo's runtimes stopped and its
-        directory removed), exit status 128 + the signal."""
+        directory removed), exit status 128 + the signal. Removing them puts back the handlers
+        found (tui/signals.py), not the default: a signal while closing must not kill us."""
         try:
             loop = asyncio.get_running_loop()
             for signum in EXIT_SIGNALS:
                 if install:
+                    self._outer_handlers[signum] = signal.getsignal(signum)
                     loop.add_signal_handler(signum, lambda s=signum: self.exit(return_code=128 + s))
                 else:
                     loop.remove_signal_handler(signum)
+                    outer = self._outer_handlers.pop(signum, None)
+                    if outer is not None:
+                        signal.signal(signum, outer)
         except (NotImplementedError, RuntimeError, ValueError):   # no signals here, not main thread
             pass
 
@@ -145,14 +165,35 @@ class NeuronTopApp(App[None]):
     @work(thread=True, exclusive=True, name="report-source")
     def pump_reports(self) -> None:
         source = self.source
+        handled = threading.Event()
+        handled.set()
+        # A recording at --speed=1e6 would redraw the screen hundreds of times a second, for
+        # nothing: no one reads that fast. A file or a stream is read as fast as it comes.
+        gap = REPLAY_MIN_GAP if isinstance(source, ReplaySource) else 0.0
+        posted = float("-inf")
         try:
             for report in source.reports():
-                self.post_message(ReportArrived(report, source.malformed, self.clock()))
+                if not self._wait_handled(handled, source):
+                    return
+                time.sleep(max(0.0, posted + gap - time.monotonic()))
+                posted = time.monotonic()
+                self.post_message(ReportArrived(report, source.malformed, self.clock(), handled))
         except (OSError, ValueError) as exc:  # an unreadable source ends it, never the UI
             self.post_message(SourceEnded(source.malformed, self.clock(), f"{exc}"))
             return
         if not source.closed:
             self.post_message(SourceEnded(source.malformed, self.clock()))
+
+    @staticmethod
+    def _wait_handled(handled: threading.Event, source: Source) -> bool:
+        """Back-pressure: a report is posted only once the app handled the one before. Posted
+        as read, a replay at --speed=1e6 queued reports by the GB and the event loop never
+        came round to SIGTERM. False: the source closed meanwhile."""
+        while not handled.wait(0.1):
+            if source.closed:
+                return False
+        handled.clear()
+        return not source.closed
 
     @work(thread=True, exclusive=True, group="parents", name="process-parents")
     def find_parents(self, pids: tuple[int, ...]) -> None:
@@ -171,6 +212,13 @@ class NeuronTopApp(App[None]):
         self.source.close()
 
     def on_report_arrived(self, message: ReportArrived) -> None:
+        try:
+            if self.is_running:   # not while shutting down: the screens may be gone already
+                self.take_report(message)
+        finally:
+            message.handled.set()   # the worker may post the next one (_wait_handled)
+
+    def take_report(self, message: ReportArrived) -> None:
         self.reports_seen += 1
         self.malformed = message.malformed
         self.last_received = message.received_at
@@ -186,7 +234,7 @@ class NeuronTopApp(App[None]):
         self.stopped_at = None
         self.history.push(message.report)
         if self.tree_mode:
-            self.find_parents(tuple(r.pid for r in message.report.runtimes))
+            self.find_parents(known_pids(message.report))
         self._track_vanished(message.report)
         if self.paused:
             self.pending = message.report
@@ -482,7 +530,7 @@ class NeuronTopApp(App[None]):
             if self.report is not None and self.lineage is not None:
                 # A handful of psutil reads, once, so the tree shows at once; later reports
                 # look their parents up on the worker thread.
-                self.lineages = {r.pid: self.lineage(r.pid) for r in self.report.runtimes}
+                self.lineages = {pid: self.lineage(pid) for pid in known_pids(self.report)}
         if self.view != "processes":
             self.action_view("processes")
         else:

@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import pathlib
 import shutil
 import sys
 
 from tui import __version__
+from tui.signals import ExitSignals, Terminated
 
 PROG = "neuron-top"
 
@@ -84,12 +86,18 @@ def _readable_file(name: str) -> pathlib.Path:
     return path
 
 
+def _positive_finite(flag: str, value: float) -> None:
+    # float() takes "nan" and "inf"; neither is a speed or a duration (--speed=inf replayed
+    # without any pause).
+    if not (math.isfinite(value) and value > 0):
+        raise UsageError(f"{flag} must be > 0 and finite, got {value:g}")
+
+
 def check_args(args: argparse.Namespace) -> None:
     """Usage errors that need no source: checked before anything starts."""
-    if args.speed <= 0:
-        raise UsageError(f"--speed must be > 0, got {args.speed:g}")
-    if args.stale_after is not None and args.stale_after <= 0:
-        raise UsageError(f"--stale-after must be > 0, got {args.stale_after:g}")
+    _positive_finite("--speed", args.speed)
+    if args.stale_after is not None:
+        _positive_finite("--stale-after", args.stale_after)
     if args.stream is not None and args.stream != "-":
         raise UsageError(f"unexpected argument {args.stream!r}; use --input FILE or '-' for stdin")
     for name in (args.input, args.replay):
@@ -104,7 +112,9 @@ def check_output(args: argparse.Namespace) -> None:
                          "one report as JSON")
 
 
-def make_source(args: argparse.Namespace):
+def make_source(args: argparse.Namespace, signals: ExitSignals | None = None):
+    """The source ``args`` name. With ``signals``, an exit signal from the demo's start on is
+    only recorded (``signals.received``): the caller closes the source it gets back."""
     from monitor.live import local_instance_source, simulated_demo_source
     from monitor.sources import ReplaySource, StreamSource
 
@@ -114,13 +124,18 @@ def make_source(args: argparse.Namespace):
         return _stdin_source(keyboard=not (args.once or args.json))
     if name is not None:
         path = _readable_file(name)
-        return StreamSource(os.open(path, os.O_RDONLY), path.name)
+        return StreamSource(os.open(path, os.O_RDONLY), name)  # named as given: /dev/null, not null
     if args.replay is not None:
         return ReplaySource(_readable_file(args.replay), speed=args.speed, loop=args.loop)
     if not args.demo:
         local = local_instance_source()          # one `neuron-sim start` left running
         if local is not None:
             return local
+    if signals is not None:
+        # Interrupted while forking a runtime, the launcher lost track of it: the runtime
+        # lived on and kept writing into the directory being removed. So the start-up runs
+        # to its end (about a second) and the caller stops the demo at once.
+        signals.raising = False
     try:
         return simulated_demo_source()
     except (OSError, ValueError) as exc:
@@ -138,15 +153,38 @@ def main(argv: list[str] | None = None) -> int:
     try:
         check_args(args)
         check_output(args)
-        source = make_source(args)
     except UsageError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
-    if args.once or args.json:
+    # Installed before any source starts: a signal while the demo's runtimes start ends
+    # neuron-top through the clean-up that removes its directory, as one during the screen does.
+    with ExitSignals() as signals:
         try:
+            status = _run_source(args, signals)
+        except Terminated as exc:
+            return exc.status
+        return signals.status or status   # one that came during the clean-up, too
+
+
+def _run_source(args: argparse.Namespace, signals: ExitSignals) -> int:
+    try:
+        source = make_source(args, signals)
+    except UsageError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 2
+    try:
+        if signals.status is not None:   # held while the demo started: it stops at once
+            return signals.status
+        if args.once or args.json:
+            signals.raising = True   # a read may block: a signal must interrupt it
             return print_once(source, args)
-        finally:
-            source.close()
+        return _run_app(source, args, signals)
+    finally:
+        signals.raising = False   # a signal now must not cut the source's clean-up short
+        source.close()
+
+
+def _run_app(source, args: argparse.Namespace, signals: ExitSignals) -> int:
     from tui.app import NeuronTopApp
     from tui.ptree import lineage
     from tui.status import exit_status
@@ -155,14 +193,17 @@ def main(argv: list[str] | None = None) -> int:
     # recording's pids belong to another machine, so no parents and no signals for them.
     local = args.input is None and args.stream is None and args.replay is None
     app = NeuronTopApp(source, stale_after=args.stale_after, readonly=args.readonly,
-                       lineage=lineage if local else None)
+                       lineage=lineage if local else None, early_signal=lambda: signals.received)
+    # From here the app's event loop takes the signals over; one before it does is kept for
+    # the app to act on when it mounts (an exception inside Textual's start-up would leave the
+    # terminal in raw mode).
+    signals.raising = False
     try:
         app.run()
     except KeyboardInterrupt:
         pass
-    finally:
-        source.close()
-    return app.return_code or exit_status(app.ended, app.reports_seen, source.live)
+    return (app.return_code or signals.status
+            or exit_status(app.ended, app.reports_seen, source.live))
 
 
 def print_once(source, args: argparse.Namespace) -> int:

@@ -328,11 +328,11 @@ class FleetApp(NeuronTopApp):
         else:
             self.back_to_fleet()
 
-    def on_report_arrived(self, message) -> None:
+    def take_report(self, message) -> None:
         # a report of the instance left behind may still be in flight
         if self.opened is None or message.report.instance.id != self.opened.instance_id:
             return
-        super().on_report_arrived(message)
+        super().take_report(message)
 
     # ------------------------------------------------------------------ host screens only when shown
     def _host_visible(self) -> bool:

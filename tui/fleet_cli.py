@@ -7,6 +7,7 @@ banner and the last good data stays.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 
@@ -46,12 +47,11 @@ def build(url: str, args: argparse.Namespace):
     from monitor.fleet import FleetConfig, FleetQuery
     from monitor.promql import PrometheusClient, PrometheusError, parse_selector, render_selector
 
-    for name in ("window", "refresh", "query_timeout"):
+    for name in ("window", "refresh", "query_timeout", "scrape_interval"):
         value = getattr(args, name)
-        if not value > 0:
-            raise ValueError(f"--{name.replace('_', '-')} must be > 0, got {value:g}")
-    if args.scrape_interval is not None and not args.scrape_interval > 0:
-        raise ValueError(f"--scrape-interval must be > 0, got {args.scrape_interval:g}")
+        # float() takes "inf" and "nan": neither is a duration (an infinite window or refresh)
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise ValueError(f"--{name.replace('_', '-')} must be > 0 and finite, got {value:g}")
     try:
         matchers = parse_selector(args.selector)
     except ValueError as exc:

@@ -1,6 +1,7 @@
 """Messages the source worker posts to the app (post_message is thread-safe)."""
 from __future__ import annotations
 
+import threading
 from collections import Counter
 
 from textual.message import Message
@@ -9,13 +10,16 @@ from monitor.report import Report
 
 
 class ReportArrived(Message):
-    """A new Report; ``malformed`` counts the lines skipped so far, by kind."""
+    """A new Report; ``malformed`` counts the lines skipped so far, by kind. ``handled`` is set
+    once the app has taken it: the worker posts the next one only then."""
 
-    def __init__(self, report: Report, malformed: Counter[str], received_at: float) -> None:
+    def __init__(self, report: Report, malformed: Counter[str], received_at: float,
+                 handled: threading.Event | None = None) -> None:
         super().__init__()
         self.report = report
         self.malformed = malformed
         self.received_at = received_at
+        self.handled = handled if handled is not None else threading.Event()
 
 
 class SourceEnded(Message):

@@ -96,7 +96,8 @@ def _process_lines(report: Report) -> list[str]:
     head = f"{'PID':>7} {'TAG':<20} {'CORES':<9} {'NC UTIL':>7} {'DEV MEM':>8} {'EXEC/s':>8} {'ERRORS':>6}"
     lines = ["Processes", head + (f" {'POD':<24}" if with_pod else "") + " STATUS"]
     for r in rows:
-        line = (f"{r.pid:>7} {one_line(r.tag)[:20]:<20} {core_ranges(r.cores):<9} "
+        pid = "N/A" if r.pid is None else r.pid   # pid 0 in the stream: the source does not know it
+        line = (f"{pid:>7} {one_line(r.tag)[:20]:<20} {core_ranges(r.cores):<9} "
                 f"{percent(r.utilization, 1):>7} {human_bytes(r.device_bytes):>8} "
                 f"{per_second(r.executions_per_second):>8} "
                 f"{'N/A' if r.errors is None else r.errors:>6}")
