@@ -18,20 +18,11 @@ import pytest
 
 from monitor.report import Report
 from monitor.sources import ReplaySource, Source
+from tests.test_demo_owner import _drain
 from tests.test_tui_support import AWS_EXAMPLE, FIXED_NOW, run_async, settle
 from tui.app import REPLAY_MIN_GAP, NeuronTopApp
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-
-
-def _drain(fd: int) -> None:
-    """Read what the app writes to its terminal (a full pty would block it)."""
-    while True:
-        try:
-            if not os.read(fd, 65536):
-                return
-        except OSError:
-            return
 
 
 def in_terminal(*args: str, env: dict | None = None) -> tuple[subprocess.Popen, int]:
