@@ -20,6 +20,7 @@ from exporters.exporter import package_version
 from exporters.extract import Problem
 from monitor.live import InputError, collector_reports
 from monitor.sources import default_stdin, stdin_stream
+from monitor.stdout import silence_stdout
 
 PROG = "neuron-monitor-cloudwatch"
 # CloudWatch namespaces: 1-255 characters of letters, digits and . - _ / # : (no leading colon).
@@ -82,11 +83,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 0
     except BrokenPipeError:
-        _silence_stdout()
+        silence_stdout()
         return 0
     except OSError as exc:      # a full disk, an I/O error: said once, not a traceback
         if out is sys.stdout.buffer:
-            _silence_stdout()
+            silence_stdout()
         where = "stdout" if args.output is None else f"--output {str(args.output)!r}"
         print(f"{PROG}: error: cannot write to {where}: {exc.strerror or exc}", file=sys.stderr)
         return 1
@@ -120,11 +121,6 @@ def _run(reports, encoder: EmfEncoder, out: IO[bytes]) -> int:
         print(f"{PROG}: error: the input held no valid neuron-monitor report", file=sys.stderr)
         return 1
     return 0
-
-
-def _silence_stdout() -> None:
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from monitor.config import MonitorConfig
 from monitor.errors import ConfigError
 from monitor.loop import collect_every
 from monitor.report import Report
+from monitor.stdout import silence_stdout, write_all
 from device_model.cliargs import positive_int as _positive
 
 __all__ = ["main", "build_parser", "run_loop"]
@@ -188,11 +189,11 @@ def _write(out: BinaryIO, line: bytes, record: BinaryIO | None) -> int | None:
         write_all(out, line)
         out.flush()
     except BrokenPipeError:
-        _silence_stdout()
+        silence_stdout()
         print(f"{PROG}: stdout was closed by the reader; stopping", file=sys.stderr)
         return 0
     except OSError as exc:
-        _silence_stdout()
+        silence_stdout()
         return _fail(f"cannot write to stdout: {exc.strerror or exc}; stopping", 1)
     if record is not None:
         try:
@@ -204,19 +205,6 @@ def _write(out: BinaryIO, line: bytes, record: BinaryIO | None) -> int | None:
             name = getattr(record, "path", record.name)  # the path given, not a descriptor number
             return _fail(f"cannot write --record file {str(name)!r}: {reason}; stopping", 1)
     return None
-
-
-def write_all(out: BinaryIO, data: bytes) -> None:
-    """Write every byte of ``data``. An unbuffered stream (``python -u``, PYTHONUNBUFFERED, as
-    container images set it; the --record file) writes what one write(2) took: a pipe's 64 KiB
-    when SIGTERM interrupts a blocked write, or a disk's last free blocks. Its rest is written
-    here instead of lost, so a consumer never receives half a report."""
-    view = memoryview(data)
-    while view:
-        written = out.write(view)
-        if written is None:         # a non-blocking stream that took nothing
-            raise BlockingIOError(errno.EAGAIN, "stdout would block")
-        view = view[written:]
 
 
 def _open_record(path: Path) -> BinaryIO:
@@ -231,16 +219,6 @@ def _close_quietly(fh: IO[bytes]) -> None:
     try:
         fh.close()
     except OSError:
-        pass
-
-
-def _silence_stdout() -> None:
-    # Python flushes stdout at exit; after EPIPE that would print a second error.
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError):
         pass
 
 

@@ -17,6 +17,7 @@ from device_model import __version__
 from device_model.errors import SpecError
 from device_model.runtime import shm
 from device_model.catalog.specs import get_instance
+from monitor.stdout import silence_stdout
 from monitor.ls_render import (
     NOT_A_RUNTIME, LsProcess, build_view, render_json, render_table, render_topology,
 )
@@ -84,19 +85,12 @@ def main(argv: list[str] | None = None) -> int:
                 out.write("\n" + render_topology(view))
         out.flush()
     except BrokenPipeError:
-        _silence(out)
+        silence_stdout()
     except OSError as exc:      # a full disk, an I/O error: said once, not a traceback
-        _silence(out)
+        silence_stdout()
         print(f"{PROG}: error: cannot write to stdout: {exc.strerror or exc}", file=sys.stderr)
         return 1
     return 0
-
-
-def _silence(out) -> None:
-    # Python flushes stdout at exit; after a failed write that would raise a second time.
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, out.fileno())
-    os.close(devnull)
 
 
 def _processes(root: Path | None, show_all: bool, devices: int) -> dict[int, list[LsProcess]]:
