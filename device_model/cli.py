@@ -161,13 +161,10 @@ def _trust_text(result: dict, overrides: str | None, other: dict | None = None) 
     lines = [f"  (median error against published AWS measurements: {cal * 100:.0f}% on the "
              f"{rows_of(CALIBRATION)} it was\n   calibrated on, {held * 100:.0f}% on "
              f"{rows_of(HELD_OUT)} held-out ones; neuron-sim validate lists them)"]
-    mine = trust_lines(result)
-    theirs = trust_lines(other) if other is not None else mine
-    if theirs == mine:
-        lines += mine
+    if other is None or trust_lines(other) == trust_lines(result):
+        lines += trust_lines(result)
     else:
-        lines += [mine[0].replace("  by figure", "  A, by figure", 1), *mine[1:],
-                  theirs[0].replace("  by figure", "  B, by figure", 1), *theirs[1:]]
+        lines += trust_lines(result, "A") + trust_lines(other, "B")
     if overrides:   # the recorded errors are the default constants' own
         lines.append("  (with the default constants; the errors under yours:\n"
                      f"   neuron-sim validate --overrides {overrides})")

@@ -94,11 +94,12 @@ def figures_of(result: dict) -> list[str]:
             for m in MODE_FIGURES.get(result.get("mode", ""), ())]
 
 
-def trust_lines(result: dict) -> list[str]:
+def trust_lines(result: dict, side: str = "") -> list[str]:
     """Under a heading, one line per figure: how far the published rows of its kind were from
-    the model, or that none was published."""
+    the model, or that none was published. `side` ("A", "B") names the run of a comparison."""
     chip = generation(result["instance"])
-    lines = [f"  by figure, against AWS's published {chip.capitalize()} rows of its kind:"]
+    lines = [f"  {side + ', ' if side else ''}by figure, against AWS's published "
+             f"{chip.capitalize()} rows of its kind:"]
     for name in figures_of(result):
         kind = RECORDED_KINDS.get((chip, name))
         if kind is None:
