@@ -227,9 +227,7 @@ def extract(report: Report, ctx: Context, problems: list[Problem]) -> Iterator[G
         yield memory
     # an optional field (or a group lacking what its reader needs) left out for a bad value:
     # the report is served without it, and the loss is counted and named, never silent
-    for message in report.dropped:
-        problems.append(Problem("malformed_field", message if message.endswith("ignored)")
-                                else f"{message} (field ignored)"))
+    problems += [Problem("malformed_field", message) for message in report.dropped]
 
 
 def _runtime_info(runtime: Any) -> Iterator[GroupSamples]:
