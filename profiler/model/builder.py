@@ -12,7 +12,7 @@ from device_model.engine.isa import COMPUTE_ENGINES, ENGINES, LANE_ENGINE, LANE_
 from device_model.program import Program
 
 from .. import __version__
-from .profile import BUSY_ENGINES, PHASES, SCHEMA, Profile, StringTable, empty_table
+from .profile import BUSY_ENGINES, PHASES, ROW_REFS, SCHEMA, Profile, StringTable, empty_table
 
 # engine index (isa.ENGINES) -> busy column (model.BUSY_ENGINES), -1: not reported (SyncE)
 _BUSY_OF_ENGINE = np.array([BUSY_ENGINES.index(e) if e in BUSY_ENGINES else -1 for e in ENGINES])
@@ -259,11 +259,6 @@ class ProfileBuilder:
         }
 
 
-# row references between tables: (table, column, table it points into); -1 is none
-_ROW_REFS = (("instructions", "op", "ops"), ("collectives", "op", "ops"), ("host", "op", "ops"),
-             ("ops", "host", "host"))
-
-
 def join_ranks(builders: list[ProfileBuilder], **meta) -> Profile:
     """The ranks of several builders (one `begin_rank` each, one string table shared) as one
     profile, in order: every table's rows rank after rank, row references moved past the rows
@@ -276,7 +271,7 @@ def join_ranks(builders: list[ProfileBuilder], **meta) -> Profile:
     entries = []
     for builder in builders:
         chunks = builder._chunks()
-        for name, col, target in _ROW_REFS:
+        for name, col, target in ROW_REFS:
             chunks[name] = [{**c, col: _moved(c[col], first[target])} for c in chunks[name]]
         rows = {}
         for name in SCHEMA:

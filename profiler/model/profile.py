@@ -42,6 +42,10 @@ SCHEMA: dict[str, dict[str, str]] = {
     "throttles": {"start": "<f8", "duration": "<f8", "ratio": "<f8"},
 }
 
+# row references between tables: (table, column, the table whose row it names); -1 names none
+ROW_REFS = (("instructions", "op", "ops"), ("collectives", "op", "ops"), ("host", "op", "ops"),
+            ("ops", "host", "host"))
+
 
 class ProfileError(ValueError):
     """A profile that cannot be read or used; the message is one line fit for stderr."""

@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from .profile import PHASES, SCHEMA, Profile, ProfileError
+from .profile import PHASES, ROW_REFS, SCHEMA, Profile, ProfileError
 
 _NAME_LISTS = ("lane_rows", "lane_engines", "opcodes", "queues", "queue_rows")
 _POSITIVE = ("tensor_peak_flops_bf16", "hbm_bw_per_stack")
@@ -202,16 +202,16 @@ def _check_rank_tiling(ranks: list[dict], profile: Profile, where: str) -> None:
                                "must follow one another and cover the table")
 
 
-# (table, column, table it points into, what a bad value is)
-_RANK_REFS = (("instructions", "op", "ops", "an instruction points to a missing operator"),
-              ("collectives", "op", "ops", "a collective points to a missing operator"),
-              ("host", "op", "ops", "a host call points to a missing operator"),
-              ("ops", "host", "host", "an operator points to a missing host call"))
+# the message when a table's row references (profile.ROW_REFS) leave its rank's rows
+_OUTSIDE = {"instructions": "an instruction points to a missing operator",
+            "collectives": "a collective points to a missing operator",
+            "host": "a host call points to a missing operator",
+            "ops": "an operator points to a missing host call"}
 
 
 def _check_rank_refs(profile: Profile, e: dict, where: str) -> None:
     """A rank's rows point only at its own rows (-1: none), as its rank view needs."""
-    for table, col, target, what in _RANK_REFS:
+    for table, col, target in ROW_REFS:
         a, b = e["rows"][table]
         lo, hi = e["rows"][target]
         ref = profile.tables[table][col][a:b]
@@ -219,7 +219,7 @@ def _check_rank_refs(profile: Profile, e: dict, where: str) -> None:
         if table != "instructions":
             inside |= ref == -1
         if ref.size and not inside.all():
-            raise ProfileError(f"{where}: {what} (of another rank)")
+            raise ProfileError(f"{where}: {_OUTSIDE[table]} (of another rank)")
 
 
 def check_profile(profile: Profile, where: str = "profile") -> None:
