@@ -32,7 +32,7 @@ def replacing(path: str | os.PathLike, *, mode: int = PRIVATE, apply_umask: bool
     A symlink is followed: the file it points to is replaced, the link stays. A path that is not
     a regular file (a FIFO a reader waits on, /dev/null, a terminal) cannot be replaced without
     destroying it, so it is written in place: a stream has no partial file to avoid."""
-    target = Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
+    target = followed(path)
     if _is_stream(target):
         with open(target, "wb") as stream:
             yield stream            # type: ignore[misc]
@@ -62,6 +62,11 @@ def replacing(path: str | os.PathLike, *, mode: int = PRIVATE, apply_umask: bool
             raise OSError(e.errno, e.strerror, str(target)) from None
         raise
     fh.close()
+
+
+def followed(path: str | os.PathLike) -> Path:
+    """`path`, or the path a symlink there points to: what a writer replaces, keeping the link."""
+    return Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
 
 
 def _is_stream(path: Path) -> bool:

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterable, Iterator
 
-from device_model.fileio import current_umask, replacing
+from device_model.fileio import current_umask, followed, replacing
 
 from ..errors import ProfilerUsageError
 
@@ -104,7 +104,7 @@ def replacing_folder(path: str | os.PathLike, owned: Callable[[str], bool],
     (an earlier export of the same kind, replaced whole, stale files and all); anything else is a
     ProfilerUsageError before anything is written. On any error (Ctrl-C included) the temporary
     folder is removed and `path` is untouched."""
-    target = Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
+    target = followed(path)
     _check_replaceable(target, owned, what)
     parent = target.parent if str(target.parent) else Path(".")
     try:
