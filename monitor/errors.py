@@ -1,7 +1,8 @@
 """Exceptions of the monitor library.
 
-The schema and config errors derive from ValueError and carry a single-line message that names the offending field
-path (``neuron_runtime_data[0].report.memory_used.period``) so a CLI can print it as is.
+The schema and config errors derive from ValueError and carry a single-line message that names
+the offending field path (``neuron_runtime_data[0].report.memory_used.period``) so a CLI can
+print it as is.
 """
 from __future__ import annotations
 

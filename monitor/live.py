@@ -30,7 +30,6 @@ __all__ = ["InputError", "CollectorSource", "live_config", "local_instance_sourc
            "simulated_demo_source", "collector_reports"]
 
 
-
 def live_config(period_s: float = 1.0) -> MonitorConfig:
     """Every runtime and system group at one period: what neuron-top shows."""
     from monitor.config import RUNTIME_GROUPS, SYSTEM_GROUPS, MonitorConfig
