@@ -120,6 +120,10 @@ def test_script_exit_code_is_returned_and_profile_still_written(tmp_path):
     res = capture(tmp_path, "--steps", "3", "--fail-at", "3")
     assert res.returncode == 1
     assert "failing at step 3" in res.stderr
+    # the script's traceback as `python SCRIPT` shows it: from its own first frame, none of ours
+    frames = [line for line in res.stderr.splitlines() if line.startswith('  File "')]
+    assert frames and frames[0].startswith(f'  File "{EXAMPLE}"'), res.stderr
+    assert "script_child" not in res.stderr and "runpy" not in res.stderr
     prof = fileformat.load(tmp_path / "t.nsprof")
     assert prof.rows("ops") > 0 and set(prof.table("steps")["step"].tolist()) >= {1, 2}
 
@@ -159,6 +163,30 @@ def test_missing_script_and_non_python_command(tmp_path):
     assert "script not found: nope.py" in res.stderr
     res = subprocess.run([*CLI, "capture", "--", "ls", "-l"], capture_output=True, text=True, cwd=ROOT)
     assert res.returncode == 2 and "Traceback" not in res.stderr
+
+
+def test_a_target_that_never_starts_writes_no_profile(tmp_path):
+    """`-m` naming no module, or a script that does not compile: Python's own message, exit 2 and
+    no profile (nothing ran), rather than a traceback of the capture and an empty profile."""
+    out = tmp_path / "t.nsprof"
+    (tmp_path / "broken.py").write_text("x = (\n")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+
+    def run(*target: str) -> subprocess.CompletedProcess:
+        return subprocess.run([*CLI, "capture", "-s", str(out), "--", sys.executable, *target],
+                              capture_output=True, text=True, cwd=tmp_path,
+                              env={**os.environ, "PYTHONPATH": str(ROOT)})
+    for module, says in (("no_such_module_here", "No module named no_such_module_here"),
+                         ("pkg", "No module named pkg.__main__; 'pkg' is a package and cannot be "
+                                 "directly executed")):
+        res = run("-m", module)
+        assert res.returncode == 2 and not out.exists()
+        assert res.stderr == f"neuron-profile: error: python -m {module}: {says}\n"
+    res = run("broken.py")
+    assert res.returncode == 2 and not out.exists()
+    assert "SyntaxError: '(' was never closed" in res.stderr and "Traceback" not in res.stderr
+    assert res.stderr.endswith("error: the script did not start; no profile written\n")
 
 
 @pytest.mark.parametrize("recorder", ["native", "python"])

@@ -71,6 +71,21 @@ def torch_problem() -> str | None:
     return None
 
 
+class CannotRun(Exception):
+    """The target never started (`-m` naming no module that can run, a script that does not
+    compile): one line says why, and no profile is written."""
+
+
+def _script_frames(tb):
+    """The traceback from the script's first frame on: this module's and runpy's frames, which
+    Python's own `python SCRIPT` does not show, left off. None when the error came from them."""
+    import runpy
+    ours = {os.path.abspath(__file__), runpy.__file__, "<frozen runpy>"}
+    while tb is not None and tb.tb_frame.f_code.co_filename in ours:
+        tb = tb.tb_next
+    return tb
+
+
 def run_target(kind: str, target: str, args: list[str]) -> int:
     import runpy
     sys.argv = [target, *args]
@@ -82,8 +97,9 @@ def run_target(kind: str, target: str, args: list[str]) -> int:
             sys.path.insert(0, os.getcwd())           # as `python -m MODULE` has it
             runpy.run_module(target, run_name="__main__", alter_sys=True)
         else:
-            sys.path.insert(0, str(Path(target).resolve().parent))
-            runpy.run_path(target, run_name="__main__")
+            path = os.path.abspath(target)            # __file__ absolute, as `python SCRIPT` has it
+            sys.path.insert(0, os.path.dirname(path))
+            runpy.run_path(path, run_name="__main__")
         return 0
     except SystemExit as e:
         code = e.code
@@ -97,9 +113,15 @@ def run_target(kind: str, target: str, args: list[str]) -> int:
         signum = stopped_by() or signal.SIGINT
         console.note(f"script stopped by {signal.Signals(signum).name}; writing the profile of what ran")
         return 128 + signum
-    except BaseException:
+    except BaseException as e:
         import traceback
-        traceback.print_exc()          # the script's own error, shown as Python would
+        shown = _script_frames(e.__traceback__)
+        if shown is None:          # raised before any of the script ran: finding or compiling it
+            if kind == "module" and isinstance(e, ImportError):
+                raise CannotRun(f"python -m {target}: {e}") from None
+            traceback.print_exception(type(e), e, None)
+            raise CannotRun("the script did not start; no profile written") from None
+        traceback.print_exception(type(e), e, shown)   # the script's own error, as Python shows it
         console.note("script raised; writing the profile of what ran")
         return 1
     finally:
@@ -108,8 +130,9 @@ def run_target(kind: str, target: str, args: list[str]) -> int:
 
 def record_run(task, target_argv: list[str]) -> tuple[int, object] | None:
     """Run the target under the configured recorder: (its exit code, the recording), or None after
-    one line on stderr when no recorder can start. Once the target ends, the stop signals are
-    ignored, so the recording is always handed back; a stop signal makes the code 128 + it."""
+    one line on stderr when no recorder can start or the target cannot (no part is then written).
+    Once the target ends, the stop signals are ignored, so the recording is always handed back;
+    a stop signal makes the code 128 + it."""
     from .recorders import start_recorder
     try:
         recorder = start_recorder(task.options.recorder, steps=task.options.steps, note=console.note)
@@ -118,6 +141,9 @@ def record_run(task, target_argv: list[str]) -> tuple[int, object] | None:
         return None
     try:
         code = run_target(task.kind, target_argv[0], target_argv[1:])
+    except CannotRun as e:
+        console.error(str(e))
+        return None
     finally:
         for sig in STOP_SIGNALS:
             signal.signal(sig, signal.SIG_IGN)
