@@ -45,6 +45,20 @@ def test_view_formats(profiles, tmp_path, capsys):
         assert (tmp_path / name).stat().st_size > 1000
 
 
+def test_json_labels_are_the_trace_rows_of_the_same_instructions(profiles, tmp_path):
+    """`view --output-format json` labels each instruction with the row the Chrome and Perfetto
+    traces put it on: a DMA transfer with its queue (`qSyncIO0`, ...), not a lane called DMA."""
+    from profiler.export.tracks import instruction_tids
+    from profiler.model import fileformat
+    a, _ = profiles
+    assert main(["view", "-s", str(a), "--output-format", "json", "--output-file", str(tmp_path / "a.json")]) == 0
+    labels = [r["label"] for r in orjson.loads((tmp_path / "a.json").read_bytes())["instruction"]]
+    tids, threads = instruction_tids(fileformat.load(a))
+    named = {t.tid: t.name for t in threads}
+    assert labels == [named[t] for t in tids.tolist()]
+    assert "qSyncIO0" in labels and "TensorMatrixE" in labels and "DMA" not in labels
+
+
 def test_default_trace_file_names(profiles, tmp_path):
     a, _ = profiles
     copy = tmp_path / "x.nsprof"
