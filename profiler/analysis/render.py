@@ -90,10 +90,11 @@ def _profile_doc(profile: Profile) -> dict:
     ops = profile.table("ops")
     meta = profile.meta
     opcodes = np.array(meta["opcodes"], dtype=object)
+    rows, row_names = profile.timeline_rows()
     names = np.array(profile.strings, dtype=object)
     start_ns = np.rint(ins["start"] * 1e9).astype(np.int64)
     dur_ns = np.rint(ins["end"] * 1e9).astype(np.int64) - start_ns
-    instruction = {"timestamp": start_ns, "duration": dur_ns, "label": profile.timeline_rows().tolist(),
+    instruction = {"timestamp": start_ns, "duration": dur_ns, "label": np.array(row_names, dtype=object)[rows].tolist(),
                    "opcode": opcodes[ins["opcode"]].tolist(),
                    "hlo_name": names[ops["name_s"][ins["op"]]].tolist() if ins["op"].size else [],
                    "hbm_read_bytes": ins["hbm_r"], "hbm_write_bytes": ins["hbm_w"], "flops": ins["flops"]}

@@ -47,23 +47,14 @@ def to_ns(seconds: np.ndarray) -> np.ndarray:
 
 
 def instruction_tids(profile: Profile) -> tuple[np.ndarray, list[Thread]]:
-    """Thread per instruction: one per engine lane (AWS row names), DMA split by queue."""
-    meta = profile.meta
-    ins = profile.table("instructions")
-    lanes = ins["lane"].astype(np.int64)
-    dma_lane = meta["lane_rows"].index("DMA") if "DMA" in meta["lane_rows"] else -1
-    queue = ins["queue"].astype(np.int64)
-    nq = len(meta["queue_rows"])
-    tid = np.where(lanes == dma_lane, DMA_TID_BASE + np.where(queue < nq, queue, 0), lanes + 1)
-    used = set(np.unique(tid).tolist())
-    threads = []
-    for lane, row in enumerate(meta["lane_rows"]):
-        if lane != dma_lane and lane + 1 in used:
-            threads.append(Thread(lane + 1, row, lane + 1))
-    for q, row in enumerate(meta["queue_rows"]):
-        if DMA_TID_BASE + q in used:
-            threads.append(Thread(DMA_TID_BASE + q, row, DMA_TID_BASE + q))
-    return tid, threads
+    """Thread per instruction: one per timeline row (AWS row names), DMA split by queue."""
+    rows, names = profile.timeline_rows()
+    lanes = len(profile.meta["lane_rows"])
+
+    def tid_of(row):
+        return np.where(row < lanes, row + 1, DMA_TID_BASE + row - lanes)
+    threads = [Thread(int(tid_of(r)), names[r], int(tid_of(r))) for r in np.unique(rows).tolist()]
+    return tid_of(rows), threads
 
 
 def no_overlap(tid: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) -> tuple[np.ndarray, ...]:

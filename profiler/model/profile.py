@@ -81,19 +81,20 @@ class Profile:
         s = self.strings
         return [s[i] for i in np.asarray(indices).tolist()]
 
-    def timeline_rows(self) -> np.ndarray:
-        """Each instruction's row in AWS's profiler timeline (neuron-tools.md §4.4): its engine
-        lane's row (`TensorMatrixE`, `VectorE`, ...), and for a DMA transfer its queue's
-        (`qSyncIO0`, ...; the first queue's for one of no known queue), as the traces lay them out."""
+    def timeline_rows(self) -> tuple[np.ndarray, list[str]]:
+        """Each instruction's row in AWS's profiler timeline (neuron-tools.md §4.4), as an index
+        into the returned names (the lanes' rows, then the DMA queues'): its engine lane's row
+        (`TensorMatrixE`, `VectorE`, ...), and for a DMA transfer its queue's (`qSyncIO0`, ...;
+        the first queue's for one of no known queue). The traces and the JSON view share it."""
         meta = self.meta
-        queues = np.array(meta["queue_rows"], dtype=object)
+        lanes, queues = list(meta["lane_rows"]), list(meta["queue_rows"])
         ins = self.table("instructions")
-        rows = np.array(meta["lane_rows"], dtype=object)[ins["lane"].astype(np.int64)]
-        if "DMA" in meta["lane_rows"] and queues.size:
-            dma = ins["lane"] == meta["lane_rows"].index("DMA")
+        rows = ins["lane"].astype(np.int64)
+        if "DMA" in lanes and queues:
+            dma = rows == lanes.index("DMA")
             queue = ins["queue"][dma].astype(np.int64)
-            rows[dma] = queues[np.where(queue < queues.size, queue, 0)]
-        return rows
+            rows[dma] = len(lanes) + np.where(queue < len(queues), queue, 0)
+        return rows, lanes + queues
 
     @property
     def detailed_steps(self) -> np.ndarray:
