@@ -280,3 +280,21 @@ def test_every_data_moving_c10d_operator_maps_to_a_collective():
     unmapped = [n for n in names if n not in control
                 and add_call(Program(), AtenCall(n, "c10d", ((1024,),), "torch.float32", 0), "matmult", group) != 1]
     assert unmapped == []
+
+
+@pytest.mark.parametrize("kind", ["native", "python"])
+def test_an_in_place_detach_costs_nothing_and_keeps_its_name(kind):
+    """`zero_grad(set_to_none=False)` detaches every gradient in place: torch's `detach_` range
+    (no namespace) and `aten::detach_` change metadata only, so nothing reaches the chip."""
+    from device_model.program import Program
+    from profiler.capture.aten_map import add_call
+    g = torch.randn(64, 64)
+
+    def work():
+        g.detach_()
+        g.mul_(2)
+    rec = record(work, kind)
+    assert not any(label.endswith("::") for label in rec.labels)
+    mapped = {call.label: add_call(Program(), call, "none", None) for call in rec.sigs}
+    assert mapped["aten::mul_"] == 1
+    assert all(n == 0 for label, n in mapped.items() if "detach" in label), mapped

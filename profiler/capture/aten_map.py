@@ -14,7 +14,7 @@ if TYPE_CHECKING:      # a script's process imports this module without the chip
     from device_model.program import CollectiveGroup, Program
 
 VIEWS = frozenset("""view _unsafe_view reshape t transpose permute expand expand_as slice select unsqueeze
-squeeze detach alias as_strided split split_with_sizes unbind chunk narrow view_as lift_fresh
+squeeze detach detach_ alias as_strided split split_with_sizes unbind chunk narrow view_as lift_fresh
 _reshape_alias unfold diagonal flatten empty empty_like empty_strided new_empty new_empty_strided
 _local_scalar_dense item is_same_size size stride numel dim sym_size sym_stride set_ result_type
 _has_compatible_shallow_copy_type""".split())
@@ -71,6 +71,11 @@ class AtenCall:
     out_numel: int
     extra: tuple = ()              # convolution stride/padding, list lengths of foreach ops
 
+    @property
+    def label(self) -> str:
+        """`aten::mm`; a range torch names without a namespace (`detach_`) as it is named."""
+        return f"{self.namespace}::{self.name}" if self.namespace else self.name
+
 
 def chip_dtype(torch_dtype: str, auto_cast: str, matmul: bool) -> str:
     base = DTYPES.get(torch_dtype, "bf16")
@@ -93,7 +98,7 @@ def add_call(prog: Program, call: AtenCall, auto_cast: str, group: CollectiveGro
     """Append the chip ops of one call; returns how many were added."""
     before = len(prog.ops)
     name = call.name
-    label = f"{call.namespace}::{name}"
+    label = call.label
     mm_dtype = chip_dtype(call.dtype, auto_cast, True)
     dtype = chip_dtype(call.dtype, auto_cast, False)
     s = call.shapes

@@ -87,7 +87,7 @@ def decode_args(key: np.ndarray, pos: int, n_args: int) -> list:
 def call_of(label: str, args: list, out_numel: int) -> AtenCall:
     """The AtenCall a signature stands for, with the same reading of arguments as the Python
     recorder's (shapes of tensors in order, a list's total size, first floating dtype)."""
-    namespace, _, name = label.partition("::")
+    namespace, _, name = label.rpartition("::")     # a range of no namespace: `detach_`
     if name in VIEWS:
         return AtenCall(name, namespace, (), "", 0)
     shapes, dtype, extra = [], "", ()

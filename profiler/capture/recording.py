@@ -53,7 +53,7 @@ class Recording:
         if sig is None:
             sig = self._sig_ids[call] = len(self._sigs)
             self._sigs.append(call)
-            self._labels.append(f"{call.namespace}::{call.name}")
+            self._labels.append(call.label)
         return sig
 
     def _resolve(self) -> None:
