@@ -227,3 +227,17 @@ def test_fixed_width_records_are_valid_json_with_exact_values(rows):
     assert [b["i"] for b in back] == ints.tolist()
     assert [round(b["t"] * 1000) for b in back] == ns.tolist()
     assert [b["s"] for b in back] == [table[i] for i in idx]
+
+
+@given(st.text(min_size=1, max_size=120), st.text(min_size=1, max_size=8), st.integers(12, 60))
+@settings(max_examples=200, deadline=None)
+def test_long_operator_names_are_cut_in_the_middle_and_stay_apart(stem, end, width):
+    """Two names that differ only at the end (`...q_proj.dx`, `...k_proj.dx`) read differently in
+    the top-operators table, cut or not, and every name fits its column."""
+    a, b = stem + "a" + end, stem + "b" + end
+    fa, fb = render.fit_name(a, width), render.fit_name(b, width)
+    assert len(fa) <= width and len(fb) <= width
+    if len(a) <= width:
+        assert fa == a
+    if len(end) + 1 <= (width - 3) // 3:
+        assert fa != fb

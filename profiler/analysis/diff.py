@@ -14,7 +14,7 @@ import orjson
 from device_model.engine.isa import COMPUTE_ENGINES
 
 from ..model.profile import Profile
-from .render import human_count, human_time
+from .render import fit_name, human_count, human_time
 from .rank_summary import summarize_ranks, top_operators_ranks
 from .summary import ENGINE_LABEL
 
@@ -99,8 +99,7 @@ def diff_text(d: DiffResult, limit: int = 20) -> str:
               f"{'operator':<36} {'A time':>11} {'B time':>11} {'B/A':>8} {'A n':>6} {'B n':>6} "
               f"{'A bytes':>10} {'B bytes':>10}"]
     for r in d.operators[:limit]:
-        name = r.name if len(r.name) <= 36 else r.name[:33] + "..."
-        lines.append(f"{name:<36} {human_time(r.a.get('time', 0)):>11} {human_time(r.b.get('time', 0)):>11} "
+        lines.append(f"{fit_name(r.name, 36):<36} {human_time(r.a.get('time', 0)):>11} {human_time(r.b.get('time', 0)):>11} "
                      f"{r.ratio_text('time'):>8} {r.a.get('count', 0):>6.0f} "
                      f"{r.b.get('count', 0):>6.0f} {human_count(r.a.get('bytes', 0), 'B'):>10} "
                      f"{human_count(r.b.get('bytes', 0), 'B'):>10}")

@@ -29,6 +29,15 @@ def human_count(x: float, unit: str = "") -> str:
     return f"{x:.0f} {unit}".rstrip()
 
 
+def fit_name(name: str, width: int) -> str:
+    """`name` in `width` columns, cut in the middle: operator names that differ tend to differ at
+    the end (`layers.3.mlp.up.dx`, `..._attention_backward`), which cutting the end would hide."""
+    if len(name) <= width:
+        return name
+    tail = (width - 3) // 3
+    return f"{name[:width - 3 - tail]}...{name[-tail:]}"
+
+
 def ops_table(stats: list[OpStat]) -> str:
     """The top-operators table: one row per operator and phase (a forward op and its backward are
     separate rows), with units on every figure."""
@@ -36,8 +45,7 @@ def ops_table(stats: list[OpStat]) -> str:
            f"{'FLOPs':>12} {'HBM bytes':>11}"
     lines = [head, "-" * len(head)]
     for s in stats:
-        name = s.name if len(s.name) <= 40 else s.name[:37] + "..."
-        lines.append(f"{name:<40} {s.phase:<9} {s.bound:<8} {s.count:>6} {human_time(s.self_time):>12} "
+        lines.append(f"{fit_name(s.name, 40):<40} {s.phase:<9} {s.bound:<8} {s.count:>6} {human_time(s.self_time):>12} "
                      f"{100 * s.self_share:>6.1f}% {human_count(s.flops, 'FLOP'):>12} "
                      f"{human_count(s.hbm_bytes, 'B'):>11}")
     return "\n".join(lines)
