@@ -7,12 +7,17 @@ fixed-layout `TracePacket`s: every varint of a batch is padded to the batch's wi
 A `Trace` is a sequence of `packet` fields, so batches are simply concatenated.
 
 Tracks: one process per NeuronCore with a thread per engine lane / DMA queue (AWS row names),
-"Operators (row k)" threads, counter tracks, and the host process with its threads. Flows go
-from each host call to its operator span and from each operator span to its first instruction.
+"Operators (stream k)" threads (named as in the Chrome trace), counter tracks, and the host
+process with its threads. Flows go from each host call to the first operator span it launched
+and from each operator span to its first instruction, as flow ids on the slices themselves.
+Slices are written in the order trace processor must read them (`SliceStream`), so one that
+starts where another ends on the same track is its sibling, not its child.
 A profile of several captured ranks gives one NeuronCore process and one host process per rank;
 each rank's track uuids and flow ids live in their own range.
 """
 from __future__ import annotations
+
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -22,7 +27,7 @@ from .tracks import (DEVICE_PID, OP_TID_BASE, counters, host_pid, instruction_la
 from .traceio import write_atomic
 
 SEQ_ID = 1
-SLICE_BEGIN, SLICE_END, INSTANT, COUNTER = 1, 2, 3, 4
+SLICE_BEGIN, SLICE_END, COUNTER = 1, 2, 4             # TrackEvent.Type
 SEQ_CLEARED, SEQ_NEEDS_STATE = 1, 2
 _PROCESS_UUID, _HOST_UUID = 1, 2
 _TRACK_BASE = 16                 # device thread tracks: base + tid
@@ -65,21 +70,22 @@ def _minimal_varint(v: int) -> bytes:
             return bytes(out)
 
 
-def track_events(ts: np.ndarray, kind: np.ndarray, track: np.ndarray, name_iid: np.ndarray | None = None,
-                 flow: np.ndarray | None = None, double: np.ndarray | None = None) -> bytes:
-    """Fixed-layout TracePackets holding one TrackEvent each (all optional parts present for
-    every row of the batch, or for none)."""
+def _records(ts: np.ndarray, kind: np.ndarray, track: np.ndarray, name_iid: np.ndarray | None = None,
+             flows: tuple[np.ndarray, ...] = (), double: np.ndarray | None = None) -> np.ndarray:
+    """Fixed-layout TracePackets holding one TrackEvent each, one row of bytes per event (all
+    optional parts present for every row of the batch, or for none; `flows`: 0, 1 or 2 flow ids
+    per event)."""
     n = ts.size
     if n == 0:
-        return b""
+        return np.zeros((0, 0), dtype=np.uint8)
     w_ts, w_track = _varint_width(ts.max()), _varint_width(track.max())
     w_name = _varint_width(name_iid.max()) if name_iid is not None else 0
     ev_len = 2 + 1 + w_track + (1 + w_name if name_iid is not None else 0) \
-        + (10 if flow is not None else 0) + (10 if double is not None else 0)
+        + 10 * len(flows) + (10 if double is not None else 0)
     pkt_len = 1 + w_ts + 2 + 2 + 1 + _varint_width(ev_len) + ev_len
     rec = 1 + _varint_width(pkt_len) + pkt_len
     if _varint_width(ev_len) != 1 or _varint_width(pkt_len) != 1:
-        raise ValueError("track event record too long")       # never: the layout is ~50 bytes
+        raise ValueError("track event record too long")       # never: the layout is ~60 bytes
     buf = np.zeros((n, rec), dtype=np.uint8)
     pos = 0
 
@@ -93,6 +99,11 @@ def track_events(ts: np.ndarray, kind: np.ndarray, track: np.ndarray, name_iid: 
         _put_varint(buf, pos, values, width)
         pos += width
 
+    def fixed64(values: np.ndarray, dtype: str) -> None:
+        nonlocal pos
+        buf[:, pos: pos + 8] = values.astype(dtype).view(np.uint8).reshape(n, 8)
+        pos += 8
+
     const(_key(1, 2) + bytes([pkt_len]))
     const(_key(8, 0)); var(ts, w_ts)                                      # timestamp
     const(_key(10, 0) + bytes([SEQ_ID]) + _key(13, 0) + bytes([SEQ_NEEDS_STATE]))
@@ -101,25 +112,62 @@ def track_events(ts: np.ndarray, kind: np.ndarray, track: np.ndarray, name_iid: 
     const(_key(11, 0)); var(track, w_track)                               # track_uuid
     if name_iid is not None:
         const(_key(10, 0)); var(name_iid, w_name)                         # name_iid
-    if flow is not None:
-        const(_key(47, 1))                                                # flow_ids (fixed64)
-        buf[:, pos: pos + 8] = flow.astype("<u8").view(np.uint8).reshape(n, 8)
-        pos += 8
+    for flow in flows:
+        const(_key(47, 1)); fixed64(flow, "<u8")                          # flow_ids
     if double is not None:
-        const(_key(44, 1))                                                # double_counter_value
-        buf[:, pos: pos + 8] = double.astype("<f8").view(np.uint8).reshape(n, 8)
-        pos += 8
+        const(_key(44, 1)); fixed64(double, "<f8")                        # double_counter_value
     assert pos == rec
-    return buf.tobytes()
+    return buf
 
 
-def slices(start: np.ndarray, dur: np.ndarray, track: np.ndarray, name_iid: np.ndarray,
-           flow: np.ndarray | None = None) -> bytes:
-    """BEGIN/END pairs; the BEGIN carries the name (and the flow), the END only the track."""
-    n = start.size
-    begin = track_events(start, np.full(n, SLICE_BEGIN), track, name_iid, flow)
-    end = track_events(start + dur, np.full(n, SLICE_END), track)
-    return begin + end
+def track_events(ts: np.ndarray, kind: np.ndarray, track: np.ndarray,
+                 double: np.ndarray | None = None) -> bytes:
+    """Events of tracks with no slices (counters), in the order given."""
+    return _records(ts, kind, track, double=double).tobytes()
+
+
+@dataclass(slots=True)
+class SliceStream:
+    """Slices of any tracks, written as BEGIN/END packets in the order trace processor must see
+    them. It sorts track events by timestamp, keeping file order among equal ones, and an END
+    closes the innermost open slice of its track; so at one instant the ENDs of slices that
+    began earlier come first (the latest begun first), then the BEGINs (the longest first, so a
+    parent opens before the child that starts with it), then the ENDs of zero-length slices.
+    Written in batches' order, a slice that starts where the previous one ends would open
+    before that one closed and be nested in it."""
+    parts: list = field(default_factory=list)      # (records, sort keys, least significant first)
+
+    def add(self, start: np.ndarray, dur: np.ndarray, track: np.ndarray, name_iid: np.ndarray,
+            flows: tuple[np.ndarray, ...] = ()) -> int:
+        """Slices; the BEGIN carries the name and the flow ids, the END only the track."""
+        n = start.size
+        if n == 0:
+            return 0
+        order = np.arange(n, dtype=np.int64) + sum(len(r) for r, _ in self.parts)
+        end = start + dur
+        self.parts.append((_records(start, np.full(n, SLICE_BEGIN), track, name_iid, flows),
+                           (order, -dur, np.ones(n, np.int64), start)))
+        self.parts.append((_records(end, np.full(n, SLICE_END), track),
+                           (-order, -start, np.where(dur > 0, 0, 2), end)))
+        return n
+
+    def tobytes(self) -> bytes:
+        parts = [(r, k) for r, k in self.parts if len(r)]
+        if not parts:
+            return b""
+        keys = [np.concatenate([k[i] for _, k in parts]) for i in range(4)]
+        order = np.lexsort(keys)
+        widths = np.concatenate([np.full(len(r), r.shape[1], np.int64) for r, _ in parts])
+        offset = np.empty_like(widths)
+        offset[order] = np.cumsum(widths[order]) - widths[order]      # where each record goes
+        out = np.empty(int(widths.sum()), dtype=np.uint8)
+        first = 0
+        for records, _ in parts:                       # one scatter per byte column of a batch
+            at = offset[first: first + len(records)]
+            for col in range(records.shape[1]):
+                out[at + col] = records[:, col]
+            first += len(records)
+        return out.tobytes()
 
 
 def _descriptors(profile: Profile, threads, n_op_rows: int, counter_names, host_tids, u: int) -> bytes:
@@ -149,7 +197,7 @@ def _descriptors(profile: Profile, threads, n_op_rows: int, counter_names, host_
     for th in threads:
         track(_TRACK_BASE + th.tid, thread=(pid, th.tid, th.name))
     for r in range(n_op_rows):
-        track(_OP_TRACK_BASE + r, thread=(pid, OP_TID_BASE + r, f"Operators (row {r})"))
+        track(_OP_TRACK_BASE + r, thread=(pid, OP_TID_BASE + r, f"Operators (stream {OP_TID_BASE + r})"))
     for i, (name, unit) in enumerate(counter_names):
         track(_COUNTER_BASE + i, name=name, parent_uuid=u + _PROCESS_UUID, counter=unit)
     hp = host_pid(profile)
@@ -172,6 +220,18 @@ def _interned(names: list[str]) -> bytes:
     return trace.SerializeToString()
 
 
+def _by_flows(*flows: tuple[np.ndarray, np.ndarray]):
+    """Split rows by which flows they carry: for each (has, ids) pair, rows where `has` holds
+    carry `ids`. Yields (row selection, the flow id arrays of those rows)."""
+    n = flows[0][0].size
+    combo = np.zeros(n, np.int64)
+    for bit, (has, _) in enumerate(flows):
+        combo |= has.astype(np.int64) << bit
+    for c in np.unique(combo).tolist():
+        sel = combo == c
+        yield sel, tuple(ids[sel] for bit, (_, ids) in enumerate(flows) if c >> bit & 1)
+
+
 def perfetto_chunks(profile: Profile, index: int = 0) -> tuple[list[bytes], int]:
     """One rank's packets; `index` (its place among the ranks of the trace) picks its uuid and
     flow id ranges, and the interned names (shared by all ranks) come with index 0."""
@@ -179,54 +239,50 @@ def perfetto_chunks(profile: Profile, index: int = 0) -> tuple[list[bytes], int]
     u = index * _RANK_UUIDS
     ops, host, ins = profile.table("ops"), profile.table("host"), profile.table("instructions")
     n_str = len(profile.strings)
-    names = list(profile.strings) + list(meta["opcodes"]) + ["first instruction"]
-    opcode_iid0, first_iid = n_str + 1, n_str + 1 + len(meta["opcodes"])
+    names = list(profile.strings) + list(meta["opcodes"])
+    opcode_iid0 = n_str + 1
     lay = instruction_layout(profile)
-    chunks = [_interned(names)] if index == 0 else []
+    stream = SliceStream()
     count = 0
-    # instructions
-    chunks.append(slices(lay.start_ns, lay.dur_ns, u + _TRACK_BASE + lay.tid,
-                         opcode_iid0 + ins["opcode"][lay.order].astype(np.int64)))
-    count += lay.order.size
-    # operator spans, with a flow to their first instruction where they have one
+    # flows: an operator span to its first instruction, a host call to the span it launched
     o_start, o_end = to_ns(ops["start"]), to_ns(ops["end"])
     o_end = np.maximum(o_end, o_start)
-    rows = op_rows(o_start, o_end)
+    n_ops = o_start.size
     op_of_ins = ins["op"][lay.order].astype(np.int64)
-    has_ins = np.zeros(o_start.size, bool)
-    has_ins[op_of_ins] = True
-    flow_id = np.arange(o_start.size, dtype=np.uint64) + np.uint64(1 + index * _RANK_FLOWS)
-    for sel, flow in ((has_ins, flow_id), (~has_ins, None)):
-        chunks.append(slices(o_start[sel], (o_end - o_start)[sel], u + _OP_TRACK_BASE + rows[sel],
-                             ops["name_s"][sel].astype(np.int64) + 1, None if flow is None else flow[sel]))
-    count += o_start.size
+    flow_id = np.arange(n_ops, dtype=np.uint64) + np.uint64(1 + index * _RANK_FLOWS)
+    first_ins = np.zeros(op_of_ins.size, bool)
     if op_of_ins.size:
         o = np.lexsort((lay.start_ns, op_of_ins))
-        first = o[np.flatnonzero(np.r_[True, op_of_ins[o][1:] != op_of_ins[o][:-1]])]
-        chunks.append(track_events(lay.start_ns[first], np.full(first.size, INSTANT),
-                                   u + _TRACK_BASE + lay.tid[first], np.full(first.size, first_iid),
-                                   flow_id[op_of_ins[first]]))
-        count += first.size
-    # host events; the launching call of each op starts a flow to the op span
-    host_tids = sorted(set(host["tid"].tolist()))
-    tid_index = {t: i for i, t in enumerate(host_tids)}
-    h_start, h_end = to_ns(host["start"]), to_ns(host["end"])
-    h_track = np.array([u + _HOST_TRACK_BASE + tid_index[t] for t in host["tid"].tolist()], dtype=np.int64)
+        first_ins[o[np.flatnonzero(np.r_[True, op_of_ins[o][1:] != op_of_ins[o][:-1]])]] = True
+    has_ins = np.zeros(n_ops, bool)
+    has_ins[op_of_ins] = True
     first_op = np.full(host["start"].size, -1, dtype=np.int64)
     hosted = np.flatnonzero(ops["host"] >= 0)[::-1]
     first_op[ops["host"][hosted]] = hosted          # reversed: the first op of each call wins
     launch = first_op >= 0
-    for sel, flow in ((launch, flow_id[first_op[launch]] + (1 << 40) if launch.any() else None),
-                      (~launch, None)):
-        if sel.any():
-            chunks.append(slices(h_start[sel], np.maximum(h_end - h_start, 0)[sel], h_track[sel],
-                                 host["name_s"][sel].astype(np.int64) + 1, flow))
-    if launch.any():
-        # the flow from the host call ends on the operator span it launched
-        ops_l = first_op[launch]
-        chunks.append(track_events(o_start[ops_l], np.full(ops_l.size, INSTANT), u + _OP_TRACK_BASE + rows[ops_l],
-                                   ops["name_s"][ops_l].astype(np.int64) + 1, flow_id[ops_l] + (1 << 40)))
-    count += host["start"].size
+    launched = np.zeros(n_ops, bool)
+    launched[first_op[launch]] = True
+    launch_flow = flow_id + np.uint64(1 << 40)
+    # instructions
+    ins_flow = flow_id[np.where(first_ins, op_of_ins, 0)] if n_ops else np.zeros(0, np.uint64)
+    for sel, flows in _by_flows((first_ins, ins_flow)):
+        count += stream.add(lay.start_ns[sel], lay.dur_ns[sel], u + _TRACK_BASE + lay.tid[sel],
+                            opcode_iid0 + ins["opcode"][lay.order][sel].astype(np.int64), flows)
+    # operator spans
+    rows = op_rows(o_start, o_end)
+    for sel, flows in _by_flows((launched, launch_flow), (has_ins, flow_id)):
+        count += stream.add(o_start[sel], (o_end - o_start)[sel], u + _OP_TRACK_BASE + rows[sel],
+                            ops["name_s"][sel].astype(np.int64) + 1, flows)
+    # host events
+    host_tids = sorted(set(host["tid"].tolist()))
+    tid_index = {t: i for i, t in enumerate(host_tids)}
+    h_start, h_end = to_ns(host["start"]), to_ns(host["end"])
+    h_track = np.array([u + _HOST_TRACK_BASE + tid_index[t] for t in host["tid"].tolist()], dtype=np.int64)
+    h_flow = launch_flow[np.where(launch, first_op, 0)] if n_ops else np.zeros(h_start.size, np.uint64)
+    for sel, flows in _by_flows((launch, h_flow)):
+        count += stream.add(h_start[sel], np.maximum(h_end - h_start, 0)[sel], h_track[sel],
+                            host["name_s"][sel].astype(np.int64) + 1, flows)
+    chunks = ([_interned(names)] if index == 0 else []) + [stream.tobytes()]
     cnts = counters(profile)
     for i, c in enumerate(cnts):
         chunks.append(track_events(c.times_ns, np.full(c.times_ns.size, COUNTER),
