@@ -7,7 +7,7 @@ bound engine, one row per operator and phase (forward and backward apart).
 """
 from __future__ import annotations
 
-from .render import human_count, human_time
+from .render import fit_name, human_count, human_time
 from .summary import OpStat
 
 # sort keys: ours, and torch.profiler's device-time names for the same figures
@@ -36,7 +36,7 @@ class KeyAverages(list):
         widths = [name_w, 9, 13, 12, 12, 15, 10, 12, 11, 8]
 
         def line(cells: list[str]) -> str:
-            return "  ".join(c.rjust(w) if i else c.ljust(w)[:w] if len(c) <= w else c[:w - 3] + "..."
+            return "  ".join(c.rjust(w) if i else fit_name(c, w).ljust(w)
                              for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
 
         rule = "  ".join("-" * w for w in widths)
