@@ -65,7 +65,9 @@ def test_the_quoted_medians_and_worst_errors_are_current(rep):
             f"{_pct(cal['worst_abs_error'])} over {cal['rows']} figures") in quoted
     assert (f"held out: median {_pct(held['median_abs_error'])}, worst "
             f"{_pct(held['worst_abs_error'])} over {held['rows']}") in quoted
-    counted = re.search(r"Held-out \((\d+) rows, below\)", FIDELITY)
+    counted = re.search(r"Held-out \((\d+) rows, below\):\s+median ([\d.]+%), worst ([\d.]+%)",
+                        FIDELITY)
     assert counted and int(counted.group(1)) == held["rows"]
+    assert counted.group(2, 3) == (_pct(held["median_abs_error"]), _pct(held["worst_abs_error"]))
     counted = re.search(r"\*Held-out\* rows \((\d+):", FIDELITY)
     assert counted and int(counted.group(1)) == held["rows"]
