@@ -35,7 +35,7 @@ def aws_answers(tags=("llama-train", "4242")) -> dict[str, list[Sample]]:
                                             memory_location="neuron_device"))
         out["core_memory"].append(sample("neuroncore_memory_usage_tensors", 1000, runtime_tag=tag,
                                          neuroncore=str(n), memory_location="None"))
-        out["runtime_vcpu"].append(sample("neuron_runtime_vcpu_usage_ratio", 1.5, runtime_tag=tag,
+        out["runtime_vcpu"].append(sample("neuron_runtime_vcpu_usage_ratio", 0.015, runtime_tag=tag,
                                           usage_type="user"))
     return out
 
@@ -104,7 +104,7 @@ def test_the_vcpu_count_travels_without_per_cpu_usage():
     assert vcpu.per_cpu == {} and vcpu.vcpu_count == 192
     usage = vcpu_usage(report, report.runtimes)
     assert usage.host_vcpus == 192
-    assert abs(usage.runtime_user - 3.0 / 192) < 1e-9      # two runtimes at 1.5 vCPUs each
+    assert abs(usage.runtime_user - 0.03) < 1e-9      # two runtimes at 1.5 % of the host each
     again = Report.from_dict(report.to_dict())             # the extension key round-trips
     assert again.system.vcpu.vcpu_count == 192 and again.system.vcpu.per_cpu == {}
 

@@ -1,16 +1,21 @@
 """Figures neuron-top prints must mean what they say: one test per number that used to mislead."""
 from __future__ import annotations
 
+import orjson
+import pytest
+
 from monitor.report import Report
-from tests.test_tui_support import demo_reports, make_app, run_async, settle
+from tests.test_tui_support import AWS_EXAMPLE, demo_reports, make_app, run_async, settle
 from tui.fmt import percent
 from tui.memtree import all_branch_keys, build_tree, visible_rows
-from tui.procs import COLUMNS
+from tui.procs import COLUMNS, process_rows
+from tui.snapshot import overview_text
 from tui.view import host_vcpu_count, vcpu_usage
 from tui.widgets.engines import EngineView
 from tui.widgets.grid import LABEL_WIDTH, CoreGridView
 from tui.widgets.panels import Banner, TitleBar, VcpuPanel
-from tui.widgets.processes import ProcessTable
+from tui.widgets.processes import ProcessTable, _cell
+from tui.widgets.procscreen import ProcessDetailView
 
 
 def text(widget) -> str:
@@ -113,11 +118,69 @@ async def test_a_stopped_instance_says_so_and_keeps_its_last_state():
 def test_runtime_vcpu_is_a_share_of_the_host():
     report = demo_reports(1)[0]
     raw = sum(r.vcpu.user for r in report.runtimes)
-    assert raw > 1.0  # the demo's runtimes keep more than one vCPU busy
     usage = vcpu_usage(report, report.runtimes)
     assert host_vcpu_count(report) == 192
-    assert usage.runtime_user == raw / 192 and usage.runtime_user <= 1.0
+    assert usage.runtime_user == pytest.approx(raw)  # already of the host: summed, not divided
     assert usage.host_vcpus == 192
+
+
+def on_a_host_of(vcpus: int, user: float = 50.0, system: float = 0.0) -> Report:
+    """AWS's example document on a host of ``vcpus`` vCPUs, its runtime at ``user`` % of it."""
+    doc = orjson.loads(AWS_EXAMPLE.read_bytes())
+    usage = doc["system_data"]["vcpu_usage"]
+    usage["usage_data"] = {str(i): usage["usage_data"]["0"] for i in range(vcpus)}
+    runtime = doc["neuron_runtime_data"][0]["report"]["neuron_runtime_vcpu_usage"]
+    runtime["vcpu_usage"] = {"user": user, "system": system}
+    return Report.from_dict(doc)
+
+
+@pytest.mark.parametrize("vcpus", [2, 192])
+def test_a_runtime_at_half_the_host_shows_50_percent_not_50_over_the_vcpu_count(vcpus):
+    """neuron-monitor's runtime vCPU figure is already a share of the whole host: neuron-top used
+    to divide it by the vCPU count a second time (user 25.00% on a 2-vCPU host)."""
+    report = on_a_host_of(vcpus)
+    usage = vcpu_usage(report, report.runtimes)
+    assert (usage.runtime_user, usage.runtime_system, usage.host_vcpus) == (0.5, 0.0, vcpus)
+    snapshot = overview_text(report, width=100)
+    assert "Runtime vCPU Usage  user 50.00%  system 0.00%" in snapshot
+    # top's figure of one vCPU is the host share times the vCPU count: 100 % on 2 vCPUs
+    row = process_rows(report)[0]
+    assert (row.vcpu_host, row.vcpu) == (0.5, 0.5 * vcpus)
+
+
+@run_async
+async def test_the_vcpu_panel_shows_the_runtime_share_of_the_host_as_reported():
+    app = make_app([on_a_host_of(2)])
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot, app, 1)
+        runtime_line = next(line for line in text(app.query_one(VcpuPanel)).splitlines()
+                            if "Runtime" in line)
+        assert "user 50.00%" in runtime_line and "of 2 vCPUs" in runtime_line
+        await pilot.press("p")
+        await pilot.pause()
+        table = text(app.query_one(ProcessTable)).splitlines()
+        assert "100.0%" in table[1]  # the vCPU column: of one vCPU, as top counts it
+        await pilot.press("enter")
+        await settle(pilot, app, 1)
+        await pilot.pause()
+        head = text(app.screen.query_one(ProcessDetailView))
+        assert "vCPU 50.00% of the host (100.0% of one)" in " ".join(head.split())
+
+
+def test_past_ten_vcpus_the_vcpu_column_drops_the_decimal_to_stay_six_cells_wide():
+    row = process_rows(on_a_host_of(192, user=10.0))[0]   # 19.2 vCPUs busy
+    assert _cell(row, "vcpu") == "1920%"
+    assert _cell(process_rows(on_a_host_of(2))[0], "vcpu") == "100.0%"
+
+
+def test_without_a_vcpu_count_the_share_of_the_host_still_shows():
+    doc = orjson.loads(AWS_EXAMPLE.read_bytes())
+    del doc["system_data"]["vcpu_usage"]
+    report = Report.from_dict(doc)
+    usage = vcpu_usage(report, report.runtimes)
+    assert usage.host_vcpus == 0 and usage.runtime_user == pytest.approx(0.4201)
+    row = process_rows(report)[0]
+    assert row.vcpu is None and row.vcpu_host == pytest.approx(0.4201 + 0.1234)
 
 
 @run_async

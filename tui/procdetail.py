@@ -23,7 +23,6 @@ class ProcessDetail:
     errors: tuple[tuple[str, int], ...]  # execution errors by kind in the period
     latency: tuple[tuple[str, float], ...]  # (percentile, seconds)
     period: float
-    host_vcpus: int
 
 
 def find_runtime(report: Report, pid: int | None, tag: str | None = None) -> RuntimeReport | None:
@@ -38,7 +37,7 @@ def process_detail(report: Report, pid: int | None, history: History,
     runtime = find_runtime(report, pid, tag)
     if runtime is None:
         return None
-    row = process_row(runtime)
+    row = process_row(runtime, host_vcpus=host_vcpu_count(report))
     counters = runtime.neuroncore_counters
     cores = tuple((core, counters.cores[core].utilization, counters.cores[core].flops)
                   for core in row.cores) if counters else ()
@@ -69,5 +68,4 @@ def process_detail(report: Report, pid: int | None, history: History,
         tuple(sorted(stats.errors.items())) if stats else (),
         tuple((name, value) for name in ("p0", "p50", "p99", "p100")
               if (value := getattr(latency, name)) is not None) if latency else (),
-        (stats.period or 0.0) if stats else 0.0,
-        host_vcpu_count(report))
+        (stats.period or 0.0) if stats else 0.0)

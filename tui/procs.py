@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from monitor.report import K8sInfo, Report, RuntimeReport
+from tui.view import host_vcpu_count
 
 
 @dataclass(frozen=True, slots=True)
@@ -14,7 +15,8 @@ class ProcessRow:
     utilization: float | None  # mean over its cores, ratio
     device_bytes: int | None
     host_bytes: int | None
-    vcpu: float | None  # user + system, ratio of one vCPU-second per second
+    vcpu: float | None  # user + system of one vCPU as top counts it (1.5 = 150 %); None: no count
+    vcpu_host: float | None  # user + system as the stream has it: a share of the whole host
     executions_per_second: float | None
     errors: int | None  # execution errors within the period
     latency_p50: float | None  # seconds
@@ -48,7 +50,10 @@ def pod_text(k8s: K8sInfo | None, cores: tuple[int, ...]) -> str | None:
     return ",".join(names) if names else "-"
 
 
-def process_row(runtime: RuntimeReport, k8s: K8sInfo | None = None) -> ProcessRow:
+def process_row(runtime: RuntimeReport, k8s: K8sInfo | None = None,
+                host_vcpus: int = 0) -> ProcessRow:
+    """``host_vcpus``: the host's vCPU count (0: unknown), to turn the runtime's share of the host
+    into top's share of one vCPU."""
     counters = runtime.neuroncore_counters
     cores = tuple(sorted(counters.cores)) if counters else ()
     util = (sum(c.utilization for c in counters.cores.values()) / len(cores)) if cores else None
@@ -60,10 +65,11 @@ def process_row(runtime: RuntimeReport, k8s: K8sInfo | None = None) -> ProcessRo
         rate = sum(stats.statuses.values()) / period
         errors = sum(stats.errors.values())
         p50 = stats.total_latency.p50 if stats.total_latency else None
-    vcpu = (runtime.vcpu.user + runtime.vcpu.system) if runtime.vcpu else None
-    return ProcessRow(runtime.known_pid, runtime.tag, cores, util, used.device_bytes if used else None,
-                      used.host_bytes if used else None, vcpu, rate, errors, p50, runtime.error,
-                      pod_text(k8s, cores))
+    host = (runtime.vcpu.user + runtime.vcpu.system) if runtime.vcpu else None
+    of_one = host * host_vcpus if host is not None and host_vcpus else None
+    return ProcessRow(runtime.known_pid, runtime.tag, cores, util,
+                      used.device_bytes if used else None, used.host_bytes if used else None,
+                      of_one, host, rate, errors, p50, runtime.error, pod_text(k8s, cores))
 
 
 def matches(row: ProcessRow, query: str) -> bool:
@@ -86,7 +92,8 @@ def matches(row: ProcessRow, query: str) -> bool:
 def process_rows(report: Report, sort_key: str = "pid", reverse: bool = False,
                  query: str = "") -> list[ProcessRow]:
     """Rows matching ``query`` (see ``matches``), sorted; missing values last."""
-    rows = [process_row(r, report.k8s) for r in report.runtimes]
+    count = host_vcpu_count(report)
+    rows = [process_row(r, report.k8s, count) for r in report.runtimes]
     if query:
         rows = [r for r in rows if matches(r, query)]
     present = [r for r in rows if getattr(r, sort_key) is not None]

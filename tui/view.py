@@ -127,9 +127,9 @@ def core_grid(report: Report, runtimes: Iterable[RuntimeReport], own_cores_only:
 class VcpuUsage:
     system_user: float | None
     system_system: float | None
-    runtime_user: float | None  # share of the host's vCPUs (0..1) when host_vcpus is known
+    runtime_user: float | None  # share of the whole host (0..1), summed over the runtimes
     runtime_system: float | None
-    host_vcpus: int = 0  # 0: the stream has no vCPU count; runtime figures are of one vCPU
+    host_vcpus: int = 0  # the host's vCPU count, to name what the share is of; 0: not in the stream
 
 
 def host_vcpu_count(report: Report) -> int:
@@ -140,8 +140,8 @@ def host_vcpu_count(report: Report) -> int:
 def vcpu_usage(report: Report, runtimes: Iterable[RuntimeReport]) -> VcpuUsage:
     """System usage folded like AWS's exporter: user+nice, system+io_wait+irq+soft_irq.
 
-    A runtime reports its CPU time per second of wall time (1.6 = 1.6 vCPUs busy); the panel
-    calls it a share of the host, so it is divided by the host's vCPU count when the stream has it.
+    A runtime's figure is already a share of the whole host (neuron-monitor divides its CPU time
+    by the host's vCPUs, docs/report.md), so the runtimes' shares are summed as they are.
     """
     system = report.system.vcpu
     s_user = s_sys = None
@@ -150,13 +150,9 @@ def vcpu_usage(report: Report, runtimes: Iterable[RuntimeReport]) -> VcpuUsage:
         s_user = min(1.0, avg.get("user", 0.0) + avg.get("nice", 0.0))
         s_sys = min(1.0, sum(avg.get(k, 0.0) for k in ("system", "io_wait", "irq", "soft_irq")))
     with_vcpu = [r.vcpu for r in runtimes if r.vcpu is not None]
-    count = host_vcpu_count(report)
-    scale = 1.0 / count if count else 1.0
-    r_user = min(1.0, scale * sum(v.user for v in with_vcpu)) if with_vcpu and count else (
-        sum(v.user for v in with_vcpu) if with_vcpu else None)
-    r_sys = min(1.0, scale * sum(v.system for v in with_vcpu)) if with_vcpu and count else (
-        sum(v.system for v in with_vcpu) if with_vcpu else None)
-    return VcpuUsage(s_user, s_sys, r_user, r_sys, count)
+    r_user = min(1.0, sum(v.user for v in with_vcpu)) if with_vcpu else None
+    r_sys = min(1.0, sum(v.system for v in with_vcpu)) if with_vcpu else None
+    return VcpuUsage(s_user, s_sys, r_user, r_sys, host_vcpu_count(report))
 
 
 @dataclass(frozen=True, slots=True)

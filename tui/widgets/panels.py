@@ -133,7 +133,7 @@ class VcpuPanel(LineWidget):
         u = self.usage or VcpuUsage(None, None, None, None)
         head, label = self.style_of("panel--head"), self.style_of("panel--label")
         lines = []
-        of_what = (f"of {u.host_vcpus} vCPUs" if u.host_vcpus else "of one vCPU")
+        of_what = f"of {u.host_vcpus} vCPUs" if u.host_vcpus else "of the host"
         for name, user, system, note in (
                 ("System vCPU Usage", u.system_user, u.system_system, ""),
                 ("Runtime vCPU Usage", u.runtime_user, u.runtime_system,

@@ -20,6 +20,8 @@ def _cell(row: ProcessRow, key: str) -> str:
         return core_ranges(value)
     if key in ("device_bytes", "host_bytes"):
         return human_bytes(value)
+    if key == "vcpu" and value >= 10:  # past 1000 % (ten vCPUs), whole percents as top: 6 cells
+        return percent(value, 0)
     if key in ("utilization", "vcpu"):
         return percent(value, 1)
     if key == "executions_per_second":

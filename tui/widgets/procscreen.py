@@ -11,6 +11,7 @@ from textual.widgets import Static
 from tui.braille import braille_rows
 from tui.fmt import core_ranges, human_bytes, per_second, percent, pid_text, tflops, wrap_words
 from tui.procdetail import ProcessDetail
+from tui.procs import ProcessRow
 from tui.widgets.base import LineWidget, strip
 
 LABEL = 12
@@ -55,11 +56,8 @@ class ProcessDetailView(LineWidget, can_focus=True):
         if d is None:
             return [strip([(f"{pid_text(self.pid)}: waiting for its report…", muted)])]
         row = d.row
-        vcpu = "N/A" if row.vcpu is None else (
-            f"{percent(row.vcpu / d.host_vcpus)} of {d.host_vcpus} vCPUs ({percent(row.vcpu, 1)} "
-            f"of one)" if d.host_vcpus else f"{percent(row.vcpu, 1)} of one vCPU")
         head = (f"{pid_text(row.pid)} · {row.tag} · {len(row.cores)} cores ({core_ranges(row.cores)}) · "
-                f"NC utilization {percent(row.utilization)} · vCPU {vcpu}")
+                f"NC utilization {percent(row.utilization)} · vCPU {vcpu_text(row)}")
         lines = [strip([(" " + part, self.style_of("detail--head"))])
                  for part in wrap_words(head, width - 1, 2)]
         if self.gone:
@@ -147,6 +145,14 @@ class ProcessDetailView(LineWidget, can_focus=True):
             else "errors: none in the period"
         lines.append(strip([("  " + text, style)]))
         return lines
+
+
+def vcpu_text(row: ProcessRow) -> str:
+    """The stream's share of the host, and top's share of one vCPU where the count is known."""
+    if row.vcpu_host is None:
+        return "N/A"
+    host = f"{percent(row.vcpu_host)} of the host"
+    return host if row.vcpu is None else f"{host} ({percent(row.vcpu, 1)} of one)"
 
 
 def fit_line(text: str, width: int) -> str:
