@@ -41,8 +41,9 @@ def live_config(period_s: float = 1.0) -> MonitorConfig:
 
 
 class CollectorSource(Source):
-    """Reports collected in-process from the simulated instance's runtimes under ``root``; the
-    first at once, then one per period."""
+    """Reports collected in-process from the simulated instance's runtimes under ``root``, one
+    per period. The first comes one period after start and covers it, as neuron-monitor's does:
+    collected at once it would cover only the ~2 ms since the baseline, every core at 0 %."""
 
     def __init__(self, root: pathlib.Path | None = None, *, period_s: float = 1.0,
                  label: str = "local simulated instance",
@@ -58,7 +59,7 @@ class CollectorSource(Source):
         collector = Collector(live_config(self.period_s), root=self.root)
         try:
             yield from collect_every(collector, self.period_s, time.monotonic, self._stop.wait,
-                                     first_at_once=True, stopped=self._stop.is_set)
+                                     stopped=self._stop.is_set)
         finally:
             collector.close()
 

@@ -24,16 +24,15 @@ class Collects(Protocol):
 def collect_every(collector: Collects, period: float,
                   clock: Callable[[], float] = time.monotonic,
                   sleep: Callable[[float], object] = time.sleep, *,
-                  first_at_once: bool = False,
                   stopped: Callable[[], bool] = lambda: False) -> Iterator[Report]:
     """``collector.collect()`` once per ``period`` seconds, forever or until ``stopped()``.
 
     Like neuron-monitor, the first report comes one period after the start (it then covers a
-    whole period); ``first_at_once`` collects at once instead, for a viewer that should show
-    something immediately. ``sleep`` may return early (an event's ``wait``): ``stopped`` is
+    whole period; collected at once, it would cover only the moment since the collector's
+    baseline). ``sleep`` may return early (an event's ``wait``): ``stopped`` is
     checked again before collecting. The collector is not closed here: its owner closes it.
     """
-    next_at = clock() + (0.0 if first_at_once else period)
+    next_at = clock() + period
     while not stopped():
         delay = next_at - clock()
         if delay > 0:
