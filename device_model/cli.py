@@ -113,12 +113,13 @@ def format_micro_comparison(a: dict, b: dict) -> str:
     lines = [f"A: {a['workload']} on {a['instance']} (LNC={a['lnc']})",
              f"B: {b['workload']} on {b['instance']} (LNC={b['lnc']})",
              f"  {'':<16} {'A':>18} {'B':>18} {'B/A':>8}"]
-    for label, key, fmt in _MICRO_ROWS:
-        if key in a and key in b:
-            lines.append(f"  {label:<16} {fmt(a[key]):>18} {fmt(b[key]):>18} {ratio_text(a[key], b[key]):>8}")
-    for e in ENGINE_ORDER:
-        va, vb = a["engine_active"][e], b["engine_active"][e]
-        lines.append(f"  {e + ' active':<16} {va * 100:>17.1f}% {vb * 100:>17.1f}% {ratio_text(va, vb):>8}")
+    rows = [(label, a[key], b[key], fmt) for label, key, fmt in _MICRO_ROWS
+            if key in a and key in b]
+    rows += [(e + " active", a["engine_active"][e], b["engine_active"][e],
+              lambda v: f"{v * 100:.1f}%") for e in ENGINE_ORDER]
+    for label, va, vb, fmt in rows:
+        ta, tb = fmt(va), fmt(vb)
+        lines.append(f"  {label:<16} {ta:>18} {tb:>18} {ratio_text(va, vb, ta, tb):>8}")
     return "\n".join(lines)
 
 

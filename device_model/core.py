@@ -39,20 +39,23 @@ def lower_collective(op: Op, ctx: CoreContext) -> list[Stage]:
     cost = op_collective_cost(op, ctx.device, ctx.costs, ctx.shard)
     steps = max(1, cost.steps)
     dur = np.full(steps, cost.seconds / steps)
-    moved = np.full(steps, cost.bytes_moved / steps)
-    return [Stage(L_CC, OP[op.get("coll").upper()], dur, (Dep(INPUTS),), ctx.costs.semaphore_latency_s,
-                  queue=Q_CC, hbm_r=moved, hbm_w=moved,
-                  dma_share=collective_dma_share(2 * cost.bytes_moved, cost.seconds, ctx))]
+    # the timeline is one physical core's: it moves its 1/shard of the rank's bytes (the other
+    # cores of the logical core move the rest), which Run.metrics scales back to the rank
+    moved = np.full(steps, cost.bytes_moved / ctx.shard / steps)
+    share = collective_dma_share(2 * cost.bytes_moved / ctx.shard, cost.seconds, ctx)
+    return [Stage(L_CC, OP[op.get("coll").upper()], dur, (Dep(INPUTS),),
+                  ctx.costs.semaphore_latency_s, queue=Q_CC, hbm_r=moved, hbm_w=moved,
+                  dma_share=share)]
 
 
 def collective_dma_share(hbm_bytes: float, seconds: float, ctx: CoreContext) -> float:
     """Share of one physical core's DMA rate a collective's traffic takes while it runs (C4: the
-    CC-cores drive the same DMA engines and HBM as compute). A rank's bytes are read from and
-    written to HBM (the 2 x bytes_moved the timeline counts) over the `shard` physical cores of
-    its logical core, at the collective's average rate."""
+    CC-cores drive the same DMA engines and HBM as compute). `hbm_bytes` is one physical
+    core's part of the rank's traffic (each byte read from and written to HBM: the 2 x
+    bytes_moved / shard the timeline counts), at the collective's average rate."""
     if seconds <= 0.0 or ctx.dma_bw <= 0.0:
         return 0.0
-    return hbm_bytes / ctx.shard / seconds / ctx.dma_bw
+    return hbm_bytes / seconds / ctx.dma_bw
 
 
 LOWERING = {

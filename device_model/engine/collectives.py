@@ -156,6 +156,10 @@ def reduce_weight(kind: str, dtype_bytes: float, costs: CostParams) -> float:
 
 def collective_cost(kind: str, nbytes: float, group: CollectiveGroup, device: DeviceSpec,
                     costs: CostParams, lnc: int = 1, dtype_bytes: float = 4.0) -> CollectiveCost:
+    # An all-to-all costs as an all-gather of the same buffer (assumption: nothing published
+    # times one on Trainium): each rank sends (n-1)/n of it once (nccl-tests' bus factor), by
+    # the same algorithms. Exact in bytes on one chip; across chips a lower bound, since its
+    # chunk for a rank k hops away crosses k links where an all-gather forwards over one.
     n = group.ranks
     moved = bus_factor(kind, n) * nbytes if kind != "send_recv" else nbytes
     if n <= 1 and kind != "send_recv":

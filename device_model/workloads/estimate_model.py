@@ -10,7 +10,7 @@ from ..errors import SpecError
 from ..program import Program
 from ..catalog.specs import check_dtype
 from ..runtime.layout import ENGINES as ENGINE_KEYS
-from .cost import Cost
+from .cost import Cost, Split
 from .inference import MAX_DECODE_BUCKETS, Bucket, InferencePlan, InferSpec
 from .memory import CHECKPOINTS, Memory
 from .parallel import Layout, resolve_layout
@@ -225,12 +225,16 @@ def estimate_train(plan: TrainingPlan) -> dict:
     }
 
 
-def _breakdown(cost: Cost, overhead: float) -> dict:
-    return {"compute_s": cost.compute, "dma_s": cost.dma, "collective_exposed_s": cost.collective,
-            "collective_hidden_s": 0.0, "bubble_s": 0.0, "optimizer_s": 0.0, "overhead_s": overhead}
+def _breakdown(cost: Cost, overhead: float, optimizer: Split = Split()) -> dict:
+    """One program's split; `optimizer`: the part of its compute and DMA time that is the
+    optimizer's ops (AdamW runs no collective), reported apart as `optimizer_s`."""
+    return {"compute_s": cost.compute - optimizer.compute, "dma_s": cost.dma - optimizer.dma,
+            "collective_exposed_s": cost.collective, "collective_hidden_s": 0.0,
+            "bubble_s": 0.0, "optimizer_s": optimizer.compute + optimizer.dma,
+            "overhead_s": overhead}
 
 
-def estimate_infer(plan: InferencePlan) -> dict:
+def estimate_infer(plan: InferencePlan, mode: str) -> dict:
     spec, lay, inst = plan.spec, plan.spec.layout, plan.inst
     mem = plan.check_memory()
     overhead = inst.costs.exec_overhead_s
@@ -239,47 +243,57 @@ def estimate_infer(plan: InferencePlan) -> dict:
     host = (inst.costs.generation_start_s if plan.cfg.causal
             else plan.output_bytes() / inst.costs.host_copy_bytes_per_s)
     ttft = plan.prefill.time + overhead + host
-    tpot, tpot_mean = plan.tpot(), plan.tpot_mean()
-    out = {"mode": spec_mode(plan), "model": _model_info(plan.cfg),
+    out = {"mode": mode, "model": _model_info(plan.cfg),
            "parallel": lay.describe(), "dtype": spec.prec.name,
            "weights": spec.prec.layer_weight, "batch": spec.batch,
            "input_tokens": spec.input_len, "output_tokens": spec.output_len,
            "padded_input_tokens": plan.prefill_len, "ttft_s": ttft}
     if plan.decode_buckets:
-        common = plan.decode_buckets.most_common(1)[0][0]
-        step = plan.decode[common]
-        # the median token is what latency tables quote; time and throughput add up the mean
-        e2e = ttft + (spec.output_len - 1) * tpot_mean
-        out.update({"tpot_s": tpot, "tpot_mean_s": tpot_mean, "e2e_latency_s": e2e,
-                    "time_s": tpot_mean, "step_time_s": tpot_mean,
-                    "tokens_per_s": lay.dp * spec.batch / tpot_mean,
-                    "sequences_per_s": lay.dp * spec.batch / e2e,
-                    "decode_buckets": {str(k): v for k, v in sorted(plan.decode_buckets.items())}})
-        t = step.time + overhead
+        out.update(_generation(plan, ttft))
+        # the mean decode step is the one step_time_s times: its parts add up to it
+        step, fixed = plan.decode_mean(), overhead
     else:
-        step, t = plan.prefill, ttft
-        out.update({"time_s": ttft, "step_time_s": ttft, "latency_s": ttft,
-                    "sequences_per_s": lay.dp * spec.batch / ttft,
-                    "tokens_per_s": lay.dp * spec.batch * spec.input_len / ttft})
-    out.update(_ratios(inst, step, t, None, lay.tp))
-    out["breakdown"] = _breakdown(step, overhead if plan.decode_buckets else overhead + host)
+        out.update(_one_pass(plan, ttft, mode))
+        step, fixed = plan.prefill, overhead + host
+    out.update(_ratios(inst, step, out["step_time_s"], None, lay.ranks))
+    out["breakdown"] = _breakdown(step, fixed)
     out["memory"] = mem.as_dict()
     if plan.warnings:
         out["warnings"] = list(plan.warnings)
     return out
 
 
-def spec_mode(plan: InferencePlan) -> str:
-    return "decode" if plan.spec.output_len > 1 or plan.decode_buckets else "prefill"
+def _generation(plan: InferencePlan, ttft: float) -> dict:
+    """The figures of a decode that generates tokens after its first."""
+    spec, replicas = plan.spec, plan.spec.layout.dp
+    tpot_mean = plan.tpot_mean()
+    # the median token is what latency tables quote; time and throughput add up the mean
+    e2e = ttft + (spec.output_len - 1) * tpot_mean
+    return {"tpot_s": plan.tpot(), "tpot_mean_s": tpot_mean, "e2e_latency_s": e2e,
+            "time_s": tpot_mean, "step_time_s": tpot_mean,
+            "tokens_per_s": replicas * spec.batch / tpot_mean,
+            "sequences_per_s": replicas * spec.batch / e2e,
+            "decode_buckets": {str(k): v for k, v in sorted(plan.decode_buckets.items())}}
+
+
+def _one_pass(plan: InferencePlan, ttft: float, mode: str) -> dict:
+    """The figures of one forward pass over the prompt. A decode of one output token is that
+    pass (the token is the first one): its request ends at the TTFT, its throughput counts
+    the tokens it generates, and it has no time per output token after the first."""
+    spec, replicas = plan.spec, plan.spec.layout.dp
+    sequences = replicas * spec.batch / ttft
+    if mode == "decode":
+        return {"e2e_latency_s": ttft, "time_s": ttft, "step_time_s": ttft,
+                "sequences_per_s": sequences, "tokens_per_s": sequences}
+    return {"time_s": ttft, "step_time_s": ttft, "latency_s": ttft, "sequences_per_s": sequences,
+            "tokens_per_s": replicas * spec.batch * spec.input_len / ttft}
 
 
 def estimate_model(cfg: ModelConfig, inst: Instance, opts: dict, placement) -> dict:
     plan = _prepare(cfg, inst, opts, placement)
     if isinstance(plan, TrainingPlan):
         return estimate_train(plan)
-    result = estimate_infer(plan)
-    result["mode"] = opts["mode"]
-    return result
+    return estimate_infer(plan, opts["mode"])
 
 
 # --- build_step ----------------------------------------------------------------------------------

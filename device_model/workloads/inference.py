@@ -13,7 +13,7 @@ from ..catalog.dtypes import get_dtype
 from ..core import Instance
 from ..errors import SpecError
 from ..program import Op, Program
-from .cost import Cost, measure, measure_part
+from .cost import ZERO, Cost, measure, measure_part
 from .memory import RUNTIME_RESERVE_BYTES, Memory, check_fits
 from .parallel import Layout
 from .presets import ModelConfig
@@ -252,6 +252,13 @@ class InferencePlan:
         times = self.token_latencies()
         n = sum(self.decode_buckets.values())
         return sum(times[kv] * k for kv, k in self.decode_buckets.items()) / n
+
+    def decode_mean(self) -> Cost:
+        """The decode steps' mean cost, each bucket weighted by the tokens generated at it: the
+        step whose time (plus the launch) is `tpot_mean`, so its split, FLOPs, bytes and engine
+        time are the ones that time is made of."""
+        n = sum(self.decode_buckets.values())
+        return sum((self.decode[kv] * (k / n) for kv, k in self.decode_buckets.items()), ZERO)
 
     def tpot(self) -> float:
         """The median (P50) time per output token, the figure AWS's performance tables publish

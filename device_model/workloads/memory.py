@@ -34,10 +34,11 @@ class Memory:
                 + self.kv_cache + self.reserved)
 
     def as_dict(self) -> dict:
-        return {"weights_bytes": self.weights, "gradients_bytes": self.gradients,
-                "optimizer_bytes": self.optimizer, "activations_bytes": self.activations,
-                "kv_cache_bytes": self.kv_cache, "reserved_bytes": self.reserved,
-                "total_bytes": self.total, "capacity_bytes": self.capacity,
+        """Byte counts as integers (the parts are computed in floats: per-element sizes, shares
+        of a ZeRO-1 group); the total is the sum of the rounded parts, so that it adds up."""
+        parts = {f"{k}_bytes": round(getattr(self, k)) for k in
+                 ("weights", "gradients", "optimizer", "activations", "kv_cache", "reserved")}
+        return {**parts, "total_bytes": sum(parts.values()), "capacity_bytes": round(self.capacity),
                 "fits": self.total <= self.capacity}
 
 

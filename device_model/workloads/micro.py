@@ -52,26 +52,45 @@ def place_ranks(inst: Instance, ranks: int, nodes: int = 1) -> CollectiveGroup:
     return CollectiveGroup(ranks, rpd, devices, nodes, inst.spec.topology)
 
 
+def _metrics(run) -> dict:
+    """A run's metrics with its byte counts whole numbers (the timeline sums them in floats)."""
+    m = run.metrics()
+    return {**m, "hbm_read_bytes": round(m["hbm_read_bytes"]),
+            "hbm_write_bytes": round(m["hbm_write_bytes"])}
+
+
 def estimate_matmul(inst: Instance, opts: dict, cores: int) -> dict:
     check_dtype(inst.spec, opts["dtype"])
     prog = Program()
     prog.matmul(opts["m"], opts["k"], opts["n"], opts["dtype"], batch=opts["batch"])
     per_stack = inst.device.cores_per_stack if (cores > 1 or inst.lnc > 1) else 1
-    run = inst.run(prog, busy_cores_per_stack=per_stack)
-    m = run.metrics()
+    m = _metrics(inst.run(prog, busy_cores_per_stack=per_stack))
     flops = m["model_flops"]
     return {**m, "cores": cores, "tflops": flops / m["time_s"] / 1e12 * cores}
 
 
+def check_ranks(inst: Instance, ranks: int, nodes: int) -> None:
+    """A collective needs two ranks (one has nothing to exchange: its time would be the launch
+    alone, its bandwidth its buffer over that), and `nodes` instances that hold them all."""
+    if ranks < 2:
+        raise SpecError(f"a collective needs ranks >= 2 (ranks={ranks} moves nothing)")
+    per_node = inst.device.logical_cores(inst.lnc) * inst.spec.devices_per_node
+    need = math.ceil(ranks / per_node)
+    if need > nodes:
+        raise SpecError(f"{ranks} ranks need {need} nodes of {inst.spec.name} ({per_node} "
+                        f"logical cores each at LNC={inst.lnc}); pass --nodes {need}")
+
+
 def estimate_collective(inst: Instance, kind: str, opts: dict, nodes: int = 1) -> dict:
     check_dtype(inst.spec, opts["dtype"])
+    check_ranks(inst, opts["ranks"], nodes)
     group = place_ranks(inst, opts["ranks"], nodes)
     prog = Program()
     prog.collective(kind, opts["bytes"], group, dtype=opts["dtype"])
     run = inst.run(prog)
     cost = collective_cost(kind, opts["bytes"], group, inst.device, inst.costs, lnc=inst.lnc,
                            dtype_bytes=DTYPES[opts["dtype"]].bytes)
-    m = run.metrics()
+    m = _metrics(run)
     t = run.latency          # nccl-tests style: each collective is its own execution
     algbw = opts["bytes"] / t
     return {**m, "time_s": t, "algorithm": cost.algorithm, "ranks": group.ranks,

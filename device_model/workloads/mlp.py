@@ -6,7 +6,7 @@ from ..core import Instance
 from ..errors import SpecError
 from ..program import Program
 from ..catalog.specs import check_dtype
-from .cost import measure
+from .cost import measure_part
 from .memory import RUNTIME_RESERVE_BYTES, Memory, check_fits
 from .parallel import resolve_layout
 from .recipe import Recipe, emit_backward, emit_forward
@@ -64,7 +64,8 @@ def estimate_mlp(inst: Instance, o: dict, placement) -> dict:
     lay = resolve_layout(inst, placement.nodes, placement.cores or 1, 1, 1, None, heads=1,
                          training=True)
     prog, params = mlp_program(o, lay.dp_group)
-    cost = measure(inst, prog)
+    # AdamW's ops are the step's optimizer time, as the model workloads' optimizer program's
+    cost, adamw = measure_part(inst, prog, "adamw.")
     overhead = inst.costs.exec_overhead_s
     t = cost.time + overhead
     prec = precision(o["dtype"], o["mode"] == "train")
@@ -78,5 +79,6 @@ def estimate_mlp(inst: Instance, o: dict, placement) -> dict:
     samples = o["batch"] * lay.dp
     return {"mode": o["mode"], "parallel": lay.describe(), "dtype": prec.name, "params": params,
             "time_s": t, "step_time_s": t, "samples_per_s": samples / t,
-            **_ratios(inst, cost, t, None, lay.ranks), "breakdown": _breakdown(cost, overhead),
-            "memory": mem.as_dict()}
+            **_ratios(inst, cost, t, None, lay.ranks),
+            "breakdown": _breakdown(cost, overhead, optimizer=adamw), "memory": mem.as_dict()}
+

@@ -178,7 +178,8 @@ def _wrapped_title(title: str) -> list[str]:
 
 
 def ratios(a: dict, b: dict) -> dict:
-    """b / a for every number both results share at the same place (top level and one deep)."""
+    """b / a for every number both results share at the same place (top level and one deep);
+    None where a is 0 (no finite ratio: infinite if b is not 0, undefined if it is)."""
     out: dict[str, Any] = {}
     for key, va in a.items():
         vb = b.get(key)
@@ -186,8 +187,8 @@ def ratios(a: dict, b: dict) -> dict:
             sub = ratios(va, vb)
             if sub:
                 out[key] = sub
-        elif _number(va) and _number(vb) and va:
-            out[key] = vb / va
+        elif _number(va) and _number(vb):
+            out[key] = vb / va if va else None
     return out
 
 
@@ -195,9 +196,20 @@ def _number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def ratio_text(va: Any, vb: Any) -> str:
-    """B/A as "1.95x"; "–" where it has no value (two zeros, or A zero)."""
-    return f"{vb / va:.2f}x" if _number(va) and _number(vb) and va else "\u2013"
+NO_RATIO, INFINITE = "\u2013", "\u221e"     # "–" and "∞"
+
+
+def ratio_text(va: Any, vb: Any, ta: str | None = None, tb: str | None = None) -> str:
+    """B/A as "1.95x"; where A is zero "–" if B is too (nothing to compare) and "∞" if it
+    is not (B has what A had none of). Given the printed figures `ta`, `tb`, a figure that
+    prints as zero counts as zero: its ratio would be digits of rounding noise."""
+    if not (_number(va) and _number(vb)):
+        return NO_RATIO
+    a_zero = not va or (ta is not None and _shows_zero(ta))
+    b_zero = not vb or (tb is not None and _shows_zero(tb))
+    if a_zero:
+        return NO_RATIO if b_zero else INFINITE
+    return f"{vb / va:.2f}x"
 
 
 def _shows_zero(text: str) -> bool:
@@ -217,7 +229,6 @@ def format_comparison(a: dict, b: dict) -> str:
             lines += under_label("", fmt(vb), lead="B ")
             continue
         ta, tb = fmt(va), fmt(vb)
-        # two figures that both print as zero have no ratio to show, however small they are
-        ratio = "\u2013" if _shows_zero(ta) and _shows_zero(tb) else ratio_text(va, vb)
+        ratio = ratio_text(va, vb, ta, tb)
         lines.append(f"  {label:<20} {ta:>22} {tb:>22} {ratio:>8}")
     return "\n".join(lines)

@@ -87,11 +87,12 @@ RECORDED_KINDS: dict[tuple[str, str], KindError] = {
 
 def figures_of(result: dict) -> list[str]:
     """The figures an estimate result reports: a model's by its mode, a microbenchmark's (and
-    the mlp block's, which is no published model) by its workload."""
+    the mlp block's, which is no published model) by its workload. A figure the result lacks
+    (the time per output token of a decode of one token) is not stated."""
     if "model" not in result:
         return [figure("time_s", result["workload"])]
     return [ttft_figure(result["input_tokens"]) if m == "ttft_s" else FIGURES[m]
-            for m in MODE_FIGURES.get(result.get("mode", ""), ())]
+            for m in MODE_FIGURES.get(result.get("mode", ""), ()) if m in result]
 
 
 def trust_lines(result: dict, side: str = "") -> list[str]:

@@ -1,0 +1,265 @@
+"""`neuron-sim estimate`'s figures agree with each other and with docs/estimate.md: bytes counted
+once, a decode's parts adding up to its step, job-wide FLOPs, coherent one-token decodes,
+collectives refused where they mean nothing, one rule for ratios without a divisor, the mlp's
+optimizer time, and every JSON key documented."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import orjson
+import pytest
+
+from device_model import Program, instance
+from device_model.cli import main
+from device_model.core import lower_collective
+from device_model.engine.collectives import collective_cost
+from device_model.workloads import Placement, estimate
+from device_model.workloads.micro import place_ranks
+from device_model.workloads.report import ratio_text
+
+DOCS = Path(__file__).resolve().parent.parent / "docs" / "estimate.md"
+GiB = 1 << 30
+TRN2 = instance("trn2.48xlarge")
+LLAMA = "llama3-8b:mode=decode,batch=1"
+TP8 = Placement(cores=8, tp=8)
+
+
+def _json(capsys, argv):
+    assert main(["estimate", *argv, "--json"]) == 0
+    return orjson.loads(capsys.readouterr().out)
+
+
+def _fails(capsys, argv) -> str:
+    """The one line of stderr of a refused estimate (exit 2, nothing on stdout)."""
+    assert main(["estimate", *argv]) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and out.err.count("\n") == 1
+    return out.err
+
+
+def _parts(r: dict) -> float:
+    return sum(v for k, v in r["breakdown"].items() if k != "collective_hidden_s")
+
+
+# --- 1: a collective's HBM bytes once at LNC=2 -----------------------------------------------
+
+@pytest.mark.parametrize("kind", ["allreduce", "allgather", "reducescatter", "alltoall"])
+def test_a_collectives_hbm_bytes_are_the_same_at_lnc_1_and_2(kind, capsys):
+    """A rank moves its bytes once whichever LNC it runs at; at LNC=2 they were counted once
+    per physical core (2 GiB read for a 1 GiB all-reduce, MBU 118%)."""
+    one, two = (_json(capsys, ["-w", f"{kind}:ranks=2,bytes=1G", "-i", "trn2.48xlarge",
+                               "--lnc", lnc]) for lnc in ("1", "2"))
+    for key in ("hbm_read_bytes", "hbm_write_bytes"):
+        assert two[key] == one[key] > 0
+    assert 0 < two["mbu"] <= 1 and 0 < one["mbu"] <= 1
+    if kind == "allreduce":
+        assert two["hbm_read_bytes"] == two["hbm_write_bytes"] == GiB    # 2(n-1)/n of 1 GiB
+
+
+def test_a_runs_collective_bytes_are_the_ranks_bytes_moved_and_its_dma_claim_is_unchanged():
+    """The timeline (one physical core's) holds 1/LNC of the rank's bytes and metrics() scales
+    them back; the DMA share it claims, which times it, is the documented ~2 x 0.29 at both."""
+    shares = {}
+    for lnc in (1, 2):
+        inst = instance("trn2.48xlarge", lnc=lnc)
+        group = place_ranks(inst, 2)
+        prog = Program()
+        prog.collective("all_reduce", GiB, group, dtype="fp32")
+        moved = collective_cost("all_reduce", GiB, group, inst.device, inst.costs,
+                                lnc=lnc).bytes_moved
+        m = inst.run(prog).metrics()
+        assert m["hbm_read_bytes"] == m["hbm_write_bytes"] == pytest.approx(moved)
+        assert m["mbu"] <= 1
+        shares[lnc] = lower_collective(prog.ops[0], inst.context())[0].dma_share
+    assert shares[1] == pytest.approx(0.58, rel=0.02) and shares[2] == pytest.approx(0.58, rel=0.02)
+
+
+def test_lnc_2_training_counts_its_tensor_parallel_collectives_bytes_once():
+    """Every LNC=2 model with TP/DP collectives had their bytes twice in its MBU (0.51 here);
+    the times are the collectives' cost, not their bytes, and stay."""
+    r = estimate("llama3-8b:seq=2048,gbs=16", TRN2, Placement(cores=8, tp=8))
+    assert 0 < r["mbu"] < 0.45
+
+
+# --- 2: a decode's breakdown and ratios are its mean token's ---------------------------------
+
+def test_a_decode_over_several_buckets_reports_its_mean_token_which_adds_up():
+    """in=128, out=256 generates 128 tokens at KV bucket 256 and 127 at 512: the breakdown,
+    FLOPs and engine time are those two steps weighted 128:127 (each step measured alone by a
+    one-step decode in that bucket), and the parts add up to step_time_s = tpot_mean_s."""
+    both = estimate(f"{LLAMA},in=128,out=256", TRN2, TP8)
+    assert both["decode_buckets"] == {"256": 128, "512": 127}
+    alone = {kv: estimate(f"{LLAMA},in={n_in},out=2", TRN2, TP8)
+             for kv, n_in in ((256, 128), (512, 384))}
+    assert {kv: list(r["decode_buckets"]) for kv, r in alone.items()} == {256: ["256"],
+                                                                          512: ["512"]}
+
+    def mean(get):
+        return (128 * get(alone[256]) + 127 * get(alone[512])) / 255
+
+    assert both["step_time_s"] == both["tpot_mean_s"]
+    assert _parts(both) == pytest.approx(both["step_time_s"], rel=1e-12)
+    for key in ("compute_s", "dma_s", "collective_exposed_s"):
+        assert both["breakdown"][key] == pytest.approx(mean(lambda r: r["breakdown"][key]))
+    assert both["model_flops"] == pytest.approx(mean(lambda r: r["model_flops"]))
+    busy = mean(lambda r: r["engine_active"]["tensor"] * r["step_time_s"])
+    assert both["engine_active"]["tensor"] == pytest.approx(busy / both["step_time_s"])
+
+
+def test_the_audited_long_decodes_parts_add_up_to_its_step(capsys):
+    r = _json(capsys, ["-w", f"{LLAMA},in=128,out=4096", "-i", "trn2.48xlarge", "--tp", "8",
+                       "--cores", "8"])
+    assert len(r["decode_buckets"]) > 1
+    assert _parts(r) == pytest.approx(r["step_time_s"], rel=1e-12)    # was 4.5695 vs 4.4111 ms
+
+
+# --- 3: a decode of one token ----------------------------------------------------------------
+
+def test_a_decode_of_one_token_is_a_request_that_ends_at_its_first_token(capsys):
+    argv = ["-w", f"{LLAMA},in=128,out=1", "-i", "trn2.48xlarge", "--tp", "8", "--cores", "8"]
+    r = _json(capsys, argv)
+    assert r["mode"] == "decode" and r["output_tokens"] == 1
+    assert r["e2e_latency_s"] == r["step_time_s"] == r["time_s"] == r["ttft_s"]
+    assert not {"tpot_s", "tpot_mean_s", "decode_buckets", "latency_s"} & set(r)
+    # one generated token per sequence, not the prompt's 128 (11,569 tokens/s before)
+    assert r["tokens_per_s"] == r["sequences_per_s"] == pytest.approx(1 / r["ttft_s"])
+    assert _parts(r) == pytest.approx(r["step_time_s"], rel=1e-12)
+    assert main(["estimate", *argv]) == 0
+    out = capsys.readouterr().out
+    assert "TTFT" in out and "time/output token" not in out
+    assert "time per output token" not in out and "TTFT, prompt up to 512" in out
+
+
+# --- 4: inference FLOPs of the whole job -----------------------------------------------------
+
+@pytest.mark.parametrize("spec", [f"{LLAMA},in=128,out=64", "llama3-8b:mode=prefill,in=512"])
+def test_inference_flops_are_the_whole_jobs_and_mfu_does_not_change(spec, capsys):
+    one, eight = (estimate(spec, TRN2, Placement(cores=cores, tp=8)) for cores in (8, 64))
+    assert eight["parallel"]["dp"] == 8
+    for key in ("model_flops", "hardware_flops", "tokens_per_s"):
+        assert eight[key] == pytest.approx(8 * one[key])
+    assert eight["mfu"] == pytest.approx(one["mfu"], rel=1e-12)
+    dev = TRN2.device
+    peak = 2.0 * dev.pe_rows * dev.pe_cols * dev.tensor_hz * TRN2.lnc
+    ranks = eight["parallel"]["ranks"]
+    assert eight["mfu"] == pytest.approx(eight["model_flops"] / (peak * eight["step_time_s"]
+                                                                  * ranks))
+
+
+# --- 5: collectives that mean nothing ---------------------------------------------------------
+
+def test_a_collective_with_more_ranks_than_its_nodes_hold_is_refused_naming_the_nodes(capsys):
+    err = _fails(capsys, ["-w", "allreduce:ranks=64,bytes=1G", "-i", "trn1.32xlarge",
+                          "--nodes", "1"])
+    assert "64 ranks need 2 nodes" in err and "--nodes 2" in err
+    r = _json(capsys, ["-w", "allreduce:ranks=64,bytes=1G", "-i", "trn1.32xlarge",
+                       "--nodes", "2"])
+    assert r["nodes"] == 2
+
+
+@pytest.mark.parametrize("kind", ["allreduce", "allgather", "reducescatter", "alltoall"])
+def test_a_one_rank_collective_is_refused(kind, capsys):
+    """It moves nothing: its 'bandwidth' was 1 GiB over the 50 us launch, 21,475 GB/s."""
+    err = _fails(capsys, ["-w", f"{kind}:ranks=1,bytes=1G", "-i", "trn2.48xlarge"])
+    assert "ranks >= 2" in err
+
+
+def test_all_to_all_costs_as_all_gather_and_the_docs_say_so(capsys):
+    a2a, ag = (_json(capsys, ["-w", f"{k}:ranks=8,bytes=64M", "-i", "trn2.48xlarge"])
+               for k in ("alltoall", "allgather"))
+    assert {k: v for k, v in a2a.items() if k != "workload"} == \
+        {k: v for k, v in ag.items() if k != "workload"}
+    text = " ".join(DOCS.read_text().split())
+    assert "An all-to-all is costed as an all-gather of the same buffer (`assumption`" in text
+
+
+# --- 6: ratios without a divisor ----------------------------------------------------------------
+
+def test_ratio_text_has_one_rule_for_a_zero_a():
+    assert ratio_text(0.0, 0.0) == "\u2013" and ratio_text(0, 0.08) == "\u221e"
+    assert ratio_text(2.0, 1.0) == "0.50x" and ratio_text(1.0, 0.0) == "0.00x"
+    # a figure that prints as zero counts as zero: no digits of rounding noise
+    assert ratio_text(1e-19, 0.08, "0.0 us", "80.00 ms") == "\u221e"
+    assert ratio_text(1e-19, 2e-19, "0.0 us", "0.0 us") == "\u2013"
+
+
+def test_vs_a_bubble_from_nothing_is_infinite_in_text_and_null_in_json(capsys):
+    argv = ["-w", "llama3-8b:seq=2048,gbs=64", "-i", "trn2.48xlarge", "--tp", "8",
+            "--vs", "pp=2"]
+    assert main(["estimate", *argv]) == 0
+    bubble = next(line for line in capsys.readouterr().out.splitlines()
+                  if line.strip().startswith("bubble"))
+    assert bubble.split()[1:3] == ["0.0", "us"] and bubble.rstrip().endswith("\u221e")
+    r = _json(capsys, argv)
+    assert r["a"]["breakdown"]["bubble_s"] == 0 < r["b"]["breakdown"]["bubble_s"]
+    assert r["ratio"]["breakdown"]["bubble_s"] is None          # was left out
+    assert r["ratio"]["breakdown"]["optimizer_s"] == pytest.approx(
+        r["b"]["breakdown"]["optimizer_s"] / r["a"]["breakdown"]["optimizer_s"])
+
+
+def test_vs_json_gives_null_for_two_zeros(capsys):
+    r = _json(capsys, ["-w", "mlp:hidden=512,layers=1,batch=64", "--vs", "batch=128"])
+    assert r["a"]["breakdown"]["bubble_s"] == r["b"]["breakdown"]["bubble_s"] == 0
+    assert r["ratio"]["breakdown"]["bubble_s"] is None
+
+
+# --- 7: the mlp's optimizer ---------------------------------------------------------------------
+
+def test_mlp_training_reports_its_adamw_as_optimizer_time(capsys):
+    train = _json(capsys, ["-w", "mlp:hidden=1024,layers=2,batch=256", "--cores", "8"])
+    b = train["breakdown"]
+    assert 0 < b["optimizer_s"] < train["step_time_s"] and b["compute_s"] >= 0 <= b["dma_s"]
+    assert _parts(train) == pytest.approx(train["step_time_s"], rel=1e-12)
+    infer = _json(capsys, ["-w", "mlp:hidden=1024,layers=2,batch=256,mode=infer"])
+    assert infer["breakdown"]["optimizer_s"] == 0
+
+
+# --- 8: every JSON key documented, byte counts whole ---------------------------------------------
+
+_PROSE = re.sub(r"```.*?```", "", DOCS.read_text(), flags=re.S)     # code blocks aside
+_DOCUMENTED = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*",
+                             " ".join(re.findall(r"`([^`]+)`", _PROSE))))
+
+
+def _leaves(d: dict) -> set[str]:
+    keys = set()
+    for k, v in d.items():
+        keys.add(k)
+        if isinstance(v, dict) and k != "decode_buckets":       # its keys are bucket sizes
+            keys |= _leaves(v)
+    return keys
+
+
+@pytest.mark.parametrize("argv", [
+    ["-w", "llama3-8b:seq=2048,gbs=16,attn=unfused,softmax=fused", "--tp", "8", "--cores", "8"],
+    ["-w", f"{LLAMA},in=128,out=64", "--tp", "8", "--cores", "8"],
+    ["-w", f"{LLAMA},in=128,out=1", "--tp", "8", "--cores", "8"],
+    ["-w", "llama3-8b:mode=prefill,in=512,weights=int8", "--tp", "8", "--cores", "8"],
+    ["-w", "bert-base:mode=infer,seq=128", "--cores", "1"],
+    ["-w", "mlp:hidden=512,layers=1,batch=64"],
+    ["-w", "matmul:m=512,k=512,n=512"],
+    ["-w", "allreduce:bytes=1M,ranks=4"],
+])
+def test_every_json_key_is_in_docs_estimate_md(argv, capsys):
+    r = _json(capsys, [*argv, "-i", "trn2.48xlarge"])
+    assert _leaves(r) - _DOCUMENTED == set()
+
+
+@pytest.mark.parametrize("argv", [
+    ["-w", "llama3-8b:seq=2048,gbs=16", "--tp", "8", "--cores", "8"],
+    ["-w", f"{LLAMA},in=128,out=64", "--tp", "8", "--cores", "8"],
+    ["-w", "mlp:hidden=512,layers=1,batch=64"],
+])
+def test_memory_byte_counts_are_integers_that_add_up(argv, capsys):
+    m = _json(capsys, [*argv, "-i", "trn2.48xlarge"])["memory"]
+    parts = [v for k, v in m.items() if k.endswith("_bytes") and k not in ("total_bytes",
+                                                                            "capacity_bytes")]
+    assert all(type(v) is int for k, v in m.items() if k.endswith("_bytes"))
+    assert m["total_bytes"] == sum(parts) and isinstance(m["fits"], bool)
+
+
+@pytest.mark.parametrize("spec", ["matmul:m=512,k=512,n=512", "allgather:bytes=1M,ranks=4"])
+def test_microbenchmark_byte_counts_are_integers(spec, capsys):
+    r = _json(capsys, ["-w", spec, "-i", "trn2.48xlarge"])
+    assert type(r["hbm_read_bytes"]) is int and type(r["hbm_write_bytes"]) is int
