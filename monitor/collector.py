@@ -268,14 +268,16 @@ class Collector:
             hw = HwCounters(periods["neuron_hw_counters"], "", None)
             return (hw if "neuron_hw_counters" in due else None), None
         hw = dev = None
+        # Their counts cover simulated time: each group's period is that time (totals.period).
         if "neuron_hw_counters" in due:
             totals = self._device_totals("neuron_hw_counters", spec, samples)
             ecc = totals.ecc.astype(np.int64).tolist()
-            hw = HwCounters(periods["neuron_hw_counters"], "",
+            hw = HwCounters(totals.period(periods["neuron_hw_counters"]), "",
                             tuple(DeviceEcc(i, *ecc[i]) for i in range(spec.devices)))
         if "neuron_device_counters" in due:
             totals = self._device_totals("neuron_device_counters", spec, samples)
-            dev = totals.device_counters(spec, periods["neuron_device_counters"])
+            period = totals.period(periods["neuron_device_counters"])
+            dev = totals.device_counters(spec, period)
         return hw, dev
 
     def _device_totals(self, group: str, spec: Any, samples: dict[int, Devices]) -> DeviceTotals:

@@ -5,6 +5,12 @@ a bounded ring of its most recent latencies. A report covers the interval betwee
 utilization is Δbusy / Δt, FLOP/s is ΔFLOPs / Δt, counts are the increase within the interval,
 and latency percentiles are over the executions that finished in it.
 
+Δt, and the ``period`` of every group built here, is the *simulated* time between the samples
+(Δsim_time): the counters accumulate in simulated seconds, which run ``--speed`` times faster
+than the wall clock, so only Δsim keeps ratios in [0, 1] and makes ``total / period`` a rate at
+any speed. A source without a simulated clock (sim_time that does not advance) falls back to the
+samples' wall times, which is the same thing at speed 1.
+
 Everything is vectorised over cores with numpy; Python loops run once per core only to build the
 output mappings (the Report contract holds plain dicts).
 """
@@ -70,15 +76,17 @@ def physical_keys(cores: tuple[int, ...], lnc: int, core_version: str
     return tuple(tuple(f"{prefix}{c * lnc + j}" for j in range(lnc)) for c in cores)
 
 
-def _interval(prev: Sample, cur: Sample) -> float:
+def _wall_interval(prev: Sample, cur: Sample) -> float:
     return max(0.0, cur.wall_time - prev.wall_time)
 
 
-def _device_interval(prev: Sample, cur: Sample) -> float:
-    """Device time between samples: busy and active seconds are simulated seconds, which run
-    faster than the wall clock when the simulation is sped up."""
+def _covered(prev: Sample, cur: Sample) -> float:
+    """The time the counters' growth between two samples covers, and so each group's period:
+    simulated seconds (busy, active and collective seconds are simulated seconds, which run
+    faster than the wall clock when the simulation is sped up); wall seconds when the simulated
+    clock did not advance."""
     dt = cur.sim_time - prev.sim_time
-    return dt if dt > 0 else _interval(prev, cur)
+    return dt if dt > 0 else _wall_interval(prev, cur)
 
 
 def _rates(delta: np.ndarray, dt: float) -> np.ndarray:
@@ -96,11 +104,11 @@ def neuroncore_counters(prev: Sample, cur: Sample, core_version: str) -> NeuronC
     several physical cores (Trn2 at LNC=2: ``v3d`` / ``nc_v3.0``)."""
     if not _aligned(prev, cur):
         prev = zero_like(cur, prev.wall_time)
-    dt, dev_dt = _interval(prev, cur), _device_interval(prev, cur)
-    util = np.minimum(_rates(cur.busy - prev.busy, dev_dt), 1.0).tolist()
-    flops = int64_counts(_rates(cur.hardware_flops - prev.hardware_flops, dev_dt))
+    dt = _covered(prev, cur)
+    util = np.minimum(_rates(cur.busy - prev.busy, dt), 1.0).tolist()
+    flops = int64_counts(_rates(cur.hardware_flops - prev.hardware_flops, dt))
     if cur.physical_busy.shape[1] > 1:
-        phys = np.minimum(_rates(cur.physical_busy - prev.physical_busy, dev_dt), 1.0).tolist()
+        phys = np.minimum(_rates(cur.physical_busy - prev.physical_busy, dt), 1.0).tolist()
         cores = {core: CoreCounters(u, fl, dict(zip(keys, p)), core_version)
                  for core, u, fl, keys, p in zip(cur.cores, util, flops, cur.physical_keys, phys)}
     else:
@@ -109,12 +117,13 @@ def neuroncore_counters(prev: Sample, cur: Sample, core_version: str) -> NeuronC
 
 
 def engine_counters(prev: Sample, cur: Sample) -> EngineCounters:
-    """``neuroncore_engine_counters`` (extension): engine busy shares and totals in the period."""
+    """``neuroncore_engine_counters`` (extension): engine busy shares and totals in the period,
+    so that ``total / period`` is the rate (``hardware_flops / period`` is neuroncore_counters'
+    ``flops``) and ``collective_time <= period``."""
     if not _aligned(prev, cur):
         prev = zero_like(cur, prev.wall_time)
-    dt = _interval(prev, cur)
-    util = np.minimum(_rates(cur.engine_active - prev.engine_active, _device_interval(prev, cur)),
-                      1.0).tolist()
+    dt = _covered(prev, cur)
+    util = np.minimum(_rates(cur.engine_active - prev.engine_active, dt), 1.0).tolist()
 
     def grown(a: np.ndarray, b: np.ndarray) -> list:
         return int64_counts(b - a)
@@ -134,7 +143,7 @@ def engine_counters(prev: Sample, cur: Sample) -> EngineCounters:
 def execution_stats(prev: Sample, cur: Sample) -> ExecutionStats:
     """``execution_stats``: counts within the period; latency percentiles over the executions
     that finished in it (None when none did, which the JSON writes as null)."""
-    dt = _interval(prev, cur)
+    dt = _covered(prev, cur)
     statuses = dict(zip(STATUS_KEYS, np.clip(cur.statuses - prev.statuses, 0, None).tolist()))
     errors = dict(zip(ERROR_KEYS, np.clip(cur.errors - prev.errors, 0, None).tolist()))
     new = cur.finished - prev.finished if cur.finished >= prev.finished else cur.finished

@@ -89,13 +89,14 @@ class StreamSource(Source):
 
 
 def report_interval(report: Report) -> float:
-    """Seconds this report covers: the first group period found, else neuron-monitor's 5 s default."""
-    for runtime in report.runtimes:
-        for group in (runtime.neuroncore_counters, runtime.execution_stats, runtime.vcpu):
-            if group is not None and group.period:
-                return group.period
+    """Wall seconds this report covers, to pace a replay and judge staleness: the first period
+    of a wall-clock group (vCPU, memory_info), else of a counter group, else neuron-monitor's 5 s
+    default. Wall-clock groups come first because a sped-up simulation (``neuron-sim --speed``)
+    gives its counter groups the simulated time they cover (docs/neuron-monitor.md)."""
     system = report.system
-    for group in (system.vcpu, system.memory, system.hw_counters):
+    wall = [r.vcpu for r in report.runtimes]
+    counted = [g for r in report.runtimes for g in (r.neuroncore_counters, r.execution_stats)]
+    for group in (*wall, system.vcpu, system.memory, *counted, system.hw_counters):
         if group is not None and group.period:
             return group.period
     return 5.0

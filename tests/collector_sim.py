@@ -58,10 +58,13 @@ class FakeRuntime:
         return self.writer.path
 
     def step(self, dt: float, busy: float = 0.5, flops: float = 1e12, executions: int = 0,
-             latency: float = 0.01, power: float = 300.0, hbm: float = 1e9, ecc: int = 0) -> None:
-        """Advance ``dt`` seconds with each core ``busy`` of the time."""
+             latency: float = 0.01, power: float = 300.0, hbm: float = 1e9, ecc: int = 0,
+             speed: float = 1.0) -> None:
+        """Advance ``dt`` wall seconds, ``speed * dt`` simulated seconds, with each core ``busy``
+        of the time (rates are per simulated second, as the runtime's counters are)."""
         r = self.r
         r["wall_time"] += dt
+        dt *= speed
         r["sim_time"] += dt
         r["core_busy_s"] += busy * dt
         lnc = r["phys_busy_s"].shape[1]
@@ -131,11 +134,14 @@ _MODULES = {"neuron-monitor": "monitor.cli", "neuron-ls": "monitor.ls_cli",
             "neuron-sim": "device_model.cli"}
 
 
-def start_instance(root: Path, *apps: str, instance: str = "trn2.48xlarge") -> shm.SimInstance:
-    """`neuron-sim start --root ROOT --app TAG=SPEC@CORES ...`: real detached runtime processes."""
+def start_instance(root: Path, *apps: str, instance: str = "trn2.48xlarge",
+                   speed: float = 1.0) -> shm.SimInstance:
+    """`neuron-sim start --root ROOT --speed X --app TAG=SPEC@CORES ...`: real detached runtime
+    processes."""
     args = [a for app in apps for a in ("--app", app)]
     out = subprocess.run([*console_script("neuron-sim"), "start", "--root", str(root),
-                          "--instance", instance, *args], capture_output=True, timeout=120)
+                          "--instance", instance, "--speed", repr(speed), *args],
+                         capture_output=True, timeout=120)
     assert out.returncode == 0, out.stderr.decode()
     started = shm.read_instance(root)
     assert started is not None

@@ -371,10 +371,36 @@ def test_next_due_follows_the_shortest_period(root, runtimes):
 
 
 def test_utilization_is_measured_in_device_time_when_the_simulation_is_sped_up():
-    # 1 wall second at speed 10 simulates 10 device seconds; 5 of them busy is 50%, not 500%.
+    # 1 wall second at speed 10 simulates 10 device seconds; 5 of them busy is 50%, not 500%,
+    # and the period is those 10 simulated seconds.
     prev = _sample(100.0, [0.0], [[0.0, 0.0]], sim=0.0)
     cur = _sample(101.0, [5.0], [[5.0, 4.0]], sim=10.0)
     counters = g.neuroncore_counters(prev, cur, "v3d")
-    assert counters.period == pytest.approx(1.0)
+    assert counters.period == pytest.approx(10.0)
     assert counters.cores[0].utilization == pytest.approx(0.5)
     assert counters.cores[0].physical["nc_v3.1"] == pytest.approx(0.4)
+
+
+def test_every_counter_group_covers_simulated_time_when_sped_up(root, runtimes):
+    """1 wall second at speed 10: each counter group's period is the 10 simulated seconds its
+    counts cover, so energy / period is the power and bytes / period a bandwidth."""
+    inst = write_instance(root)
+    rt = make(root, runtimes, 100, "a", [0, 1, 2, 3])   # all of device 0
+    clock = Clock(START)
+    c = collector(root, clock)
+    rt.step(1.0, power=300.0, hbm=1e10, speed=10)
+    clock.advance(1)
+    report = c.collect()
+    (entry,) = report.runtimes
+    for group in (entry.neuroncore_counters, entry.execution_stats, entry.engine_counters,
+                  report.system.device_counters, report.system.hw_counters):
+        assert group.period == pytest.approx(10.0)
+    assert entry.memory_used.period == pytest.approx(1.0)   # a reading, on the wall clock
+    eng = entry.engine_counters.cores[0]
+    assert eng.collective_time == pytest.approx(1.0) and eng.hardware_flops == 10 ** 13
+    from device_model.catalog.specs import get_instance
+    dev = get_instance(inst.catalog_name).device
+    held, idle = report.system.device_counters.devices[0], report.system.device_counters.devices[1]
+    assert held.energy_joules == pytest.approx(300.0 * 10)
+    assert held.hbm_bandwidth_utilization == pytest.approx(6e11 / (dev.hbm_bw * 10))
+    assert idle.energy_joules == pytest.approx(dev.idle_watts * 10)
