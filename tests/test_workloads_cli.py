@@ -186,3 +186,15 @@ def test_a_microbenchmarks_counts_read_as_english(capsys):
     assert main(["estimate", "-w", "allreduce:bytes=1M,ranks=64", "-i", "trn1.32xlarge",
                  "--nodes", "2"]) == 0
     assert "(64 ranks, 32 devices, 2 nodes)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("spec, tp", [("bert-large:mode=infer,batch=4,seq=128", 1),
+                                      ("roberta-base:mode=infer,batch=1,seq=128", 1),
+                                      ("llama3-8b:mode=decode,batch=1,in=128,out=128", 32)])
+def test_default_inference_placement_serves_encoders_one_per_core(spec, tp, capsys):
+    """Without --tp an encoder runs one model per core (all cores replicas), as AWS serves
+    encoders; splitting BERT over 16 cores bought no latency and cost 16x the throughput. A
+    decoder keeps the largest tp that divides its heads within the node."""
+    assert main(["estimate", "-w", spec, "-i", "trn1.32xlarge", "--json"]) == 0
+    parallel = orjson.loads(capsys.readouterr().out)["parallel"]
+    assert (parallel["tp"], parallel["dp"]) == (tp, 32 // tp)

@@ -140,8 +140,11 @@ def _fused_softmax(cfg: ModelConfig, opts: dict) -> bool:
 
 
 def _layout(cfg: ModelConfig, inst: Instance, opts: dict, placement) -> Layout:
+    # an encoder is served one model per core (torch_neuronx.DataParallel, as AWS's encoder
+    # tables run it): splitting its small layers over cores adds collectives and saves nothing
     return resolve_layout(inst, placement.nodes, placement.cores, placement.tp, placement.pp,
-                          placement.dp, heads=cfg.heads, training=opts["mode"] == "train")
+                          placement.dp, heads=cfg.heads, training=opts["mode"] == "train",
+                          replicas_first=cfg.family == "bert")
 
 
 def train_plan(cfg: ModelConfig, inst: Instance, opts: dict, placement) -> TrainingPlan:

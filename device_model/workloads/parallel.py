@@ -78,12 +78,14 @@ def _largest_divisor(n: int, limit: int, also: int) -> int:
 
 
 def resolve_layout(inst: Instance, nodes: int, cores: int | None, tp: int | None, pp: int | None,
-                   dp: int | None, *, heads: int, training: bool) -> Layout:
+                   dp: int | None, *, heads: int, training: bool,
+                   replicas_first: bool = False) -> Layout:
     """Fill in missing degrees and check tp*pp*dp equals the ranks available.
 
     Ranks are all logical cores of `nodes` instances unless `cores` limits them. Defaults: for
-    training tp=1, pp=1 and dp takes the rest; for inference the largest tp that divides the
-    heads and fits one node, with replicas (dp) on the rest."""
+    training, and for inference with `replicas_first` (an encoder: one model per core), tp=1,
+    pp=1 and dp takes the rest; for other inference the largest tp that divides the heads and
+    fits one node, with replicas (dp) on the rest."""
     per_device = inst.device.logical_cores(inst.lnc)
     per_node = per_device * inst.spec.devices
     available = per_node * nodes
@@ -95,7 +97,7 @@ def resolve_layout(inst: Instance, nodes: int, cores: int | None, tp: int | None
     if tp is None:
         if pp is not None and dp is not None:
             tp = max(1, ranks // fixed)
-        elif training:
+        elif training or replicas_first:
             tp = 1
         else:
             tp = _largest_divisor(heads, min(per_node, ranks // fixed), max(1, ranks // fixed))
