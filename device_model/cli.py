@@ -123,19 +123,24 @@ def format_micro_comparison(a: dict, b: dict) -> str:
     return "\n".join(lines)
 
 
-def _run(args) -> dict:
+def _run(args, side: str = "") -> dict:
+    """One estimate; `side` (`with --vs ...`) names the second configuration of a comparison in
+    its errors and warnings, which would otherwise read as the first's."""
     placement = Placement(cores=args.cores, nodes=args.nodes, tp=args.tp, pp=args.pp, dp=args.dp)
-    result = estimate(args.workload, _instance(args), placement)
+    try:
+        result = estimate(args.workload, _instance(args), placement)
+    except SpecError as e:
+        raise SpecError(f"{side}: {e}") if side else e
     result.setdefault("nodes", args.nodes)     # microbenchmarks report the nodes they placed
     for warning in result.get("warnings", ()):
-        print(f"neuron-sim: warning: {warning}", file=sys.stderr)
+        print(f"neuron-sim: warning: {side + ': ' if side else ''}{warning}", file=sys.stderr)
     return result
 
 
 def cmd_estimate(args) -> int:
     result = _run(args)
     if args.vs:
-        other = _run(apply_vs(args, args.vs))
+        other = _run(apply_vs(args, args.vs), side=f"with --vs {args.vs}")
         if args.json:
             out = {"a": result, "b": other, "ratio": ratios(result, other)}
             sys.stdout.buffer.write(orjson.dumps(out, option=orjson.OPT_INDENT_2) + b"\n")

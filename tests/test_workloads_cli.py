@@ -198,3 +198,14 @@ def test_default_inference_placement_serves_encoders_one_per_core(spec, tp, caps
     assert main(["estimate", "-w", spec, "-i", "trn1.32xlarge", "--json"]) == 0
     parallel = orjson.loads(capsys.readouterr().out)["parallel"]
     assert (parallel["tp"], parallel["dp"]) == (tp, 32 // tp)
+
+
+def test_an_error_of_the_vs_side_says_it_is_that_side(capsys):
+    """The first configuration runs; the second is refused: the line names `--vs`, or it reads
+    as if the command as typed were wrong."""
+    argv = ["estimate", "-w", "llama3-8b:seq=4096,gbs=64", "-i", "trn2.48xlarge", "--tp", "8",
+            "--vs", "instance=trn1.2xlarge"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("neuron-sim: error: with --vs instance=trn1.2xlarge: tp*pp*dp")
+    assert err.count("\n") == 1
