@@ -56,6 +56,22 @@ cc_link_efficiency = 1
     assert catalog.costs.min_ii_cycles == DEFAULT_COSTS.min_ii_cycles
 
 
+def test_an_instances_efa_is_its_chips_shares_and_an_override_of_either_sets_both(tmp_path):
+    """The collectives use a chip's share of the instance's EFA: trn1n.32xlarge's 1,600 Gbps
+    gives each chip twice trn1.32xlarge's, trn1.2xlarge's one chip its 25 Gbps; overriding the
+    instance's EFA (or the chip's) moves the other with it, and the two given apart must agree."""
+    for inst in INSTANCES.values():
+        assert inst.device.efa_bw * inst.devices == pytest.approx(inst.efa_bw)
+    assert get_instance("trn1n.32xlarge").device.efa_bw == 2 * get_instance("trn1.32xlarge").device.efa_bw
+    catalog = apply(load_overrides(write(tmp_path, '[instance."trn1.32xlarge"]\nefa_bw = 2e11\n')))
+    assert catalog.instance("trn1.32xlarge").device.efa_bw == pytest.approx(2e11 / 16)
+    catalog = apply(load_overrides(write(tmp_path, "[device.trainium2]\nefa_bw = 1e10\n")))
+    assert catalog.instance("trn2.48xlarge").efa_bw == pytest.approx(16e10)
+    both = '[device.trainium2]\nefa_bw = 1e10\n[instance."trn2.48xlarge"]\nefa_bw = 1e12\n'
+    with pytest.raises(SpecError, match="efa_bw"):
+        apply(load_overrides(write(tmp_path, both)))
+
+
 def test_device_override_keeps_instance_specific_variant(tmp_path):
     path = write(tmp_path, "[device.trainium1]\ntensor_hz = 3e9\n")
     catalog = apply(load_overrides(path))

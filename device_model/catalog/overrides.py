@@ -188,11 +188,25 @@ class Catalog:
                    for name, dev in self.devices.items()}
         instances = {}
         for name, inst in self.instances.items():
-            dev = replace(inst.device, **ov.devices.get(inst.device.name, {}))
-            new = replace(inst, device=dev, **ov.instances.get(name, {}))
+            dev_ov, inst_ov = ov.devices.get(inst.device.name, {}), dict(ov.instances.get(name, {}))
+            dev = replace(inst.device, **dev_ov)
+            dev, inst_ov = _shared_efa(dev, inst, dev_ov, inst_ov)
+            new = replace(inst, device=dev, **inst_ov)
             instances[name] = _checked(validate_instance, new, ov.source, f'instance."{name}"')
         return Catalog(MappingProxyType(devices), MappingProxyType(instances),
                        self.costs.with_overrides(dict(ov.costs)))
+
+
+def _shared_efa(dev: DeviceSpec, inst: InstanceSpec, dev_ov: Mapping, inst_ov: dict):
+    """An instance's EFA is shared by its chips (the device's `efa_bw` is one chip's share, which
+    the collectives use): overriding one of the two, or the chip count, sets the other; both
+    overridden are left as given for validate_instance to check."""
+    chips = inst_ov.get("devices", inst.devices)
+    if "efa_bw" in dev_ov and "efa_bw" not in inst_ov:
+        inst_ov["efa_bw"] = dev.efa_bw * chips
+    elif "efa_bw" not in dev_ov:
+        dev = replace(dev, efa_bw=inst_ov.get("efa_bw", inst.efa_bw) / chips)
+    return dev, inst_ov
 
 
 def _checked(validate, spec, source: str, label: str):

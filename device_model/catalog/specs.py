@@ -205,6 +205,11 @@ def validate_instance(inst: InstanceSpec) -> InstanceSpec:
              f"nodes={inst.nodes}")
     _require(inst.numa_nodes % inst.nodes == 0,
              f"numa_nodes={inst.numa_nodes} is not a multiple of nodes={inst.nodes}")
+    # the collectives use the device's share; the instance's total is what AWS lists
+    _require(math.isclose(inst.device.efa_bw * inst.devices, inst.efa_bw, rel_tol=1e-9),
+             f"efa_bw: the instance's {inst.efa_bw * 8 / 1e9:g} Gbps is not devices="
+             f"{inst.devices} x the device's {inst.device.efa_bw * 8 / 1e9:g} Gbps (the device's "
+             f"efa_bw is its chip's share: override both)")
     _require(inst.vcpus % (2 * inst.numa_nodes) == 0,
              f"vcpus={inst.vcpus} does not split into 2 threads per core over "
              f"numa_nodes={inst.numa_nodes}")
@@ -381,7 +386,7 @@ TRAINIUM3 = DeviceSpec(
 _INSTANCE_LIST = (
     InstanceSpec(
         name="trn1.2xlarge",
-        device=TRAINIUM1,  # A5
+        device=replace(TRAINIUM1, efa_bw=25 * GBPS),  # A5; its one chip has all 25 Gbps
         devices=1,  # A5
         vcpus=8,  # A5
         host_memory_bytes=32 * GiB,  # A5
@@ -407,7 +412,8 @@ _INSTANCE_LIST = (
     ),
     InstanceSpec(
         name="trn1n.32xlarge",
-        device=replace(TRAINIUM1, neuronlink_bw=768 * GB),  # A5: NeuronLink-v2 768 per device
+        device=replace(TRAINIUM1, neuronlink_bw=768 * GB,
+                       efa_bw=1600 * GBPS / 16),  # A5: NeuronLink 768 per device; EFA over 16
         devices=16,  # A5
         vcpus=128,  # A5
         host_memory_bytes=512 * GiB,  # A5
