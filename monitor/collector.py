@@ -198,9 +198,12 @@ class Collector:
         if tracked is None or tracked.tag != tag:  # a new runtime (or a pid reused under a new tag)
             tracked = self._tracked[pid] = _Tracked(pid, tag)
         device_samples[pid] = devices_of(snapshot, self._physical_per_device)
-        due = set(self._due(self.config.runtime_groups_for(tag), tracked.collected, now))
+        configured = self.config.runtime_groups_for(tag)
+        due = set(self._due(configured, tracked.collected, now))
         if not due:
-            return None
+            # still listed while alive: a report that left it out would read as its exit, and a
+            # reader (AWS's exporter, ours) would drop its series and restart its counters
+            return RuntimeReport(pid, tag) if configured else None
         stale = snapshot.wall_time == tracked.wall_time and now - snapshot.wall_time > self.stale_after
         tracked.wall_time = snapshot.wall_time
         if stale:  # keep the baselines: once it resumes, its next report covers the pause

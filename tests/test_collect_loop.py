@@ -55,3 +55,26 @@ def test_stopped_ends_the_loop_even_when_sleep_returns_early():
     reports = collect_every(c, 1.0, t.clock, lambda s: stop.append(s), stopped=lambda: bool(stop))
     assert list(reports) == []
     assert c.at == []
+
+
+def test_neuron_monitor_writes_no_report_when_nothing_was_due():
+    """A tick that finds nothing due (it woke up late) writes nothing: an empty report would
+    read as every runtime gone, and readers would drop their series and restart counters."""
+    import io
+    from types import SimpleNamespace
+
+    from monitor.cli import run_loop
+    from monitor.config import MonitorConfig
+    from monitor.report import Report
+    full = Report.from_dict({"neuron_runtime_data": [{"pid": 1, "neuron_runtime_tag": "t",
+                                                      "error": "", "report": {}}],
+                             "system_data": {}})
+    empty = Report.from_dict({"neuron_runtime_data": [], "system_data": {}})
+    t = FakeTime()
+    feed = iter([full, empty, full])
+    fake = SimpleNamespace(config=MonitorConfig.from_dict({"period": "1s"}), removed=0, corrupt=0,
+                           tags={}, collect=lambda: next(feed))
+    out = io.BytesIO()
+    assert run_loop(fake, out, None, 2, lambda *_: None, sleep=t.sleep, clock=t.clock) == 0
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 2 and all(b'"pid":1' in line for line in lines)

@@ -151,6 +151,26 @@ def test_groups_follow_their_own_periods(root, runtimes):
                     (True, False, True), (True, True, False), (True, False, False)]
 
 
+def test_a_runtime_whose_groups_are_not_due_is_still_listed(root, runtimes):
+    """Runtime groups every 3 s, system groups every second: the runtime is in every report,
+    with an empty one in between, so that no reader takes it for gone (and drops its series)."""
+    write_instance(root)
+    rt = make(root, runtimes, 100, "train", [0])
+    config = {"period": "1s", "neuron_runtimes": [{"period": "3s", "metrics": [
+        {"type": "neuroncore_counters"}, {"type": "execution_stats"}]}],
+        "system_metrics": [{"type": "vcpu_usage"}]}
+    clock = Clock(START)
+    c = collector(root, clock, config)
+    listed = []
+    for _ in range(6):
+        rt.step(1.0)
+        clock.advance(1)
+        doc = orjson.loads(c.collect().to_json())
+        listed.append([(e["pid"], bool(e["report"])) for e in doc["neuron_runtime_data"]])
+    assert listed == [[(100, True)], [(100, False)], [(100, False)],
+                      [(100, True)], [(100, False)], [(100, False)]]
+
+
 def test_memory_used_and_loaded_models(root, runtimes):
     write_instance(root)
     model = {"name": "llama", "uuid": "91f2f66e83ea419dace1da07617ad39f", "model_id": 10005,
