@@ -155,6 +155,16 @@ def pct(value: Any, path: str) -> float:
     return nonneg(value, path) / 100.0
 
 
+def pct_out(ratio: float) -> float:
+    """A ratio back as the JSON percentage it was read from. ``ratio * 100`` is not always that
+    number (55.0 / 100 * 100 is 55.00000000000001), so the product is rounded to 15 significant
+    digits, which any float holds exactly, and kept when it reads back as the same ratio; a
+    ratio no such decimal gives back (one computed, not read) is written as the product."""
+    value = ratio * 100.0
+    short = float(f"{value:.15g}")
+    return short if short / 100.0 == ratio else value
+
+
 def index(key: str, path: str) -> int:
     """A JSON object key holding a core/device/vCPU index ("0", "12")."""
     if not (type(key) is str and key.isascii() and key.isdigit() and len(key) <= 9):

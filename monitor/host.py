@@ -105,7 +105,7 @@ class HostSampler:
             self._procs.pop(pid, None)
             denied = isinstance(exc, (PermissionError, self._ps.AccessDenied))
             problem = "no permission to read process" if denied else "process not found:"
-            return RuntimeVcpu(0.0, f"{problem} {pid}", 0.0, 0.0)
+            return RuntimeVcpu(0.0, f"{problem} {pid}", None, None)   # no reading, not idle
         self._procs[pid] = (proc, times.user, times.system, now)
         period = now - prev_at
         capacity = period * self._cpu_count

@@ -82,11 +82,12 @@ class LoadedModel:
 @dataclass(frozen=True, slots=True)
 class MemoryUsed:
     """AWS's exporter reads the host and device totals and the per-core breakdown; the host
-    breakdown (None when absent) and the loaded models (a bad one is dropped) are optional."""
+    breakdown (None when absent) and the loaded models (a bad one is dropped) are optional.
+    A group that failed (``error`` set) without a body has no totals: they are None, not 0."""
     period: float | None
     error: str
-    host_bytes: int
-    device_bytes: int
+    host_bytes: int | None
+    device_bytes: int | None
     host_breakdown: Mapping[str, int] | None
     core_breakdown: Mapping[int, Mapping[str, int]]
     loaded_models: tuple[LoadedModel, ...] | None = ()  # None: the stream has no loaded_models
@@ -96,7 +97,7 @@ class MemoryUsed:
         period, error, d = f.group_head(d, path)
         used_path = path + ".neuron_runtime_used_bytes"
         if error and d.get("neuron_runtime_used_bytes") is None:
-            return cls(period, error, 0, 0, None, {}, None)
+            return cls(period, error, None, None, None, {}, None)
         used = f.obj(d.get("neuron_runtime_used_bytes"), used_path)
         usage_path = used_path + ".usage_breakdown"
         usage = f.obj(used.get("usage_breakdown"), usage_path)
@@ -111,8 +112,7 @@ class MemoryUsed:
                    f.optional(f.count_map, usage.get("host"), usage_path + ".host"), cores, parsed)
 
     def dump(self) -> dict:
-        if self.error and not (self.host_bytes or self.device_bytes or self.host_breakdown
-                               or self.core_breakdown or self.loaded_models):
+        if self.host_bytes is None or self.device_bytes is None:   # failed, nothing read
             return f.group_out(self.period, self.error)
         breakdown: dict = {} if self.host_breakdown is None else {"host": dict(self.host_breakdown)}
         breakdown["neuroncore_memory_usage"] = {str(k): dict(v) for k, v in self.core_breakdown.items()}

@@ -41,11 +41,11 @@ class CoreCounters:
                    f.optional(f.num, d.get("flops"), path + ".flops"), physical, physical_key)
 
     def dump(self) -> dict:
-        out: dict = {"neuroncore_utilization": self.utilization * 100.0}
+        out: dict = {"neuroncore_utilization": f.pct_out(self.utilization)}
         if self.flops is not None:
             out["flops"] = f.int_if_whole(self.flops)
         if self.physical is not None:
-            out[self.physical_key] = {k: {"neuroncore_utilization": v * 100.0}
+            out[self.physical_key] = {k: {"neuroncore_utilization": f.pct_out(v)}
                                       for k, v in self.physical.items()}
         return out
 
@@ -131,25 +131,28 @@ class ExecutionStats:
 
 @dataclass(frozen=True, slots=True)
 class RuntimeVcpu:
+    """``user`` and ``system`` are None when the group failed (``error`` set) without a reading:
+    a failed group has no usage, and 0 would read as an idle runtime."""
     period: float | None
     error: str
-    user: float
-    system: float
+    user: float | None
+    system: float | None
 
     @classmethod
     def parse(cls, d: Any, path: str) -> RuntimeVcpu:
         period, error, d = f.group_head(d, path)
         if error and d.get("vcpu_usage") is None:
-            return cls(period, error, 0.0, 0.0)
+            return cls(period, error, None, None)
         usage = f.obj(d.get("vcpu_usage"), path + ".vcpu_usage")
         return cls(period, error, f.pct(usage.get("user"), path + ".vcpu_usage.user"),
                    f.pct(usage.get("system"), path + ".vcpu_usage.system"))
 
     def dump(self) -> dict:
-        if self.error and not (self.user or self.system):
+        if self.user is None or self.system is None:
             return f.group_out(self.period, self.error)
         return f.group_out(self.period, self.error,
-                           vcpu_usage={"user": self.user * 100.0, "system": self.system * 100.0})
+                           vcpu_usage={"user": f.pct_out(self.user),
+                                       "system": f.pct_out(self.system)})
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,7 +182,7 @@ class CoreEngineCounters:
                    f.nonneg(d.get("collective_time"), path + ".collective_time"))
 
     def dump(self) -> dict:
-        return {"engine_utilization": {k: v * 100.0 for k, v in self.engine_utilization.items()},
+        return {"engine_utilization": {k: f.pct_out(v) for k, v in self.engine_utilization.items()},
                 "model_flops": self.model_flops, "hardware_flops": self.hardware_flops,
                 "hbm_read_bytes": self.hbm_read_bytes, "hbm_write_bytes": self.hbm_write_bytes,
                 "dma_bytes": dict(self.dma_bytes), "collective_bytes": self.collective_bytes,

@@ -91,8 +91,8 @@ class SystemVcpu:
         if self.cpu_count is not None:
             extra["vcpu_count"] = self.cpu_count
         return f.group_out(self.period, self.error, **extra,
-                           average_usage={k: v * 100.0 for k, v in self.average.items()},
-                           usage_data={str(i): {k: v * 100.0 for k, v in cpu.items()}
+                           average_usage={k: f.pct_out(v) for k, v in self.average.items()},
+                           usage_data={str(i): {k: f.pct_out(v) for k, v in cpu.items()}
                                        for i, cpu in self.per_cpu.items()})
 
 
@@ -150,7 +150,7 @@ class DeviceCounter:
     def dump(self) -> dict:
         return {"neuron_device_index": self.index, "hbm_read_bytes": self.hbm_read_bytes,
                 "hbm_write_bytes": self.hbm_write_bytes,
-                "hbm_bandwidth_utilization": self.hbm_bandwidth_utilization * 100.0,
+                "hbm_bandwidth_utilization": f.pct_out(self.hbm_bandwidth_utilization),
                 "power_watts": float(self.power_watts), "energy_joules": float(self.energy_joules),
                 "temperature_celsius": float(self.temperature_celsius),
                 "throttle_ratio": float(self.throttle_ratio), "modelled": self.modelled}

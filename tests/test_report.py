@@ -208,8 +208,11 @@ def test_group_and_runtime_errors_are_kept():
     report = load("group_error")
     ok, failed = report.runtimes
     assert ok.memory_used.error.startswith("failed to read memory usage")
-    assert ok.memory_used.loaded_models is None and ok.memory_used.host_bytes == 0
+    # a failed group has no figures: None, never 0 (which would read as an idle runtime)
+    assert ok.memory_used.loaded_models is None
+    assert ok.memory_used.host_bytes is None and ok.memory_used.device_bytes is None
     assert ok.vcpu.error == "process exited"
+    assert ok.vcpu.user is None and ok.vcpu.system is None
     assert ok.neuroncore_counters.error == ""
     assert failed.error == "runtime not responding" and failed.neuroncore_counters is None
     assert report.system.hw_counters.error and report.system.hw_counters.devices is None

@@ -25,7 +25,7 @@ from monitor.report import Report
 from tui import __version__
 from tui.commands import app_commands
 from tui.status import source_status, stream_faults
-from tui.history import History
+from tui.history import History, runtime_key
 from tui.keys import bindings
 from tui.memtree import build_tree
 from tui.messages import ParentsFound, ReportArrived, SourceEnded
@@ -40,6 +40,7 @@ from tui.widgets.engines import EngineView
 from tui.widgets.footer import KeyFooter
 from tui.widgets.grid import HISTORY_MIN_WIDTH, CoreGridView
 from tui.widgets.help import HelpScreen
+from tui.widgets.overview import Overview
 from tui.widgets.panels import AppsBar, Banner, MemorySummaryView, TitleBar, VcpuPanel
 from tui.widgets.processes import ProcessTable
 from tui.widgets.procscreen import ConfirmSignal, ProcessDetailView, ProcessScreen
@@ -109,7 +110,7 @@ class NeuronTopApp(App[None]):
         yield TitleBar(__version__, id="title")
         yield Banner(id="banner")
         with ContentSwitcher(initial="overview", id="views"):
-            with Vertical(id="overview"):
+            with Overview(id="overview"):
                 yield CoreGridView(id="grid")
                 yield VcpuPanel(id="vcpu")
                 yield MemorySummaryView(id="memsum")
@@ -288,9 +289,9 @@ class NeuronTopApp(App[None]):
             grid = core_grid(report, runtimes, own_cores_only=self.tab != ALL_TAB)
             groups = None
             if self.size.width >= HISTORY_MIN_WIDTH:  # narrower, no history column: no cost
-                groups = [(r.tag, cores, self.history.group_series(cores)) for r in runtimes
-                          if (cores := tuple(sorted(r.neuroncore_counters.cores))
-                              if r.neuroncore_counters else ())]
+                groups = [(r.tag, cores, self.history.runtime_series(runtime_key(r)))
+                          for r in runtimes if (cores := tuple(sorted(r.neuroncore_counters.cores))
+                                                if r.neuroncore_counters else ())]
             self.query_one(CoreGridView).show(grid, self.show_flops, self.core, groups)
             self.query_one(VcpuPanel).show(vcpu_usage(report, runtimes))
             self.query_one(MemorySummaryView).show(memory_summary(runtimes))
@@ -302,8 +303,10 @@ class NeuronTopApp(App[None]):
             if memory != self._tree_input:
                 self._tree_input = memory
                 self.query_one(MemoryTreeView).show(build_tree(runtimes, memory[1]))
+            self.call_after_refresh(self.query_one(Overview).fit)   # once laid out anew
         elif self.view == "engines":
-            self.query_one(EngineView).show(report, self.history, self.core)
+            self.query_one(EngineView).show(report, self.history, self.core,
+                                            None if self.tab == ALL_TAB else runtimes)
         else:
             rows = process_rows(report, self.sort_key, self.sort_reverse, self.filter_text)
             tree = tree_lines(rows, self.lineages) if self.tree_mode else None

@@ -5,9 +5,11 @@ reading a series for one core or device is one concatenate. NaN marks "no readin
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 
-from monitor.report import Report
+from monitor.report import Report, RuntimeReport
 from monitor.vocab import ENGINES
 from tui.view import core_layout
 
@@ -37,13 +39,34 @@ class Ring:
         return self._count
 
 
+RuntimeKey = tuple  # (known pid or None, tag): how the app tells runtimes apart
+
+
+def runtime_key(runtime: RuntimeReport) -> RuntimeKey:
+    return (runtime.known_pid, runtime.tag)
+
+
+class RuntimeRings:
+    """One runtime's own share of its cores, sample by sample: what its views draw. Two
+    runtimes reporting one core each keep their own share here; only the host-wide rings of
+    ``History`` add them up (the ``all`` tab)."""
+
+    def __init__(self, cores: tuple[int, ...], length: int) -> None:
+        self.cores = cores
+        self.rows = {core: row for row, core in enumerate(cores)}
+        self.util = Ring((len(cores),), length)
+        self.engines = Ring((len(cores), len(ENGINES)), length)
+
+
 class History:
-    """Per-core engine/utilization history and per-device HBM/power history."""
+    """Per-core engine/utilization history (host-wide and per runtime) and per-device
+    HBM/power history."""
 
     def __init__(self, length: int = 300) -> None:
         self.length = length
         self._layout: tuple[int, int] | None = None
         self.core_util = self.engines = self.devices = Ring((0,), 1)
+        self.runtimes: dict[RuntimeKey, RuntimeRings] = {}
 
     def _reset(self, layout: tuple[int, int]) -> None:
         cores = layout[0] * layout[1]
@@ -51,6 +74,7 @@ class History:
         self.core_util = Ring((cores,), self.length)
         self.engines = Ring((cores, len(ENGINES)), self.length)
         self.devices = Ring((layout[0], len(DEVICE_SERIES)), self.length)
+        self.runtimes = {}
 
     def push(self, report: Report) -> None:
         layout = core_layout(report)
@@ -61,23 +85,48 @@ class History:
         util = np.zeros(cores)
         engines = np.full((cores, len(ENGINES)), np.nan)
         hbm = np.zeros((devices, 2))
+        seen: dict[RuntimeKey, RuntimeRings] = {}
         for runtime in report.runtimes:
-            if runtime.neuroncore_counters:
-                for core, values in runtime.neuroncore_counters.cores.items():
-                    if core < cores:
-                        util[core] += values.utilization
+            own_util, own_engines = self._push_runtime(runtime, cores, seen)
+            for core, value in own_util.items():
+                util[core] += value   # the host-wide figure: the runtimes' shares added up
+            for core, values in own_engines.items():   # added up too; NaN: no reading
+                now = engines[core]
+                engines[core] = np.where(np.isnan(now), values,
+                                         np.where(np.isnan(values), now, now + values))
             group = runtime.engine_counters
             if group is None:
                 continue
             period = group.period or 1.0
             for core, counters in group.cores.items():
                 if core < cores:
-                    engines[core] = [counters.engine_utilization.get(e, np.nan) for e in ENGINES]
                     hbm[core // per_device] += (counters.hbm_read_bytes / period,
                                                 counters.hbm_write_bytes / period)
+        self.runtimes = seen   # a runtime gone from the report takes its history with it
         self.core_util.push(np.minimum(util, 1.0))
-        self.engines.push(engines)
+        self.engines.push(np.minimum(engines, 1.0))
         self.devices.push(self._device_values(report, devices, hbm))
+
+    def _push_runtime(self, runtime: RuntimeReport, cores: int,
+                      seen: dict[RuntimeKey, RuntimeRings]
+                      ) -> tuple[dict[int, float], dict[int, np.ndarray]]:
+        """Push one runtime's own share of its cores; returns it by core for the host totals."""
+        counters, group = runtime.neuroncore_counters, runtime.engine_counters
+        util = {core: values.utilization for core, values in
+                (counters.cores.items() if counters else ()) if core < cores}
+        engines = {core: np.array([c.engine_utilization.get(e, np.nan) for e in ENGINES])
+                   for core, c in (group.cores.items() if group else ()) if core < cores}
+        own = tuple(sorted(set(util) | set(engines)))
+        if own:
+            key = runtime_key(runtime)
+            rings = self.runtimes.get(key)
+            if rings is None or rings.cores != own:   # new, or its cores changed: start afresh
+                rings = RuntimeRings(own, self.length)
+            rings.util.push(np.array([util.get(core, np.nan) for core in own]))
+            rings.engines.push(np.array([engines.get(core, np.full(len(ENGINES), np.nan))
+                                         for core in own]))
+            seen[key] = rings
+        return util, engines
 
     @staticmethod
     def _device_values(report: Report, devices: int, hbm_from_cores: np.ndarray) -> np.ndarray:
@@ -94,11 +143,41 @@ class History:
                                          dev.throttle_ratio)
         return values
 
-    def engine_series(self, core: int, engine: int) -> np.ndarray:
-        return self.engines.series(core, engine) if self._valid_core(core) else np.array([])
+    def engine_series(self, core: int, engine: int,
+                      runtimes: Iterable[RuntimeKey] | None = None) -> np.ndarray:
+        """One engine of ``core``: the host-wide figure, or only ``runtimes``' share of it."""
+        if not self._valid_core(core):
+            return np.array([])
+        if runtimes is None:
+            return self.engines.series(core, engine)
+        return self._shares([r.engines.series(r.rows[core], engine)
+                             for r in self._rings(runtimes) if core in r.rows])
 
-    def core_series(self, core: int) -> np.ndarray:
-        return self.core_util.series(core) if self._valid_core(core) else np.array([])
+    def core_series(self, core: int, runtimes: Iterable[RuntimeKey] | None = None) -> np.ndarray:
+        """``core``'s utilization: every runtime's share added up (``runtimes`` None: the
+        ``all`` tab), or only the given runtimes' (an app tab)."""
+        if not self._valid_core(core):
+            return np.array([])
+        if runtimes is None:
+            return self.core_util.series(core)
+        return self._shares([r.util.series(r.rows[core])
+                             for r in self._rings(runtimes) if core in r.rows])
+
+    def _rings(self, keys: Iterable[RuntimeKey]) -> list[RuntimeRings]:
+        return [rings for key in keys if (rings := self.runtimes.get(key)) is not None]
+
+    def _shares(self, series: list[np.ndarray]) -> np.ndarray:
+        """Several runtimes' series of one core added up, newest aligned (a runtime that came
+        later has fewer samples); NaN where none had a reading."""
+        if not series:
+            return np.array([])
+        rows = np.full((len(series), max(s.size for s in series)), np.nan)
+        for row, values in zip(rows, series):
+            if values.size:
+                row[-values.size:] = values
+        with np.errstate(invalid="ignore"):
+            total = np.minimum(np.nansum(rows, axis=0), 1.0)
+        return np.where(np.isfinite(rows).any(axis=0), total, np.nan)
 
     def device_series(self, device: int, name: str) -> np.ndarray:
         if self._layout is None or not 0 <= device < self._layout[0]:
@@ -108,16 +187,14 @@ class History:
     def _valid_core(self, core: int) -> bool:
         return self._layout is not None and 0 <= core < self._layout[0] * self._layout[1]
 
-    def group_series(self, cores: tuple[int, ...] | list[int], engine: int | None = None
-                     ) -> np.ndarray:
-        """Mean over ``cores`` at each sample: a runtime's utilization history (``engine`` None)
-        or one engine's. NaN where none of the cores had a reading."""
-        valid = [c for c in cores if self._valid_core(c)]
-        if not valid:
+    def runtime_series(self, key: RuntimeKey, engine: int | None = None) -> np.ndarray:
+        """One runtime's own history, the mean over its cores at each sample: its utilization
+        (``engine`` None) or one engine's. NaN where none of its cores had a reading; empty
+        for a runtime with no core."""
+        rings = self.runtimes.get(key)
+        if rings is None:
             return np.array([])
-        ordered = self.core_util.series() if engine is None else self.engines.series()
-        # One reorder of the whole ring, then a fancy index: not one concatenate per core.
-        rows = ordered[valid] if engine is None else ordered[valid, engine]
+        rows = rings.util.series() if engine is None else rings.engines.series()[:, engine]
         with np.errstate(invalid="ignore"):
             counts = np.isfinite(rows).sum(axis=0)
             sums = np.nansum(rows, axis=0)

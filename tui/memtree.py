@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from monitor.report import LoadedModel, RuntimeReport
-from tui.view import DEVICE_CATEGORIES
+from tui.view import DEVICE_CATEGORIES, usable
 
 _CATEGORY_LABELS = dict(DEVICE_CATEGORIES)
 
@@ -74,7 +74,7 @@ def build_tree(runtimes: Iterable[RuntimeReport], per_device: int) -> tuple[Tree
     models: dict[int, list[TreeNode]] = {}
     in_models: dict[int, dict[str, int]] = {}
     for runtime in runtimes:
-        used = runtime.memory_used
+        used = usable(runtime.memory_used)   # a failed group holds no breakdown to show
         if used is None:
             continue
         for core, breakdown in used.core_breakdown.items():

@@ -4,7 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from monitor.report import K8sInfo, Report, RuntimeReport
-from tui.view import host_vcpu_count
+from tui.fmt import core_ranges, human_bytes, per_second, percent
+from tui.view import host_vcpu_count, usable
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,8 +25,8 @@ class ProcessRow:
     pod: str | None = None  # namespace/pod of its cores (neuron_k8s_info), None without it
 
 
-# (key, header, width, right-aligned, priority): narrow terminals drop the lowest priority first;
-# width 0 = takes the rest (at least 6).
+# (key, header, width, right-aligned, priority): narrow terminals keep the highest priority
+# first (fit_columns); width 0 = takes the rest (at least STATUS_MIN).
 # Every width leaves a cell for the sort arrow after the title, so the header never shifts.
 COLUMNS = (("pid", "PID", 7, True, 9), ("tag", "TAG", 20, False, 9), ("cores", "CORES", 9, False, 7),
            ("utilization", "NC UTIL", 8, True, 8), ("device_bytes", "DEV MEM", 8, True, 6),
@@ -34,6 +35,55 @@ COLUMNS = (("pid", "PID", 7, True, 9), ("tag", "TAG", 20, False, 9), ("cores", "
            ("latency_p50", "P50 LAT", 8, True, 4), ("pod", "POD", 20, False, 6),
            ("status", "STATUS", 0, False, 1))
 SORT_KEYS = tuple(key for key, *_ in COLUMNS if key not in ("status", "pod"))
+STATUS_MIN = 6
+# STATUS's priority and least width while a row has an error to show: ERRORS' priority, and
+# room to read the start of the reason ("runtime not re…") rather than "runti…"
+STATUS_FAILING = (7, 14)
+
+
+def fit_columns(width: int, rows: list[ProcessRow], grow_tag: int = 0
+                ) -> list[tuple[tuple, int]]:
+    """The columns that fit ``width`` cells (one space after each), in table order, with their
+    widths. The most important go in first and every one that still fits follows, so leaving
+    out a wide column makes room for the narrower ones after it. STATUS ranks with ERRORS while
+    some row has a status (a failed runtime's reason), else last, and takes the rest of the
+    line; POD only with Kubernetes info; ``grow_tag`` widens TAG (the tree's branches). PID
+    and TAG always stay."""
+    status_rank, status_min = STATUS_FAILING if any(r.status for r in rows) else (1, STATUS_MIN)
+    columns = [(key, title, w + grow_tag if key == "tag" else w, right,
+                status_rank if key == "status" else rank)
+               for key, title, w, right, rank in COLUMNS
+               if key != "pod" or any(r.pod is not None for r in rows)]
+    kept: set[str] = set()
+    used = 0
+    for column in sorted(columns, key=lambda c: -c[4]):   # stable: ties in table order
+        need = (column[2] or status_min) + 1
+        if used + need <= width or column[0] in ("pid", "tag"):
+            kept.add(column[0])
+            used += need
+    shown = [c for c in columns if c[0] in kept]
+    fixed = sum(c[2] + 1 for c in shown if c[2])
+    return [(c, c[2] if c[2] else max(status_min, width - fixed)) for c in shown]
+
+
+def cell_text(row: ProcessRow, key: str) -> str:
+    """A cell as the table prints it (unescaped: the caller escapes stream text)."""
+    value = getattr(row, key)
+    if value is None:
+        return "N/A"
+    if key == "cores":
+        return core_ranges(value)
+    if key in ("device_bytes", "host_bytes"):
+        return human_bytes(value)
+    if key == "vcpu" and value >= 10:  # past 1000 % (ten vCPUs), whole percents as top: 6 cells
+        return percent(value, 0)
+    if key in ("utilization", "vcpu"):
+        return percent(value, 1)
+    if key == "executions_per_second":
+        return per_second(value)
+    if key == "latency_p50":
+        return f"{value * 1000:.2f}ms"
+    return str(value) if value != "" else "ok"
 
 
 def highest_first(key: str) -> bool:
@@ -57,15 +107,16 @@ def process_row(runtime: RuntimeReport, k8s: K8sInfo | None = None,
     counters = runtime.neuroncore_counters
     cores = tuple(sorted(counters.cores)) if counters else ()
     util = (sum(c.utilization for c in counters.cores.values()) / len(cores)) if cores else None
-    used = runtime.memory_used
-    stats = runtime.execution_stats
+    used = usable(runtime.memory_used)   # a failed group reads N/A, not 0
+    stats = usable(runtime.execution_stats)
     rate = errors = p50 = None
     if stats is not None:
         period = stats.period or 1.0
         rate = sum(stats.statuses.values()) / period
         errors = sum(stats.errors.values())
         p50 = stats.total_latency.p50 if stats.total_latency else None
-    host = (runtime.vcpu.user + runtime.vcpu.system) if runtime.vcpu else None
+    vcpu = usable(runtime.vcpu)
+    host = (vcpu.user + vcpu.system) if vcpu else None
     of_one = host * host_vcpus if host is not None and host_vcpus else None
     return ProcessRow(runtime.known_pid, runtime.tag, cores, util,
                       used.device_bytes if used else None, used.host_bytes if used else None,

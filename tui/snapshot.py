@@ -11,9 +11,10 @@ from monitor.errors import one_line
 from monitor.report import Report
 from tui import __version__
 from tui.faults import report_faults
-from tui.fmt import core_ranges, human_bytes, per_second, percent, tflops
-from tui.procs import process_rows
-from tui.view import DEVICE_CATEGORIES, HOST_CATEGORIES, core_grid, memory_summary, vcpu_usage
+from tui.fmt import fit, human_bytes, percent, tflops
+from tui.procs import cell_text, fit_columns, process_rows
+from tui.view import (DEVICE_CATEGORIES, HOST_CATEGORIES, CoreGrid, core_grid, memory_summary,
+                      vcpu_usage)
 
 __all__ = ["overview_text", "no_report_text"]
 
@@ -35,39 +36,51 @@ def overview_text(report: Report, *, width: int = 80, show_flops: bool = False,
         out.append("! " + one_line(gaps.summary()))
     for fault in report_faults(report):
         out.append(("FAULT: " if fault.severity == "error" else "WARNING: ") + one_line(fault.text))
-    out += _grid_lines(report, show_flops)
+    out += _grid_lines(report, show_flops, width)
     u = vcpu_usage(report, report.runtimes)
     out.append("vCPU Utilization")
     out.append(f"  System vCPU Usage   user {percent(u.system_user)}  system {percent(u.system_system)}")
     out.append(f"  Runtime vCPU Usage  user {percent(u.runtime_user)}  system {percent(u.runtime_system)}")
     out += _memory_lines(report, width)
-    out += _process_lines(report)
+    out += _process_lines(report, width)
     return "".join(_cut(line, width) + "\n" for line in out)
 
 
-def _grid_lines(report: Report, show_flops: bool) -> list[str]:
+LABEL, CELL = 6, 10  # "ND12  " and "[ 55.00%]" with a space before it
+
+
+def _grid_lines(report: Report, show_flops: bool, width: int) -> list[str]:
+    """The grid laid out to ``width``: a device's cores on one line while they fit, else the
+    columns in blocks of equal width, each under its own NC header (never a core cut off)."""
     grid = core_grid(report, report.runtimes)
     version = f"NeuronCore {one_line(grid.core_version)} " if grid.core_version else "NeuronCore "
     if show_flops:
         total = grid.total_flops
-        lines = [f"{version}TFLOPs (Total: {'N/A' if total is None else f'{total / 1e12:.2f}'})"]
+        lines = [f"{version}TFLOPs (Total: {tflops(total)})"]
     else:
         lines = [f"{version}Utilization (Avg: {percent(grid.average)})"]
-    lines.append("      " + "".join(f"NC{c}".rjust(10) for c in range(grid.cores_per_device)))
-    for device in range(grid.devices):
-        cells = []
-        for local in range(grid.cores_per_device):
-            core = device * grid.cores_per_device + local
-            if not grid.in_use[core]:
-                value = "-"
-            elif show_flops:
-                flops = float(grid.flops[core])
-                value = tflops(None if flops != flops else flops)
-            else:
-                value = percent(float(grid.utilization[core]))
-            cells.append(f"[{value:>7}]".rjust(10))
-        lines.append(f"ND{device}".ljust(6) + "".join(cells))
+    per_device = grid.cores_per_device
+    blocks = -(-per_device // max(1, (width - LABEL) // CELL))
+    per_block = -(-per_device // blocks)
+    for first in range(0, per_device, per_block):
+        locals_ = range(first, min(first + per_block, per_device))
+        lines.append(" " * LABEL + "".join(f"NC{c}".rjust(CELL) for c in locals_))
+        for device in range(grid.devices):
+            cells = "".join(_grid_cell(grid, device * per_device + local, show_flops).rjust(CELL)
+                            for local in locals_)
+            lines.append(f"ND{device}".ljust(LABEL) + cells)
     return lines
+
+
+def _grid_cell(grid: CoreGrid, core: int, show_flops: bool) -> str:
+    if not grid.in_use[core]:
+        value = "-"
+    elif show_flops:
+        flops = float(grid.flops[core])
+        value = tflops(None if flops != flops else flops)
+    else:
+        value = percent(float(grid.utilization[core]))
+    return f"[{value:>7}]"
 
 
 def _memory_lines(report: Report, width: int) -> list[str]:
@@ -90,20 +103,17 @@ def _memory_lines(report: Report, width: int) -> list[str]:
     return lines
 
 
-def _process_lines(report: Report) -> list[str]:
+def _process_lines(report: Report, width: int) -> list[str]:
+    """The process table's columns that fit ``width``, as on the screen (tui.procs)."""
     rows = process_rows(report)
-    with_pod = report.k8s is not None
-    head = f"{'PID':>7} {'TAG':<20} {'CORES':<9} {'NC UTIL':>7} {'DEV MEM':>8} {'EXEC/s':>8} {'ERRORS':>6}"
-    lines = ["Processes", head + (f" {'POD':<24}" if with_pod else "") + " STATUS"]
-    for r in rows:
-        pid = "N/A" if r.pid is None else r.pid   # pid 0 in the stream: the source does not know it
-        line = (f"{pid:>7} {one_line(r.tag)[:20]:<20} {core_ranges(r.cores):<9} "
-                f"{percent(r.utilization, 1):>7} {human_bytes(r.device_bytes):>8} "
-                f"{per_second(r.executions_per_second):>8} "
-                f"{'N/A' if r.errors is None else r.errors:>6}")
-        if with_pod:
-            line += f" {one_line(r.pod or '-')[:24]:<24}"
-        lines.append(line + " " + (one_line(r.status) or "ok"))
+    columns = fit_columns(width, rows)
+    head = " ".join(title.rjust(w) if right else title.ljust(w)
+                    for (_, title, _, right, _), w in columns)
+    lines = ["Processes", head.rstrip()]
+    for row in rows:
+        cells = [one_line(cell_text(row, key)) for (key, *_), _ in columns]
+        lines.append(" ".join(text.rjust(w) if right else fit(text, w)
+                              for text, ((_, _, _, right, _), w) in zip(cells, columns)).rstrip())
     if not rows:
         lines.append("  no Neuron runtime is running")
     return lines

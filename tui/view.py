@@ -7,17 +7,26 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 
 from monitor.report import Report, RuntimeReport
 
+G = TypeVar("G")
 ALL_TAB = "all"
 HOST_CATEGORIES = (("tensors", "Tensors"), ("constants", "Constants"), ("dma_buffers", "DMA Buffers"),
                    ("application_memory", "App. Memory"))
 DEVICE_CATEGORIES = (("tensors", "Tensors"), ("constants", "Constants"), ("model_code", "Model Code"),
                      ("runtime_memory", "Runtime Memory"),
                      ("model_shared_scratchpad", "Model Scratchpad"))
+
+
+def usable(group: G | None) -> G | None:
+    """A metric group to read figures from: None when the stream lacks it or when it carries an
+    ``error``. A failed group has no reading (AWS's exporter skips it); whatever zeros or
+    leftovers it holds would read as an idle runtime, so it shows N/A like an absent one."""
+    return group if group is not None and not group.error else None
 
 
 def app_tabs(report: Report) -> tuple[str, ...]:
@@ -111,7 +120,8 @@ def core_grid(report: Report, runtimes: Iterable[RuntimeReport], own_cores_only:
             continue
         for core, values in counters.cores.items():
             if 0 <= core < count:
-                # Two runtimes never share a core in practice; if they do, their shares add up.
+                # Two runtimes rarely share a core; if they do, the grid adds their shares up
+                # (the all tab's design); an app tab passes only its own runtimes.
                 util[core] += values.utilization
                 if values.flops is not None:
                     flops[core] += values.flops
@@ -149,7 +159,7 @@ def vcpu_usage(report: Report, runtimes: Iterable[RuntimeReport]) -> VcpuUsage:
         avg = system.average
         s_user = min(1.0, avg.get("user", 0.0) + avg.get("nice", 0.0))
         s_sys = min(1.0, sum(avg.get(k, 0.0) for k in ("system", "io_wait", "irq", "soft_irq")))
-    with_vcpu = [r.vcpu for r in runtimes if r.vcpu is not None]
+    with_vcpu = [group for r in runtimes if (group := usable(r.vcpu)) is not None]
     r_user = min(1.0, sum(v.user for v in with_vcpu)) if with_vcpu else None
     r_sys = min(1.0, sum(v.system for v in with_vcpu)) if with_vcpu else None
     return VcpuUsage(s_user, s_sys, r_user, r_sys, host_vcpu_count(report))
@@ -157,9 +167,9 @@ def vcpu_usage(report: Report, runtimes: Iterable[RuntimeReport]) -> VcpuUsage:
 
 @dataclass(frozen=True, slots=True)
 class MemorySummary:
-    host_total: int
+    host_total: int | None  # None: every selected runtime's memory_used group failed
     host: dict[str, int]
-    device_total: int
+    device_total: int | None
     device: dict[str, int]
     reported: bool  # False when no selected runtime has a memory_used group
 
@@ -168,18 +178,48 @@ def memory_summary(runtimes: Iterable[RuntimeReport]) -> MemorySummary:
     # Only categories some runtime reports are keys: an absent one reads N/A, not 0.
     host: dict[str, int] = {}
     device: dict[str, int] = {}
-    host_total = device_total = 0
+    host_total = device_total = None
     reported = False
     for runtime in runtimes:
-        used = runtime.memory_used
+        reported = reported or runtime.memory_used is not None
+        used = usable(runtime.memory_used)
         if used is None:
             continue
-        reported = True
-        host_total += used.host_bytes
-        device_total += used.device_bytes
+        host_total = (host_total or 0) + used.host_bytes
+        device_total = (device_total or 0) + used.device_bytes
         for key, value in (used.host_breakdown or {}).items():
             host[key] = host.get(key, 0) + value
         for breakdown in used.core_breakdown.values():
             for key, value in breakdown.items():
                 device[key] = device.get(key, 0) + value
     return MemorySummary(host_total, host, device_total, device, reported)
+
+
+@dataclass(frozen=True, slots=True)
+class CoreShare:
+    """One core as the selected runtimes report it (the engines view's heading and bars)."""
+    owners: tuple[RuntimeReport, ...]  # the selected runtimes that report the core
+    utilization: float | None  # their shares added up (clipped at 1); None: none reports it
+    flops: float | None  # None: no owner's stream has flops
+    engines: dict[str, float] | None  # engine -> ratio, added up; None: no engine counters
+
+
+def core_share(runtimes: Iterable[RuntimeReport], core: int) -> CoreShare:
+    """``core`` as ``runtimes`` report it: an app tab passes its own runtimes, so another app's
+    share of a core they both report stays out; the ``all`` tab passes every runtime, and the
+    shares add up as in the grid."""
+    owners, util, flops, engines = [], None, None, None
+    for runtime in runtimes:
+        counters = runtime.neuroncore_counters
+        if counters and core in counters.cores:
+            owners.append(runtime)
+            values = counters.cores[core]
+            util = min(1.0, (util or 0.0) + values.utilization)
+            if values.flops is not None:
+                flops = (flops or 0.0) + values.flops
+        group = runtime.engine_counters
+        if group and core in group.cores:
+            engines = engines or {}
+            for name, ratio in group.cores[core].engine_utilization.items():
+                engines[name] = min(1.0, engines.get(name, 0.0) + ratio)
+    return CoreShare(tuple(owners), util, flops, engines)

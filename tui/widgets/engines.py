@@ -5,12 +5,12 @@ import numpy as np
 from textual import events
 from textual.strip import Strip
 
-from monitor.report import CoreEngineCounters, DeviceCounter, Report
+from monitor.report import DeviceCounter, Report, RuntimeReport
 from monitor.vocab import ENGINE_LABELS
 from tui.braille import bar, braille_rows
 from tui.fmt import human_rate, percent, pid_text, tflops, wrap_words
-from tui.history import ENGINES, History
-from tui.view import core_layout
+from tui.history import ENGINES, History, RuntimeKey, runtime_key
+from tui.view import CoreShare, core_layout, core_share
 from tui.widgets.base import LineWidget, strip
 
 LABEL, BAR, VALUE = 11, 16, 11
@@ -20,7 +20,9 @@ ROW_PRIORITY = ("NeuronCore", "Tensor", "HBM read", "HBM write", "Vector", "DMA"
 
 
 class EngineView(LineWidget):
-    """Attributes down: ``report``, ``history``, ``core``; draws bars and braille history."""
+    """Attributes down: ``report``, ``history``, ``core`` and ``runtimes`` (an app tab's
+    runtimes, whose own share of the core is shown; None on the ``all`` tab: every runtime's
+    share added up); draws bars and braille history."""
 
     COMPONENT_CLASSES = {"engines--head", "engines--section", "engines--graph", "engines--bar",
                          "engines--muted", "engines--read", "engines--write"}
@@ -40,11 +42,20 @@ class EngineView(LineWidget):
         self.report: Report | None = None
         self.history: History | None = None
         self.core = 0
+        self.runtimes: tuple[RuntimeReport, ...] | None = None
         self._heights: dict[str, int] = {}
 
-    def show(self, report: Report, history: History, core: int) -> None:
-        self.report, self.history, self.core = report, history, core
+    def show(self, report: Report, history: History, core: int,
+             runtimes: tuple[RuntimeReport, ...] | None = None) -> None:
+        self.report, self.history, self.core, self.runtimes = report, history, core, runtimes
         self.invalidate()
+
+    def _share(self, report: Report) -> CoreShare:
+        return core_share(report.runtimes if self.runtimes is None else self.runtimes, self.core)
+
+    def _keys(self) -> list[RuntimeKey] | None:
+        """Whose history to draw: None, the host-wide one (the ``all`` tab)."""
+        return None if self.runtimes is None else [runtime_key(r) for r in self.runtimes]
 
     def on_resize(self, event: events.Resize) -> None:
         self.invalidate()
@@ -55,17 +66,18 @@ class EngineView(LineWidget):
             return [strip([("waiting for the first report…", self.style_of("engines--muted"))])]
         per_device = core_layout(report)[1]
         device = self.core // per_device
-        heading = self._heading(report, width)
-        engines = self._core_engines(report)
+        share = self._share(report)
+        heading = self._heading(share, per_device, width)
+        engines = share.engines
         counter = self._device_counter(report, device)
-        labels = ([ENGINE_LABELS[e] for e in ENGINES] if engines else []) + ["NeuronCore",
-                                                                            "HBM read", "HBM write"]
+        labels = [ENGINE_LABELS[e] for e in ENGINES] if engines is not None else []
+        labels += ["NeuronCore", "HBM read", "HBM write"]
         labels += ["Power", "Temp", "Throttle"] if counter else []
-        notes = (0 if engines else 1) + (0 if counter else 1)
+        notes = (0 if engines is not None else 1) + (0 if counter else 1)
         self._heights = self._row_heights(labels, self.size.height - len(heading) - 3 - notes)
         graph_w = max(4, width - LABEL - BAR - VALUE - 2)
         lines = heading
-        lines += self._engine_lines(report, history, graph_w)
+        lines += self._engine_lines(share, history, graph_w)
         lines += self._hbm_lines(report, history, device, graph_w, width)
         lines += self._power_lines(report, history, device, graph_w, width)
         return lines
@@ -80,16 +92,12 @@ class EngineView(LineWidget):
             heights[label] += 1
         return heights
 
-    def _heading(self, report: Report, width: int) -> list[Strip]:
-        owner, util, flops = "no runtime", None, None
-        for runtime in report.runtimes:
-            counters = runtime.neuroncore_counters
-            if counters and self.core in counters.cores:
-                owner = f"{runtime.tag} ({pid_text(runtime.known_pid)})"
-                util, flops = counters.cores[self.core].utilization, counters.cores[self.core].flops
-        per_device = core_layout(report)[1]
-        text = (f"NC{self.core} on ND{self.core // per_device} · {owner} · utilization "
-                f"{percent(util)} · {tflops(flops)} · another core: [ ] or a click on the grid")
+    def _heading(self, share: CoreShare, per_device: int, width: int) -> list[Strip]:
+        # several owners only on the all tab: their shares are added up, as in the grid
+        owner = " + ".join(f"{r.tag} ({pid_text(r.known_pid)})" for r in share.owners)
+        text = (f"NC{self.core} on ND{self.core // per_device} · {owner or 'no runtime'} · "
+                f"utilization {percent(share.utilization)} · {tflops(share.flops)} · "
+                "another core: [ ] or a click on the grid")
         return [strip([(" " + part, self.style_of("engines--head"))])
                 for part in wrap_words(text, width - 1, 2)]
 
@@ -107,27 +115,20 @@ class EngineView(LineWidget):
             lines.append(strip(head + [(" " + row, self.style_of(graph_style))]))
         return lines
 
-    def _core_engines(self, report: Report) -> CoreEngineCounters | None:
-        for runtime in report.runtimes:
-            group = runtime.engine_counters
-            if group and self.core in group.cores:
-                return group.cores[self.core]
-        return None
-
-    def _engine_lines(self, report, history, graph_w) -> list[Strip]:
-        counters = self._core_engines(report)
+    def _engine_lines(self, share: CoreShare, history: History, graph_w: int) -> list[Strip]:
+        engines, keys = share.engines, self._keys()
         width = LABEL + BAR + VALUE + graph_w + 1
         lines = [self._section("Engines (utilization over the period; history right, newest last)",
                                width)]
-        if counters is None:
+        if engines is None:
             lines.append(strip([("  no neuroncore_engine_counters for this core in the stream "
                                  "(a neuronscope extension group)", self.style_of("engines--muted"))]))
-        for index, engine in enumerate(ENGINES if counters else ()):
-            ratio = counters.engine_utilization.get(engine)
+        for index, engine in enumerate(ENGINES if engines is not None else ()):
+            ratio = engines.get(engine)
             lines += self._series(ENGINE_LABELS[engine], ratio, percent(ratio),
-                                  history.engine_series(self.core, index), 1.0, graph_w)
-        core_series = history.core_series(self.core)
-        now = float(core_series[-1]) if core_series.size else None
+                                  history.engine_series(self.core, index, keys), 1.0, graph_w)
+        core_series = history.core_series(self.core, keys)
+        now = float(core_series[-1]) if core_series.size and np.isfinite(core_series[-1]) else None
         lines += self._series("NeuronCore", now, percent(now), core_series, 1.0, graph_w)
         return lines
 

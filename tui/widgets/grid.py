@@ -54,6 +54,9 @@ class CoreGridView(LineWidget, can_focus=True):
         self.show_flops = False
         self.selected = 0
         self.groups: list[Group] = []  # utilization history per app, drawn at the right
+        # Content rows it may take (None: all its lines): the app leaves the memory tree below
+        # a few rows (its own height is content-sized: Textual never shrinks it to fit).
+        self.max_rows: int | None = None
         self._styles: dict = {}
 
     def show(self, grid: CoreGrid, show_flops: bool, selected: int,
@@ -64,6 +67,15 @@ class CoreGridView(LineWidget, can_focus=True):
         self._keep_selected_visible()
         self.invalidate(layout=True)
 
+    def limit_rows(self, rows: int | None) -> None:
+        if rows != self.max_rows:
+            self.max_rows = rows
+            self.refresh(layout=True)
+
+    def get_content_height(self, container, viewport, width: int) -> int:
+        lines = super().get_content_height(container, viewport, width)
+        return lines if self.max_rows is None else max(1, min(lines, self.max_rows))
+
     def heading(self) -> str:
         grid = self.grid
         if grid is None:
@@ -71,7 +83,7 @@ class CoreGridView(LineWidget, can_focus=True):
         version = f"NeuronCore {grid.core_version} " if grid.core_version else "NeuronCore "
         if self.show_flops:
             total = grid.total_flops
-            return (f"{version}TFLOPs (Total: {'N/A' if total is None else f'{total / 1e12:.2f}'}; "
+            return (f"{version}TFLOPs (Total: {tflops(total)}; "
                     f"full bar: busiest core, {tflops(grid.flops_top)})")
         if grid.own_cores_only:
             cores = grid.cores_counted

@@ -172,8 +172,13 @@ class MemorySummaryView(LineWidget):
         host += [(name, human_bytes(s.host.get(key))) for key, name in HOST_CATEGORIES]
         device = [("Total", human_bytes(s.device_total))]
         device += [(name, human_bytes(s.device.get(key))) for key, name in DEVICE_CATEGORIES]
-        return (_pairs_to_lines("Host Used Memory", host, width, 20, head, label)
+        full = (_pairs_to_lines("Host Used Memory", host, width, 20, head, label)
                 + _pairs_to_lines("Device Used Memory", device, width, 20, head, label))
+        # AWS's headings while they cost no line; narrower (80 columns) the short ones save a
+        # line for the memory tree below (the section's title already says "Memory Usage")
+        short = (_pairs_to_lines("Host", host, width, 8, head, label)
+                 + _pairs_to_lines("Device", device, width, 8, head, label))
+        return full if len(full) <= len(short) else short
 
 
 class AppsBar(LineWidget):

@@ -6,29 +6,11 @@ from textual.binding import Binding
 from textual.message import Message
 from textual.strip import Strip
 
-from tui.fmt import core_ranges, fit, human_bytes, per_second, percent, wrap_words
-from tui.procs import COLUMNS, ProcessRow
+from tui.fmt import fit, wrap_words
+from tui.procs import ProcessRow, fit_columns
+from tui.procs import cell_text as _cell
 from tui.ptree import TreeLine
 from tui.widgets.base import LineWidget, strip
-
-
-def _cell(row: ProcessRow, key: str) -> str:
-    value = getattr(row, key)
-    if value is None:
-        return "N/A"
-    if key == "cores":
-        return core_ranges(value)
-    if key in ("device_bytes", "host_bytes"):
-        return human_bytes(value)
-    if key == "vcpu" and value >= 10:  # past 1000 % (ten vCPUs), whole percents as top: 6 cells
-        return percent(value, 0)
-    if key in ("utilization", "vcpu"):
-        return percent(value, 1)
-    if key == "executions_per_second":
-        return per_second(value)
-    if key == "latency_p50":
-        return f"{value * 1000:.2f}ms"
-    return str(value) if value != "" else "ok"
 
 
 class ProcessTable(LineWidget, can_focus=True):
@@ -100,17 +82,10 @@ class ProcessTable(LineWidget, can_focus=True):
         return row.pid, row.tag
 
     def _columns(self, width: int) -> list[tuple[tuple, int]]:
-        """The columns that fit ``width``, dropping the lowest priority first, with their widths;
-        the pod column only when the stream has Kubernetes info; in the tree the tag column grows by
-        the deepest branch drawing."""
-        kept = [c for c in COLUMNS if c[0] != "pod" or any(r.pod is not None for r in self.rows)]
-        if self.parents_tree:
-            grow = max((len(line.prefix) for line in self.parents_tree if line.row), default=0)
-            kept = [(c[0], c[1], c[2] + grow, *c[3:]) if c[0] == "tag" else c for c in kept]
-        while sum(c[2] + 1 for c in kept) + 6 > width and len(kept) > 2:
-            kept.remove(min(kept, key=lambda c: c[4]))
-        fixed = sum(c[2] + 1 for c in kept if c[2])
-        return [(c, c[2] if c[2] else max(6, width - fixed)) for c in kept]
+        """The columns that fit ``width`` (tui.procs.fit_columns); in the tree the tag column
+        grows by the deepest branch drawing."""
+        grow = max((len(line.prefix) for line in self.parents_tree or () if line.row), default=0)
+        return fit_columns(width, self.rows, grow)
 
     def build_lines(self, width: int) -> list[Strip]:
         columns = self._columns(width)

@@ -57,7 +57,8 @@ class ProcessDetailView(LineWidget, can_focus=True):
             return [strip([(f"{pid_text(self.pid)}: waiting for its report…", muted)])]
         row = d.row
         head = (f"{pid_text(row.pid)} · {row.tag} · {len(row.cores)} cores ({core_ranges(row.cores)}) · "
-                f"NC utilization {percent(row.utilization)} · vCPU {vcpu_text(row)}")
+                f"NC utilization {percent(row.utilization)} · "
+                f"vCPU {vcpu_text(row, d.failed.get('neuron_runtime_vcpu_usage', ''))}")
         lines = [strip([(" " + part, self.style_of("detail--head"))])
                  for part in wrap_words(head, width - 1, 2)]
         if self.gone:
@@ -101,12 +102,23 @@ class ProcessDetailView(LineWidget, can_focus=True):
                 lines.append(strip([(head, None), (row, self.style_of("detail--graph"))]))
         return lines
 
+    def _failed(self, d: ProcessDetail, group: str, width: int) -> list[Strip]:
+        """The group's error, where its figures would be (none when it did not fail)."""
+        error = d.failed.get(group)
+        if not error:
+            return []
+        return [strip([("  " + part, self.style_of("detail--error"))])
+                for part in wrap_words(f"{group} failed: {error}", width - 2, 2)]
+
+    def _missing(self, group: str) -> Strip:
+        return strip([(f"  no {group} for this runtime", self.style_of("detail--muted"))])
+
     def _cores(self, d: ProcessDetail, width: int) -> list[Strip]:
         lines = [self._section("Cores", width)]
         cells = [f"NC{core:<3} {percent(util):>7} {tflops(flops):>9}" for core, util, flops in d.cores]
         if not cells:
-            return lines + [strip([("  no neuroncore_counters for this runtime", self.style_of(
-                "detail--muted"))])]
+            return lines + (self._failed(d, "neuroncore_counters", width)
+                            or [self._missing("neuroncore_counters")])
         per_line = max(1, width // 26)
         for start in range(0, len(cells), per_line):
             lines.append(strip([("  " + "   ".join(cells[start:start + per_line]), None)]))
@@ -114,12 +126,14 @@ class ProcessDetailView(LineWidget, can_focus=True):
 
     def _memory(self, d: ProcessDetail, width: int) -> list[Strip]:
         lines = [self._section("Memory", width)]
-        device_total = sum(v for _, v in d.device_memory)
-        host_total = sum(v for _, v in d.host_memory)
-        for name, total, parts in (("Device", device_total, d.device_memory),
-                                   ("Host", host_total, d.host_memory)):
-            text = f"{name:<8}Total {human_bytes(total)} · " + " · ".join(
-                f"{label} {human_bytes(value)}" for label, value in parts)
+        if d.row.device_bytes is None:   # the group failed, or the stream lacks it
+            return lines + (self._failed(d, "memory_used", width) or [self._missing("memory_used")])
+        # The totals are the runtime's reported ones (the table's): the per-core categories
+        # need not add up to them (a runtime holds memory outside its cores' breakdown).
+        for name, total, parts in (("Device", d.row.device_bytes, d.device_memory),
+                                   ("Host", d.row.host_bytes, d.host_memory)):
+            text = f"{name:<8}Total {human_bytes(total)}" + "".join(
+                f" · {label} {human_bytes(value)}" for label, value in parts)
             lines += [strip([("  " + part, None)]) for part in wrap_words(text, width - 2, 2)]
         if d.models is None:
             lines.append(strip([("  loaded models: not in this stream",
@@ -132,9 +146,12 @@ class ProcessDetailView(LineWidget, can_focus=True):
     def _executions(self, d: ProcessDetail, width: int) -> list[Strip]:
         period = d.period if d.period > 0 else 1.0
         lines = [self._section(f"Executions in the last {period:.1f}s", width)]
+        if d.row.executions_per_second is None:   # no counts to read: no "errors: none" either
+            return lines + (self._failed(d, "execution_stats", width)
+                            or [self._missing("execution_stats")])
         total = sum(v for _, v in d.statuses)
         text = f"{per_second(total / period)} · " + " · ".join(
-            f"{name} {count}" for name, count in d.statuses) if d.statuses else "no execution_stats"
+            f"{name} {count}" for name, count in d.statuses)
         lines += [strip([("  " + part, None)]) for part in wrap_words(text, width - 2, 2)]
         if d.latency:
             lines.append(strip([("  latency " + " · ".join(
@@ -147,10 +164,11 @@ class ProcessDetailView(LineWidget, can_focus=True):
         return lines
 
 
-def vcpu_text(row: ProcessRow) -> str:
-    """The stream's share of the host, and top's share of one vCPU where the count is known."""
+def vcpu_text(row: ProcessRow, error: str = "") -> str:
+    """The stream's share of the host, and top's share of one vCPU where the count is known;
+    ``error``: why the runtime's vCPU group has no reading."""
     if row.vcpu_host is None:
-        return "N/A"
+        return f"N/A (failed: {error})" if error else "N/A"
     host = f"{percent(row.vcpu_host)} of the host"
     return host if row.vcpu is None else f"{host} ({percent(row.vcpu, 1)} of one)"
 
