@@ -113,10 +113,21 @@ class Program:
         ow = (w + 2 * pad - kw) // stride + 1
         if oh <= 0 or ow <= 0:
             raise SpecError(f"conv2d kernel {kh}x{kw} does not fit input {h}x{w} with pad {pad}")
-        first = self._add("im2col", f"{name or 'conv2d'}.im2col", deps,
-                          elements=batch * oh * ow * cin * kh * kw, dtype=dtype)
-        return self.matmul(batch * oh * ow, cin * kh * kw, cout, dtype, name=name or "conv2d",
-                           deps=(first,))
+        return self.conv(batch * oh * ow, cin * kh * kw, cout, dtype, name=name or "conv2d",
+                         deps=deps)
+
+    def conv(self, rows: int, patch: int, cout: int, dtype: str = "bf16", *, groups: int = 1,
+             scatter: bool = False, name: str | None = None,
+             deps: tuple[int, ...] | None = None) -> int:
+        """A convolution of any rank as a strided DMA and a matmul per group, [rows, patch] @
+        [patch, cout]: `rows` positions (batch x spatial), `patch` elements each. A normal one
+        gathers its input patches (im2col); a transposed one (`scatter`) multiplies each input
+        position by the kernel and scatters the products into the output (col2im)."""
+        moved = rows * (cout if scatter else patch) * groups
+        first = self._add("im2col", f"{name or 'conv'}.{'col2im' if scatter else 'im2col'}", deps,
+                          elements=_positive("elements", moved), dtype=dtype)
+        return self.matmul(rows, patch, cout, dtype, batch=groups, weights=groups == 1,
+                           name=name or "conv", deps=(first,))
 
     def attention(self, batch: int, q_rows: int, kv_len: int, head_dim: int, dtype: str = "bf16", *,
                   causal: bool = False, backward: bool = False, name: str | None = None,
@@ -137,12 +148,23 @@ class Program:
         return self._add("activation", name or func, deps, func=func,
                          elements=_positive("elements", elements), dtype=dtype, inputs=inputs)
 
-    def binary(self, func: str, elements: int, dtype: str = "bf16", *, name: str | None = None,
+    def binary(self, func: str, elements: int, dtype: str = "bf16", *, operands: int = 2,
+               out_dtype: str | None = None, name: str | None = None,
                deps: tuple[int, ...] | None = None) -> int:
+        """`operands`: tensors read element by element, 2, or 1 when the other operand is a
+        scalar or broadcast (VectorE tensor_scalar). `out_dtype`: the result's, when not `dtype`
+        (a comparison's mask)."""
         if func not in BINARY:
             raise SpecError(f"unknown binary op {func!r}; allowed: {', '.join(BINARY)}")
+        if operands not in (1, 2):
+            raise SpecError(f"a binary op reads 1 or 2 tensors, got {operands!r}")
+        # only what differs from a plain tensor-tensor op is a parameter: ops without them keep
+        # their cache keys (and lowering)
+        extra: dict[str, Any] = {"operands": 1} if operands == 1 else {}
+        if out_dtype and get_dtype(out_dtype).name != get_dtype(dtype).name:
+            extra["out_dtype"] = get_dtype(out_dtype).name
         return self._add("binary", name or func, deps, func=func,
-                         elements=_positive("elements", elements), dtype=dtype)
+                         elements=_positive("elements", elements), dtype=dtype, **extra)
 
     def cast(self, elements: int, src: str, dst: str, *, name: str | None = None,
              deps: tuple[int, ...] | None = None) -> int:

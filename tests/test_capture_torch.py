@@ -59,7 +59,12 @@ def test_profile_has_steps_phases_modules_and_host_track(captured):
     assert steps["detailed"].tolist() == [0] * 6 + [1, 1]
     ops = prof.table("ops")
     phases = {PHASES[p] for p in ops["phase"].tolist()}
-    assert phases == {"forward", "backward", "optimizer"}
+    assert phases == {"forward", "backward", "optimizer", "other"}
+    # outside the forward pass: the parameters' init, and every step's batch built before it
+    other = ops["phase"] == PHASES.index("other")
+    assert "aten::uniform_" in prof.text(ops["name_s"][other & (ops["step"] == 1)])
+    assert {int(s) for s, n in zip(ops["step"][other], prof.text(ops["name_s"][other]))
+            if n == "aten::cat"} == set(range(1, 9))
     names = set(prof.text(ops["name_s"]))
     assert RECORDED[recorder] <= names
     modules = set(prof.text(ops["module_s"][ops["phase"] == PHASES.index("backward")]))
@@ -99,6 +104,22 @@ def test_an_fp32_linear_reads_and_writes_its_tensors_at_their_width(auto_cast, c
     (op,) = prog.ops
     assert (op.kind, op.get("dtype"), op.get("out_dtype")) == ("matmul", compute, stored)
     assert (op.get("left_dtype") or compute, op.get("right_dtype") or compute) == (stored, stored)
+
+
+@pytest.mark.parametrize("dtype, auto_cast, nbytes", [
+    ("torch.float32", "matmult", 4096), ("torch.float32", "all", 2048),
+    ("torch.int64", "all", 4096),        # integers are never auto-cast (int64 runs as int32)
+    ("torch.float8_e4m3fn", "none", 1024), ("torch.bool", "none", 1024)])
+def test_a_collective_moves_its_elements_at_their_width(dtype, auto_cast, nbytes):
+    from device_model import instance
+    from device_model.program import Program
+    from device_model.workloads.micro import place_ranks
+    from profiler.capture.aten_map import AtenCall, add_call
+    prog = Program()
+    add_call(prog, AtenCall("allreduce_", "c10d", ((1024,),), dtype, 0), auto_cast,
+             place_ranks(instance("trn2.48xlarge"), 2))
+    (op,) = prog.ops
+    assert op.get("bytes") == nbytes
 
 
 def test_softmax_backward_is_one_op_reading_the_output_and_its_gradient():

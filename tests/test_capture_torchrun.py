@@ -188,6 +188,24 @@ def test_part_file_round_trip(tmp_path):
         load_part(part_path(tmp_path, 3))
 
 
+def test_part_file_keeps_nested_call_details(tmp_path):
+    """A convolution's geometry (tuples in a tuple) and a cast's result dtype come back as
+    recorded, so the mapping of a worker's part matches an in-process recording's."""
+    import threading
+    from profiler.capture.recorders import start_recorder
+    rec = start_recorder("python")
+    try:
+        with torch.no_grad():
+            torch.nn.functional.conv2d(torch.randn(1, 2, 8, 8), torch.randn(4, 2, 3, 3), padding=1)
+            torch.randn(8).to(torch.bfloat16)
+    finally:
+        recording = rec.stop()
+    part = RankPart(0, 0, 1, os.getpid(), 0, threading.get_ident(), recording)
+    back = load_part(save_part(tmp_path, part))
+    assert back.recording.sigs == recording.sigs
+    assert {c.name: c for c in back.recording.sigs}["_to_copy"].out_dtype == "torch.bfloat16"
+
+
 def test_rank_that_wrote_nothing_is_left_out_with_a_note(tmp_path, capsys):
     import argparse
     import threading

@@ -79,15 +79,22 @@ def lower_activation(op: Op, ctx: CoreContext) -> list[Stage]:
 def lower_binary(op: Op, ctx: CoreContext) -> list[Stage]:
     dev, c = ctx.device, ctx.costs
     dt = get_dtype(op.get("dtype"))
+    out = get_dtype(op.get("out_dtype") or dt.name)
     free = _tiled(_shard(op.get("elements"), ctx), ctx)
+    elems = free * PARTITIONS
+    if op.get("operands", 2) == 1:        # tensor_scalar: one operand streamed, as a copy is
+        speed = dev.vector_bf16_copy_speedup if dt.name in BF16_LIKE else 1.0
+        ts = _engine_stage(L_DVE, "TENSOR_SCALAR", np.maximum(c.min_ii_cycles, free / speed),
+                           dev.vector_hz, ctx, (), sbuf_r=elems * dt.bytes,
+                           sbuf_w=elems * out.bytes)
+        return _io(free, [dt.bytes], out.bytes, ctx, [ts], resident=_resident(op))
     if dt.name in BF16_LIKE and op.get("func") in ("add", "sub", "mul"):
         cyc = np.maximum(c.min_ii_cycles, free / dev.vector_bf16_tt_speedup)   # N8', N1 perf mode
     else:
         cyc = np.maximum(c.min_ii_cycles, 2 * free)                            # N8'
-    elems = free * PARTITIONS
     tt = _engine_stage(L_DVE, "TENSOR_TENSOR", cyc, dev.vector_hz, ctx, (),
-                       sbuf_r=2 * elems * dt.bytes, sbuf_w=elems * dt.bytes)
-    return _io(free, [dt.bytes, dt.bytes], dt.bytes, ctx, [tt], resident=_resident(op))
+                       sbuf_r=2 * elems * dt.bytes, sbuf_w=elems * out.bytes)
+    return _io(free, [dt.bytes, dt.bytes], out.bytes, ctx, [tt], resident=_resident(op))
 
 
 def lower_cast(op: Op, ctx: CoreContext) -> list[Stage]:

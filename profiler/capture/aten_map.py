@@ -1,7 +1,8 @@
 """Maps recorded aten operators onto the chip model's Program builders.
 
 mm/addmm/bmm/linear/convolution -> TensorE matmuls; elementwise -> ScalarE activations or VectorE
-binaries; softmax, layer norm and attention as composites; reductions -> VectorE; copies -> DMA;
+binaries; softmax, layer norm and attention as composites; reductions -> VectorE; copies -> DMA
+(a VectorE conversion when the dtype changes); fused optimizers -> one pass over their tensors;
 torch.distributed collectives -> collectives. Views and other metadata-only ops cost nothing.
 """
 from __future__ import annotations
@@ -34,7 +35,8 @@ BINARY = {"add": "add", "add_": "add", "sub": "sub", "sub_": "sub", "rsub": "sub
           "_foreach_addcmul_": "mul", "_foreach_addcdiv_": "div", "_foreach_sqrt": "mul",
           "_foreach_lerp_": "add", "_foreach_sub_": "sub", "_foreach_add": "add", "_foreach_mul": "mul"}
 REDUCE = frozenset("sum mean amax amin max min var std var_mean norm argmax argmin nll_loss_forward "
-                   "nll_loss_backward nll_loss2d_forward any all logsumexp".split())
+                   "nll_loss_backward nll_loss2d_forward any all logsumexp linalg_vector_norm "
+                   "_foreach_norm".split())
 COPIES = frozenset("copy_ clone _to_copy contiguous cat stack index_select gather scatter scatter_add "
                    "index index_put_ _index_put_impl_ embedding_dense_backward repeat tril triu "
                    "constant_pad_nd arange _copy_from".split())
@@ -52,13 +54,44 @@ COLLECTIVES = {"allreduce_": "all_reduce", "all_reduce": "all_reduce", "allgathe
                "gather_": "all_gather", "scatter_": "all_gather"}
 # Operators add_call maps whole through its own branch (matmuls, convolutions, softmax, norms,
 # attention, embedding): a recorder that sees nested calls keeps these and not what they call.
+# conv1d/conv2d/conv3d/conv_transpose*d are left to their callee `convolution`, which carries
+# every argument the mapping needs (padding, dilation, groups, transposed) in one layout.
 WHOLE_OPS = frozenset("""mm addmm bmm baddbmm linear matmul _scaled_mm addmm_ convolution
-convolution_backward _convolution conv2d _softmax softmax _log_softmax log_softmax _softmax_backward_data
+convolution_backward _convolution _softmax softmax _log_softmax log_softmax _softmax_backward_data
 _log_softmax_backward_data native_layer_norm layer_norm native_layer_norm_backward rms_norm _fused_rms_norm
 native_batch_norm _native_batch_norm_legit native_group_norm group_norm embedding
 scaled_dot_product_attention""".split())
+CONVOLUTIONS = frozenset(("convolution", "_convolution", "convolution_backward"))
+# One kernel updating every parameter of the lists it is given: param, grad, then state lists
+FUSED_OPTIMIZERS = frozenset(("_fused_adam_", "_fused_adamw_", "_fused_sgd_", "_fused_adagrad_"))
+COMPARISONS = frozenset(("eq", "ne", "gt", "lt", "ge", "le"))   # their result is a bool mask
+# Where an attention operator's causal flag sits among its arguments (custom_mask_type for the
+# memory-efficient kernels: non-zero is causal), in its default overload; tests check it against
+# torch's schemas. Recorders name no overload: another one (FP8's `.quantized`) reads as non-causal.
+ATTENTION_CAUSAL = {"scaled_dot_product_attention": 5, "_scaled_dot_product_attention_math": 5,
+                    "_scaled_dot_product_flash_attention": 4,
+                    "_scaled_dot_product_flash_attention_backward": 11,
+                    "_scaled_dot_product_flash_attention_for_cpu": 4,
+                    "_scaled_dot_product_flash_attention_for_cpu_backward": 7,
+                    "_scaled_dot_product_efficient_attention": 6,
+                    "_scaled_dot_product_efficient_attention_backward": 11,
+                    "_scaled_dot_product_cudnn_attention": 6,
+                    "_scaled_dot_product_cudnn_attention_backward": 14,
+                    "_scaled_dot_product_fused_attention_overrideable": 5,
+                    "_scaled_dot_product_fused_attention_overrideable_backward": 13,
+                    "_flash_attention_forward": 8, "_flash_attention_backward": 11,
+                    "_efficient_attention_forward": 9, "_efficient_attention_backward": 14}
+# torch dtype -> the chip dtype it runs as. The chip has no FP64, and the model no integer types:
+# an integer runs at the width of the float type of its size, int64 as int32 (neuronx-cc's
+# default, --native-int64=disabled, downcasts it), a bool as a byte.
 DTYPES = {"torch.float32": "fp32", "torch.bfloat16": "bf16", "torch.float16": "fp16",
-          "torch.float8_e4m3fn": "fp8", "torch.float8_e5m2": "fp8", "torch.float64": "fp32"}
+          "torch.float8_e4m3fn": "fp8", "torch.float8_e5m2": "fp8", "torch.float8_e4m3fnuz": "fp8",
+          "torch.float8_e5m2fnuz": "fp8", "torch.float64": "fp32",
+          "torch.int64": "fp32", "torch.int32": "fp32", "torch.uint32": "fp32",
+          "torch.int16": "fp16", "torch.uint16": "fp16",
+          "torch.int8": "int8", "torch.uint8": "int8", "torch.bool": "int8"}
+WIDTH = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}     # bytes per element
+PARTITIONS = 128                     # SBUF partitions: rows a VectorE instruction works on at once
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,9 +100,10 @@ class AtenCall:
     name: str                      # overload packet name, e.g. "mm"
     namespace: str                 # "aten", "c10d", ...
     shapes: tuple[tuple[int, ...], ...]
-    dtype: str                     # torch dtype string of the first floating tensor argument
+    dtype: str                     # torch dtype of the first floating tensor argument (or tensor)
     out_numel: int
-    extra: tuple = ()              # convolution stride/padding, list lengths of foreach ops
+    extra: tuple = ()              # convolution geometry, attention causality, else first int list
+    out_dtype: str = ""            # the result's torch dtype when not `dtype` ("": the same)
 
     @property
     def label(self) -> str:
@@ -78,8 +112,11 @@ class AtenCall:
 
 
 def chip_dtype(torch_dtype: str, auto_cast: str, matmul: bool) -> str:
+    """What a tensor of `torch_dtype` runs as; auto-cast turns FP32 floats (never integers)
+    into BF16."""
     base = DTYPES.get(torch_dtype, "bf16")
-    if base == "fp32" and (auto_cast == "all" or (auto_cast == "matmult" and matmul)):
+    floating = torch_dtype.startswith("torch.float")
+    if base == "fp32" and floating and (auto_cast == "all" or (auto_cast == "matmult" and matmul)):
         return "bf16"
     return base
 
@@ -101,15 +138,16 @@ def add_call(prog: Program, call: AtenCall, auto_cast: str, group: CollectiveGro
     label = call.label
     mm_dtype = chip_dtype(call.dtype, auto_cast, True)
     dtype = chip_dtype(call.dtype, auto_cast, False)
+    out_dtype = chip_dtype(call.out_dtype or call.dtype, auto_cast, False)
     s = call.shapes
     if call.namespace == "c10d" or name in COLLECTIVES:
         kind = COLLECTIVES.get(name)
         if kind and group is not None and group.ranks > 1:
-            nbytes = max(1, _elements(call) * (4 if dtype == "fp32" else 2))
+            nbytes = max(1, _elements(call) * WIDTH[dtype])
             prog.collective(kind, nbytes, group, dtype=dtype, name=label)
     elif name in ("mm", "addmm", "bmm", "baddbmm", "linear", "matmul", "_scaled_mm", "addmm_"):
         _matmul(prog, name, s, mm_dtype, label, stored=dtype)
-    elif name in ("convolution", "convolution_backward", "_convolution", "conv2d"):
+    elif name in CONVOLUTIONS:
         _conv(prog, s, call.extra, mm_dtype, label, backward=name == "convolution_backward")
     elif name in ("_softmax", "softmax", "_log_softmax", "log_softmax", "_softmax_backward_data",
                   "_log_softmax_backward_data"):
@@ -123,25 +161,24 @@ def add_call(prog: Program, call: AtenCall, auto_cast: str, group: CollectiveGro
         hidden = shape[-1] if shape else 1
         prog.layernorm(max(1, _prod(shape) // max(1, hidden)), max(1, hidden), dtype,
                        rms="rms" in name, name=label)
-    elif "scaled_dot_product" in name or "flash_attention" in name:
-        _attention(prog, s, mm_dtype, dtype, label, backward="backward" in name)
+    elif "scaled_dot_product" in name or "flash_attention" in name or "efficient_attention" in name:
+        _attention(prog, s, call.extra, mm_dtype, dtype, label, backward="backward" in name)
     elif name == "embedding":
         tokens = _prod(s[1]) if len(s) > 1 else 1
         hidden = s[0][-1] if s and s[0] else 1
         prog.embedding(max(1, tokens), max(1, hidden), dtype, name=label)
+    elif name in FUSED_OPTIMIZERS:
+        _fused_optimizer(prog, s, dtype, label)
     elif name in VIEWS:
         pass
     elif name in UNARY:
         prog.activation(UNARY[name], _elements(call), dtype, name=label)
     elif name in BINARY:
-        prog.binary(BINARY[name], _elements(call), dtype, name=label)
+        _binary(prog, BINARY[name], call, dtype, out_dtype, label)
     elif name in REDUCE:
-        shape = s[0] if s else (1,)
-        cols = shape[-1] if shape else 1
-        prog.reduce(max(1, _prod(shape) // max(1, cols)), max(1, cols), dtype, name=label)
+        _reduce(prog, s[0] if s else (1,), dtype, label)
     elif name in COPIES:
-        nbytes = _elements(call) * (4 if dtype == "fp32" else 2)
-        prog.dma(max(1, nbytes), direction="copy", name=label)
+        _copy(prog, _elements(call), dtype, out_dtype, label)
     elif call.out_numel > 0:
         prog.activation("copy", call.out_numel, dtype, name=label)      # unknown: one VectorE pass
     return len(prog.ops) - before
@@ -158,38 +195,149 @@ def _matmul(prog: Program, name: str, s, dtype: str, label: str, stored: str) ->
     a, b = s[0], s[1]
     if name == "linear":                          # input [..., k], weight [n, k]
         prog.matmul(max(1, _prod(a[:-1])), a[-1], b[0], dtype, name=label, **kw)
-    elif name in ("bmm", "baddbmm") and len(a) == 3 and len(b) == 3:
-        prog.matmul(a[1], a[2], b[2], dtype, batch=a[0], weights=False, name=label, **kw)
-    elif len(a) >= 2 and len(b) >= 2:
-        prog.matmul(max(1, _prod(a[:-1])), a[-1], b[-1], dtype, batch=max(1, _prod(b[:-2])),
-                    weights=len(b) == 2, name=label, **kw)
+        return
+    a = a if len(a) > 1 else (1, *a)              # torch.matmul's vectors: a row, a column
+    b = b if len(b) > 1 else (*b, 1)
+    if len(b) == 2:                               # [..., m, k] @ [k, n]: the batch folds into m
+        prog.matmul(max(1, _prod(a[:-1])), a[-1], b[-1], dtype, name=label, **kw)
+    else:                                         # batch dims broadcast against each other
+        batch = _prod(_broadcast(a[:-2], b[:-2]))
+        prog.matmul(a[-2], a[-1], b[-1], dtype, batch=max(1, batch), weights=False, name=label,
+                    **kw)
+
+
+def _broadcast(a, b) -> tuple[int, ...]:
+    n = max(len(a), len(b))
+    a, b = (1,) * (n - len(a)) + tuple(a), (1,) * (n - len(b)) + tuple(b)
+    return tuple(max(x, y) for x, y in zip(a, b))
 
 
 def _conv(prog: Program, s, extra, dtype: str, label: str, backward: bool) -> None:
-    shapes = s[1:] if backward else s                # backward: (grad_out, input, weight)
-    if len(shapes) < 2 or len(shapes[0]) != 4 or len(shapes[1]) != 4:
+    """Any rank, groups and dilation. A convolution does 2 x positions x Cout x Cin/groups x
+    kernel taps FLOPs over its output positions; a transposed one is the gradient of a normal
+    one, so its FLOPs follow its input positions. convolution_backward makes the gradients its
+    output_mask asks for: input and weight, each as costly as the forward, and the bias's as a
+    reduction of grad_output."""
+    x, w = (s[1:3] if backward else s[:2]) if len(s) >= 2 + backward else ((), ())
+    if len(x) < 3 or len(w) != len(x) or (backward and len(s[0]) != len(x)):
         return
-    (n, c, h, w), (o, _, kh, kw) = shapes[0], shapes[1]
-    stride, pad = (extra + (1, 0))[:2] if extra else (1, 0)
-    for _ in range(2 if backward else 1):            # input grad and weight grad
-        prog.conv2d(n, c, h, w, o, kh, kw, stride=stride, pad=pad, dtype=dtype, name=label)
+    stride, pad, dilation, transposed, _, groups, mask = _conv_params(extra, len(x) - 2)
+    taps = _prod(w[2:])
+    if transposed:                                # weight [Cin, Cout/groups, kernel...]
+        rows, patch, cols = x[0] * _prod(x[2:]), w[0] // groups, w[1] * taps
+    else:                                         # weight [Cout, Cin/groups, kernel...]
+        out = s[0][2:] if backward else [(i + 2 * p - d * (k - 1) - 1) // st + 1 for i, k, st, p, d
+                                         in zip(x[2:], w[2:], stride, pad, dilation)]
+        rows, patch, cols = x[0] * _prod(out), w[1] * taps, w[0] // groups
+    if min(rows, patch, cols) <= 0:
+        return
+    for _ in range(mask[0] + mask[1] if backward else 1):
+        prog.conv(rows, patch, cols, dtype, groups=groups, scatter=transposed, name=label)
+    if backward and mask[2]:
+        g = s[0]                                  # [N, Cout, positions...]: a sum per channel
+        prog.reduce(g[1], max(1, _prod(g) // g[1]), dtype, name=f"{label}.bias")
 
 
-def _attention(prog: Program, s, mm_dtype: str, dtype: str, label: str, backward: bool) -> None:
-    if not s or len(s[0]) < 2:
+def _conv_params(extra, dims: int) -> tuple:
+    """(stride, padding, dilation, transposed, output_padding, groups, output_mask) from
+    conv_extra, each list as long as the spatial dims (torch writes `[2]` for `[2, 2]`)."""
+    stride, pad, dilation, transposed, out_pad, groups, mask = (tuple(extra) + (None,) * 7)[:7]
+
+    def spread(v, default):
+        v = tuple(v or ()) or (default,)
+        return v * dims if len(v) == 1 else v
+    return (spread(stride, 1), spread(pad, 0), spread(dilation, 1), bool(transposed),
+            spread(out_pad, 0), max(1, groups or 1), tuple(mask or (1, 1, 0)))
+
+
+def _attention(prog: Program, s, extra, mm_dtype: str, dtype: str, label: str,
+               backward: bool) -> None:
+    """Unfused, as neuronx-cc compiles the decomposed graph: Q K^T, softmax, P V, each matmul
+    over every score (a causal mask is a pass of the softmax's, not skipped tiles); the backward
+    is twice that. Its arguments start with grad_output, then query, key, value."""
+    q_at = 1 if backward else 0
+    if len(s) < q_at + 1 or len(s[q_at]) < 2:
         return
-    q = s[0]
-    k_len = s[1][-2] if len(s) > 1 and len(s[1]) >= 2 else q[-2]
-    batch, seq, d = _prod(q[:-2]), q[-2], q[-1]
+    q = s[q_at]
+    k = s[q_at + 1] if len(s) > q_at + 1 and len(s[q_at + 1]) >= 2 else q
+    batch, seq, d, k_len = _prod(q[:-2]), q[-2], q[-1], k[-2]
+    causal = bool(extra and extra[0])
     kw = {"left_dtype": dtype, "right_dtype": dtype, "out_dtype": dtype}
     for _ in range(2 if backward else 1):
         prog.matmul(seq, d, k_len, mm_dtype, batch=batch, weights=False, name=f"{label}.qk", **kw)
-        prog.softmax(batch * seq, k_len, dtype, name=f"{label}.softmax")
+        prog.softmax(batch * seq, k_len, dtype, causal=causal, name=f"{label}.softmax")
         prog.matmul(seq, k_len, d, mm_dtype, batch=batch, weights=False, name=f"{label}.pv", **kw)
 
 
+def _fused_optimizer(prog: Program, s, dtype: str, label: str) -> None:
+    """One pass over every parameter element: the parameter, gradient and state lists (those
+    the parameters' size, first in the arguments) are read, and all but the gradient written
+    back. One ScalarE pass stands for the kernel's few elementwise instructions, which its HBM
+    traffic outweighs."""
+    lists = next((i for i, shape in enumerate(s) if shape != s[0]), len(s))
+    if lists < 2:
+        return
+    elements = _prod(s[0])
+    prog.activation("copy", elements, dtype, inputs=lists, name=label)     # writes the parameter
+    if lists > 2:
+        prog.dma(elements * WIDTH[dtype] * (lists - 2), direction="store", name=f"{label}.state")
+
+
+def _binary(prog: Program, func: str, call: AtenCall, dtype: str, out_dtype: str,
+            label: str) -> None:
+    """An operand smaller than the result (a scalar, a broadcast bias) is read once, not per
+    element: with one full-size operand the op reads one tensor."""
+    elements = _elements(call)
+    full = sum(_prod(shape) == elements for shape in call.shapes[:2])
+    prog.binary(func, elements, dtype, operands=1 if full == 1 else 2, out_dtype=out_dtype,
+                name=label)
+
+
+def _reduce(prog: Program, shape, dtype: str, label: str) -> None:
+    """Rows on partitions, each reduced along the free axis. Fewer rows than partitions (a whole
+    tensor's sum) are split into partial rows, as a kernel lays them out; one row would be
+    done by one partition, and at LNC=2 by both physical cores. The partial sums are written
+    (their final cross-partition add is not costed)."""
+    cols = max(1, shape[-1] if shape else 1)
+    rows = max(1, _prod(shape) // cols)
+    split = 1
+    if rows < PARTITIONS:
+        split = max(d for d in range(1, min(cols, PARTITIONS // rows) + 1) if cols % d == 0)
+    prog.reduce(rows * split, cols // split, dtype, name=label)
+
+
+def _copy(prog: Program, elements: int, src: str, dst: str, label: str) -> None:
+    """A copy moves bytes by DMA; one that changes the width (`x.to(torch.bfloat16)`) converts on
+    VectorE, reading at the source's width and writing at the result's."""
+    if WIDTH[src] != WIDTH[dst]:
+        prog.cast(max(1, elements), src, dst, name=label)
+    else:
+        prog.dma(max(1, elements * WIDTH[dst]), direction="copy", name=label)
+
+
+def _ints(v) -> tuple[int, ...]:
+    return tuple(int(x) for x in v) if isinstance(v, (list, tuple)) else ()
+
+
 def conv_extra(name: str, args) -> tuple:
-    """Stride and padding of a convolution call, from its positional arguments."""
-    stride = args[3] if name == "convolution" else args[4]
-    padding = args[4] if name == "convolution" else args[5]
-    return (int(stride[0]) if stride else 1, int(padding[0]) if padding else 0)
+    """(stride, padding, dilation, transposed, output_padding, groups, output_mask) of a
+    convolution call from its positional arguments: convolution(input, weight, bias, stride,
+    padding, dilation, transposed, output_padding, groups), convolution_backward(grad_output,
+    input, weight, bias_sizes, the same ..., output_mask)."""
+    at = 4 if name == "convolution_backward" else 3
+    a = list(args) + [None] * 8
+    groups = a[at + 5] if isinstance(a[at + 5], int) else 1
+    return (_ints(a[at]), _ints(a[at + 1]), _ints(a[at + 2]), int(bool(a[at + 3])),
+            _ints(a[at + 4]), int(groups), _ints(a[at + 6]) if at == 4 else ())
+
+
+def call_extra(name: str, args) -> tuple | None:
+    """What the mapping needs of a call beyond shapes and dtypes, from its arguments in
+    schema order (both recorders); None: the recorder's default (its first int list)."""
+    if name in CONVOLUTIONS and len(args) > 5:
+        return conv_extra(name, args)
+    at = ATTENTION_CAUSAL.get(name)
+    if at is not None:
+        flag = args[at] if len(args) > at else 0          # the Python recorder drops defaults
+        return (int(bool(flag)) if isinstance(flag, (bool, int)) else 0,)
+    return None

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import math
 
 import numpy as np
 
-from .aten_map import BINARY, COLLECTIVES, COPIES, REDUCE, UNARY, VIEWS, WHOLE_OPS, AtenCall, conv_extra
+from .aten_map import (BINARY, COLLECTIVES, COMPARISONS, COPIES, REDUCE, UNARY, VIEWS, WHOLE_OPS,
+                       AtenCall, call_extra)
 from .native.build import NativeUnavailable, load
 from .recording import COLUMNS, Recording, RecorderBase
 
@@ -22,12 +24,15 @@ RECORD = np.dtype([("t0", "<i8"), ("t1", "<i8"), ("seq", "<i8"), ("node_seq", "<
 MAPPED, SKIP = 1, 2
 COLLECT_EVERY = 256                  # steps between moves of records out of the library
 # Tags of recorder.cpp's signature encoding.
-T_NONE, T_TENSOR, T_TENSORS, T_INTS, T_INT, T_DOUBLE, T_BOOL, T_OTHER = range(8)
-# c10::ScalarType numbering (c10/core/ScalarType.h); only floating types matter to the mapping.
-SCALAR_TYPES = {5: "torch.float16", 6: "torch.float32", 7: "torch.float64", 15: "torch.bfloat16",
-                23: "torch.float8_e5m2", 24: "torch.float8_e4m3fn", 25: "torch.float8_e5m2fnuz",
-                26: "torch.float8_e4m3fnuz"}
-FLOATING = frozenset(SCALAR_TYPES)
+T_NONE, T_TENSOR, T_TENSORS, T_INTS, T_INT, T_DOUBLE, T_BOOL, T_OTHER, T_OPT_TENSORS = range(9)
+# c10::ScalarType numbering (c10/core/ScalarType.h)
+FLOAT_TYPES = {5: "torch.float16", 6: "torch.float32", 7: "torch.float64", 15: "torch.bfloat16",
+               23: "torch.float8_e5m2", 24: "torch.float8_e4m3fn", 25: "torch.float8_e5m2fnuz",
+               26: "torch.float8_e4m3fnuz"}
+SCALAR_TYPES = {0: "torch.uint8", 1: "torch.int8", 2: "torch.int16", 3: "torch.int32",
+                4: "torch.int64", 11: "torch.bool", **FLOAT_TYPES}
+FLOATING = frozenset(FLOAT_TYPES)
+MASKS = frozenset((0, 11))           # uint8 and bool index tensors select by mask
 
 
 @functools.lru_cache(maxsize=1)
@@ -59,8 +64,9 @@ def _composite(has_kernel, name: str) -> bool:
 
 
 def decode_args(key: np.ndarray, pos: int, n_args: int) -> list:
-    """Arguments of one signature: ("T", dtype, shape), ("L", dtype, count, numel), tuples of
-    ints, numbers, or None."""
+    """Arguments of one signature: ("T", dtype, shape), ("L", dtype, count, numel), ("I",
+    [(dtype, shape) or None, ...]) for index()'s optional tensors, tuples of ints (bool lists
+    as 0/1), numbers, or None."""
     args = []
     for _ in range(n_args):
         tag = int(key[pos])
@@ -71,12 +77,27 @@ def decode_args(key: np.ndarray, pos: int, n_args: int) -> list:
         elif tag == T_TENSORS:
             args.append(("L", int(key[pos + 1]), int(key[pos + 2]), int(key[pos + 3])))
             pos += 4
+        elif tag == T_OPT_TENSORS:
+            entries, pos = [], pos + 2
+            for _ in range(int(key[pos - 1])):
+                if int(key[pos]) < 0:                   # None: a `:` of the indexing
+                    entries.append(None)
+                    pos += 1
+                else:
+                    ndim = int(key[pos + 1])
+                    shape = tuple(int(d) for d in key[pos + 2:pos + 2 + ndim])
+                    entries.append((int(key[pos]), shape))
+                    pos += 2 + ndim
+            args.append(("I", entries))
         elif tag == T_INTS:
             n = int(key[pos + 1])
             args.append(tuple(int(v) for v in key[pos + 2:pos + 2 + n]))
             pos += 2 + n
-        elif tag in (T_INT, T_DOUBLE, T_BOOL):
+        elif tag in (T_INT, T_BOOL):
             args.append(int(key[pos + 1]))
+            pos += 2
+        elif tag == T_DOUBLE:                           # the double's bits, as an int64
+            args.append(float(key[pos + 1:pos + 2].astype(np.int64).view(np.float64)[0]))
             pos += 2
         else:
             args.append(None)
@@ -86,26 +107,39 @@ def decode_args(key: np.ndarray, pos: int, n_args: int) -> list:
 
 def call_of(label: str, args: list, out_numel: int) -> AtenCall:
     """The AtenCall a signature stands for, with the same reading of arguments as the Python
-    recorder's (shapes of tensors in order, a list's total size, first floating dtype)."""
+    recorder's (shapes of tensors in order, a list's total size, the first floating dtype else
+    the first tensor's). The result's dtype, which the callback does not see, is read from the
+    operator: a comparison's mask, the dtype `_to_copy` is asked for."""
     namespace, _, name = label.rpartition("::")     # a range of no namespace: `detach_`
     if name in VIEWS:
         return AtenCall(name, namespace, (), "", 0)
-    shapes, dtype, extra = [], "", ()
+    shapes, dtypes, extra = [], [], ()
     for a in args:
         if isinstance(a, tuple) and a and a[0] == "T":
             shapes.append(a[2])
-            dtype = dtype or (SCALAR_TYPES[a[1]] if a[1] in FLOATING else "")
+            dtypes.append(a[1])
         elif isinstance(a, tuple) and a and a[0] == "L":
             if a[2]:
                 shapes.append((a[3],))
-                dtype = dtype or (SCALAR_TYPES[a[1]] if a[1] in FLOATING else "")
+                dtypes.append(a[1])
+        elif isinstance(a, tuple) and a and a[0] == "I":
+            defined = [e for e in a[1] if e is not None]
+            if defined:
+                shapes.append((sum(_numel(shape) for _, shape in defined),))
+                dtypes.append(defined[0][0])
         elif isinstance(a, tuple) and a and isinstance(a[0], int) and not extra:
             extra = (a[0],)
-    if name in ("convolution", "convolution_backward") and len(args) > 5:
-        extra = conv_extra(name, args)
+    code = next((d for d in dtypes if d in FLOATING), dtypes[0] if dtypes else 6)
+    dtype = SCALAR_TYPES.get(code, "torch.float32")
+    out_dtype = ""
+    if name in COMPARISONS:
+        out_dtype = "torch.bool"
+    elif name == "_to_copy" and len(args) > 1 and isinstance(args[1], int):
+        out_dtype = SCALAR_TYPES.get(args[1], "")
     if out_numel < 0:
         out_numel = output_size(name, args)
-    return AtenCall(name, namespace, tuple(shapes), dtype or "torch.float32", out_numel, extra)
+    return AtenCall(name, namespace, tuple(shapes), dtype, out_numel,
+                    call_extra(name, args) or extra, "" if out_dtype == dtype else out_dtype)
 
 
 def _numel(shape) -> int:
@@ -121,8 +155,15 @@ def output_size(name: str, args: list) -> int:
     ints = [a for a in args if isinstance(a, tuple) and (not a or isinstance(a[0], int))]
     if name in ("cat", "stack", "_cat") and lists:
         return lists[0][3]
-    if name in ("zeros", "ones", "full", "empty", "rand", "randn") and ints:
+    if name.startswith("_foreach_") and lists:       # a list's elements, not its scalar operand's
+        return lists[0][3]
+    if name in ("zeros", "ones", "full", "empty", "rand", "randn", "randint") and ints:
         return _numel(ints[0])
+    if name == "arange":
+        return _arange_numel(args)
+    if name == "index" and tensors:
+        entries = next((a[1] for a in args if isinstance(a, tuple) and a and a[0] == "I"), [])
+        return _index_numel(tensors[0], entries)
     if name == "repeat" and tensors and ints:
         return _numel(tensors[0]) * _numel(ints[0])
     if name == "constant_pad_nd" and tensors and ints:
@@ -148,6 +189,42 @@ def output_size(name: str, args: list) -> int:
         return _numel(np.broadcast_shapes(*tensors))
     except ValueError:                               # not elementwise: the largest argument
         return max(_numel(t) for t in tensors)
+
+
+def _arange_numel(args: list) -> int:
+    """arange(end, ...), .start(start, end, ...), .start_step(start, end, step, ...) and the out=
+    forms, told apart by their argument counts."""
+    count = {5: 1, 2: 1, 6: 2, 7: 3, 4: 3}.get(len(args), 0)
+    nums = args[:count]
+    if not count or not all(isinstance(v, (int, float)) for v in nums):
+        return 0
+    start, end, step = ((0, nums[0], 1) if count == 1 else (nums[0], nums[1], 1) if count == 2
+                        else tuple(nums))
+    return max(0, math.ceil((end - start) / step)) if step else 0
+
+
+def _index_numel(shape: tuple[int, ...], entries: list) -> int:
+    """x[i0, :, i2]: the index tensors' broadcast shape stands for the dims they index, the
+    other dims are kept. A mask (bool or uint8) indexes as many dims as it has, and selects at
+    most all of their elements (how many are true is not known from the arguments)."""
+    index_shapes, kept, dim = [], 1, 0
+    for e in entries:
+        if e is None:
+            kept *= shape[dim] if dim < len(shape) else 1
+            dim += 1
+        elif e[0] in MASKS:
+            index_shapes.append((_numel(e[1]),))
+            dim += max(1, len(e[1]))
+        else:
+            index_shapes.append(e[1])
+            dim += 1
+    if not index_shapes:
+        return _numel(shape)
+    try:
+        selected = _numel(np.broadcast_shapes(*index_shapes))
+    except ValueError:
+        selected = max(_numel(s) for s in index_shapes)
+    return selected * kept * _numel(shape[dim:])
 
 
 class NativeRecorder(RecorderBase):
@@ -203,6 +280,11 @@ class NativeRecorder(RecorderBase):
     def set_phase(self, phase: int) -> None:
         self.phase = phase
         self._ctx[1] = phase
+
+    def reopen_step(self) -> bool:
+        reopened = super().reopen_step()
+        self._ctx[2] = self.step
+        return reopened
 
     def end_step(self) -> None:
         super().end_step()

@@ -4,13 +4,14 @@ it keeps each call's arguments and result until the step ends (then only their s
 make autograd copy gradients it would otherwise steal."""
 from __future__ import annotations
 
+import sys
 import time
 
 import numpy as np
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .aten_map import VIEWS, AtenCall, conv_extra
+from .aten_map import VIEWS, AtenCall, call_extra
 from .recording import COLUMNS, UNMATCHED_NODE, RecorderBase, Recording
 
 _current_node = torch._C._current_autograd_node
@@ -22,11 +23,14 @@ class Recorder(TorchDispatchMode, RecorderBase):
     """The Python recorder: every aten call that reaches the Python dispatch key."""
     kind = "python"
 
-    def __init__(self, steps: tuple[int, int | None] | None = None) -> None:
+    def __init__(self, steps: tuple[int, int | None] | None = None, note=None) -> None:
+        """`note`: told, in one line, when torch.compile cannot compile under this recorder."""
         TorchDispatchMode.__init__(self)
         RecorderBase.__init__(self, steps)
         self._calls: list[tuple] = []
         self._append = self._calls.append
+        self._note = note
+        self._compile = None               # torch.compile, while wrapped to say so
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         t0 = _now()
@@ -37,16 +41,42 @@ class Recorder(TorchDispatchMode, RecorderBase):
                       _seq_nr() - 1, min(node._sequence_nr(), UNMATCHED_NODE) if node is not None else -1))
         return out
 
+    @classmethod
+    def ignore_compile_internals(cls) -> bool:
+        """torch.compile compiles under this mode, which is off while Dynamo and Inductor work
+        and on while the compiled code runs (torch 2.9 on; older ones run eager under any
+        dispatch mode, see _say_compile_runs_eager)."""
+        return True
+
     def start(self) -> "Recorder":
         self.hooks.install()
+        if not hasattr(TorchDispatchMode, "ignore_compile_internals"):
+            self._say_compile_runs_eager()
         self.__enter__()
         return self
 
     def stop(self) -> Recording:
         self.__exit__(None, None, None)
         self.hooks.remove()
+        if self._compile is not None:
+            torch.compile = self._compile
+            self._compile = None
         self.compact()
         return self.recording
+
+    def _say_compile_runs_eager(self) -> None:
+        """Before torch 2.9 Dynamo compiles nothing while a dispatch mode is on: the script's
+        torch.compile is wrapped to say so once, when the script first calls it."""
+        original = self._compile = torch.compile
+        note = self._note or (lambda m: print(f"profiler: {m}", file=sys.stderr))
+
+        def compile_eagerly(*args, **kwargs):
+            if torch.compile is compile_eagerly:
+                torch.compile = original
+                note(f"torch.compile runs eager under the Python recorder on torch "
+                     f"{torch.__version__} (2.9 compiles); the profile shows the eager operators")
+            return original(*args, **kwargs)
+        torch.compile = compile_eagerly
 
     def compact(self) -> None:
         """Replace the tensors kept by the hot path with interned signatures, so a long run
@@ -66,19 +96,31 @@ class Recorder(TorchDispatchMode, RecorderBase):
 
 
 def _shapes(args) -> tuple[tuple[tuple[int, ...], ...], str, tuple]:
-    shapes, dtype, extra = [], "", ()
+    """Shapes of the tensor arguments in order (a list of tensors as its total size), the first
+    floating one's dtype (else the first tensor's), and the first int list."""
+    shapes, dtypes, extra = [], [], ()
     for a in args:
         if isinstance(a, torch.Tensor):
             shapes.append(tuple(a.shape))
-            if not dtype and a.is_floating_point():
-                dtype = str(a.dtype)
-        elif isinstance(a, (list, tuple)) and a and isinstance(a[0], torch.Tensor):
-            shapes.append((sum(t.numel() for t in a),))
-            if not dtype and a[0].is_floating_point():
-                dtype = str(a[0].dtype)
+            dtypes.append(a.dtype)
+        elif isinstance(a, (list, tuple)) and any(isinstance(t, torch.Tensor) for t in a):
+            tensors = [t for t in a if isinstance(t, torch.Tensor)]     # index()'s hold None too
+            shapes.append((sum(t.numel() for t in tensors),))
+            dtypes.append(tensors[0].dtype)
         elif isinstance(a, (list, tuple)) and a and isinstance(a[0], int) and not extra:
             extra = (int(a[0]),)
-    return tuple(shapes), dtype or "torch.float32", extra
+    dtype = next((d for d in dtypes if d.is_floating_point), dtypes[0] if dtypes else torch.float32)
+    return tuple(shapes), str(dtype), extra
+
+
+def _out_dtype(out, dtype: str) -> str:
+    """The result's dtype when it is not the arguments' ("" when it is)."""
+    first = out
+    if isinstance(out, (list, tuple)):
+        first = next((o for o in out if isinstance(o, torch.Tensor)), None)
+    if not isinstance(first, torch.Tensor):
+        return ""
+    return str(first.dtype) if str(first.dtype) != dtype else ""
 
 
 def _numel(out) -> int:
@@ -105,6 +147,5 @@ def to_call(func, args, out) -> AtenCall:
     if is_view:                     # metadata-only: no device cost, shapes not needed
         return AtenCall(name, namespace, (), "", 0)
     shapes, dtype, extra = _shapes(args)
-    if name in ("convolution", "convolution_backward") and len(args) > 5:
-        extra = conv_extra(name, args)
-    return AtenCall(name, namespace, shapes, dtype, _numel(out), extra)
+    extra = call_extra(name, args) or extra
+    return AtenCall(name, namespace, shapes, dtype, _numel(out), extra, _out_dtype(out, dtype))

@@ -14,7 +14,7 @@ import numpy as np
 
 from device_model.fileio import write_atomic
 
-PART_VERSION = 1
+PART_VERSION = 2              # 2: signatures carry the result's dtype
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +40,8 @@ def save_part(folder: str | os.PathLike, part: RankPart) -> Path:
               "world_size": part.world_size, "pid": part.pid, "exit_code": part.exit_code,
               "main_thread": part.main_thread, "t0": rec.t0, "recorder": rec.recorder,
               "modules": rec.modules, "boundaries": rec.boundaries, "spans": rec.spans,
-              "sigs": [[c.name, c.namespace, c.shapes, c.dtype, c.out_numel, c.extra] for c in rec.sigs]}
+              "sigs": [[c.name, c.namespace, c.shapes, c.dtype, c.out_numel, c.extra, c.out_dtype]
+                       for c in rec.sigs]}
     buf = io.BytesIO()
     data = json.dumps(header, separators=(",", ":")).encode()      # the script's interpreter may lack orjson
     np.savez(buf, header=np.frombuffer(data, dtype=np.uint8), **cols)
@@ -59,6 +60,11 @@ def load_part(path: str | os.PathLike) -> RankPart:
         raise ValueError(f"{name}: not a readable part ({type(e).__name__}: {e})") from None
 
 
+def _tuples(value):
+    """JSON's lists back into the tuples they were (a convolution's extra nests them)."""
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
+
+
 def _read_part(path: str | os.PathLike) -> RankPart:
     from .aten_map import AtenCall
     from .recording import COLUMNS, Recording
@@ -70,8 +76,9 @@ def _read_part(path: str | os.PathLike) -> RankPart:
     rec = Recording(t0=int(header["t0"]), recorder=header["recorder"], modules=list(header["modules"]),
                     boundaries=[int(b) for b in header["boundaries"]],
                     spans=[(n, c, ident, int(a), int(b), int(s)) for n, c, ident, a, b, s in header["spans"]])
-    for name, namespace, shapes, dtype, numel, extra in header["sigs"]:
-        rec.intern(AtenCall(name, namespace, tuple(tuple(s) for s in shapes), dtype, int(numel), tuple(extra)))
+    for name, namespace, shapes, dtype, numel, extra, out_dtype in header["sigs"]:
+        rec.intern(AtenCall(name, namespace, tuple(tuple(s) for s in shapes), dtype, int(numel),
+                            _tuples(extra), out_dtype))
     if len(rec.sigs) != len(header["sigs"]):
         raise ValueError("repeated operator signatures")
     rec.chunks = [cols]

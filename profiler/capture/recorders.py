@@ -28,7 +28,7 @@ def start_recorder(kind: str | None = None, steps: tuple[int, int | None] | None
                 raise ValueError(str(e)) from None
             (note or _stderr_note)(f"{e}; using the Python recorder (slower)")
     from .python_recorder import Recorder
-    return Recorder(steps=steps).start()
+    return Recorder(steps=steps, note=note).start()
 
 
 def _stderr_note(reason: str) -> None:

@@ -19,8 +19,8 @@ import numpy as np
 
 from .aten_map import AtenCall
 
-FORWARD, BACKWARD, OPTIMIZER = 0, 1, 2
-PHASE_NAMES = ("forward", "backward", "optimizer")
+FORWARD, BACKWARD, OPTIMIZER, OTHER = 0, 1, 2, 3
+PHASE_NAMES = ("forward", "backward", "optimizer", "other")
 UNMATCHED_NODE = 1 << 62      # node_seq of backward nodes made by no forward call (AccumulateGrad)
 COLUMNS = {"sig": np.int32, "t0": np.int64, "t1": np.int64, "phase": np.int8, "module": np.int32,
            "step": np.int32, "seq": np.int64, "node_seq": np.int64, "tid": np.int32}
@@ -88,19 +88,53 @@ class Recording:
         return set(np.unique(self.table()["step"]).tolist())
 
 
+def _never() -> bool:
+    return False
+
+
+def _is_compiling(torch):
+    """torch.compiler.is_compiling (torch 2.3 on), else Dynamo's own, else never."""
+    fn = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+    if fn is None:
+        try:
+            from torch._dynamo import is_compiling as fn
+        except ImportError:
+            fn = _never
+    return fn
+
+
 class _Hooks:
-    """Global module and optimizer hooks feeding the recorder's module stack, phase and steps."""
+    """Global module and optimizer hooks feeding the recorder's module stack, phase and steps.
+
+    The module hooks return at once when torch.compile's Dynamo is tracing them: Dynamo inlines
+    global module hooks into the graph it builds, and the clocks and thread ids they read would
+    make it give up on the frame (the script would silently run uncompiled). Traced, they do
+    nothing, so a compiled region's modules get no spans of their own. The optimizer hooks always
+    run, as steps end in them: in a compiled optimizer step Dynamo breaks its graph around them
+    and the step's body still compiles.
+
+    A step ends at an optimizer step, but several optimizers stepping in one iteration (one
+    backward, an optimizer per parameter group) end one step: an optimizer that steps after
+    another with no autograd graph built since, and has not stepped yet in that step, adds its
+    work to the step the previous one ended."""
 
     def __init__(self, rec: "RecorderBase") -> None:
         self.rec = rec
         self.handles = []
         self.ids: dict[int, int] = {}
         self._dl = None
+        self._compiling = _never
+        self._graph_seq = _never          # autograd's sequence number (a counter of graph nodes)
+        self._seq_at_step = None          # ... when an optimizer last ended a step
+        self._stepped: set[int] = set()   # optimizers that stepped since
+        self._joined = None               # this optimizer step joins the previous one's step
 
     def install(self) -> None:
         import torch
         mod = torch.nn.modules.module
         from torch.optim import optimizer as opt
+        self._compiling = _is_compiling(torch)
+        self._graph_seq = torch._C._autograd._get_sequence_nr
         self.handles = [mod.register_module_forward_pre_hook(self._pre),
                         mod.register_module_forward_hook(self._post),
                         opt.register_optimizer_step_pre_hook(self._opt_pre),
@@ -126,12 +160,16 @@ class _Hooks:
         return mid
 
     def _pre(self, module, args) -> None:
+        if self._compiling():
+            return
         rec = self.rec
         mid = self._id(module)
         rec.module_stack.append((mid, _now()))
         rec.set_module(mid)
 
     def _post(self, module, args, output) -> None:
+        if self._compiling():
+            return
         rec = self.rec
         if rec.module_stack:
             mid, t0 = rec.module_stack.pop()
@@ -141,8 +179,13 @@ class _Hooks:
         rec.set_module(rec.module_stack[-1][0] if rec.module_stack else 0)
 
     def _opt_pre(self, optimizer, args, kwargs) -> None:
-        self.rec.set_phase(OPTIMIZER)
-        self.rec.opt_t0 = _now()
+        rec = self.rec
+        self._joined = None
+        if not rec.explicit_steps and self._seq_at_step == self._graph_seq() \
+                and id(optimizer) not in self._stepped:
+            self._joined = rec.reopen_step()
+        rec.set_phase(OPTIMIZER)
+        rec.opt_t0 = _now()
 
     def _opt_post(self, optimizer, args, kwargs) -> None:
         rec = self.rec
@@ -150,7 +193,13 @@ class _Hooks:
             rec.recording.spans.append((f"Optimizer.step#{type(optimizer).__name__}.step", "user_annotation",
                                         threading.get_ident(), rec.opt_t0, _now(), rec.step))
         rec.set_phase(FORWARD)
-        if not rec.explicit_steps:
+        if rec.explicit_steps:
+            return
+        if self._joined is None:                 # a new iteration's first optimizer step
+            self._stepped.clear()
+        self._stepped.add(id(optimizer))
+        self._seq_at_step = self._graph_seq()
+        if self._joined is not False:            # False: joining was refused, the step stays open
             rec.end_step()
 
     def _patch_dataloader(self) -> None:
@@ -160,6 +209,8 @@ class _Hooks:
         rec = self.rec
 
         def timed_next(it):
+            if self._compiling():
+                return original(it)
             t0 = _now()
             try:
                 return original(it)
@@ -207,6 +258,16 @@ class RecorderBase:
         self.recording.boundaries.append(_now())
         self.step += 1
         self.compact()
+
+    def reopen_step(self) -> bool:
+        """Go back into the step just ended (another optimizer of the same iteration), to be
+        ended again by end_step. Refused (False) at an edge of the window of kept steps, where
+        the recorder was switched on or off by that end: the work then stays in the new step."""
+        if not self.recording.boundaries or self.keeps(self.step - 1) != self.keeps(self.step):
+            return False
+        self.recording.boundaries.pop()
+        self.step -= 1
+        return True
 
     def explicit_step(self) -> None:
         self.explicit_steps = True

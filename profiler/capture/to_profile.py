@@ -17,34 +17,70 @@ from device_model.program import Program
 from .aten_map import add_call
 from ..model.builder import OpInfo, ProfileBuilder
 from ..model.profile import Profile
-from .recording import FORWARD, PHASE_NAMES, UNMATCHED_NODE, Recording
+from .recording import BACKWARD, FORWARD, OTHER, PHASE_NAMES, UNMATCHED_NODE, Recording
 
 
 def resolve_phases(recording: Recording, cols: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Per call: phase code (backward for calls under an autograd node) and module id, where a
-    backward call gets the module of the forward call whose autograd node it runs."""
+    """Per call: phase code (backward for calls under an autograd node, other for calls outside
+    any forward pass, see _outside_forward) and module id, where a backward call gets the module
+    of the forward call whose autograd node it runs."""
     phase = cols["phase"].astype(np.int8)
     module = cols["module"].copy()
     backward = cols["node_seq"] >= 0
-    phase[backward] = 1
+    phase[backward] = BACKWARD
+    rows, forward_rows = _backward_to_forward(recording, cols, backward)
+    module[rows] = cols["module"][forward_rows]
+    phase[_outside_forward(recording, cols, phase, forward_rows)] = OTHER
+    return phase, module
+
+
+def _backward_to_forward(recording: Recording, cols: dict[str, np.ndarray],
+                         backward: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Backward calls and the forward calls whose autograd nodes they run, by sequence number."""
     fwd = np.flatnonzero((~backward) & (cols["phase"] == FORWARD) & (cols["seq"] >= 0))
     matchable = backward & (cols["node_seq"] < UNMATCHED_NODE)
-    if len(fwd) and matchable.any():
-        seq = cols["seq"][fwd]
-        order = np.argsort(seq, kind="stable")
-        seq_sorted, fwd_sorted = seq[order], fwd[order]
-        wanted = cols["node_seq"][matchable]
-        if recording.recorder == "native":      # seq read before the call: last call at or below
-            pos = np.searchsorted(seq_sorted, wanted, side="right") - 1
-        else:                                    # seq of the node the call made: first call at it
-            pos = np.searchsorted(seq_sorted, wanted, side="left")
-            exact = pos < len(seq_sorted)
-            exact[exact] = seq_sorted[pos[exact]] == wanted[exact]
-            pos = np.where(exact, pos, np.searchsorted(seq_sorted, wanted, side="right") - 1)
-        found = pos >= 0
-        rows = np.flatnonzero(matchable)[found]
-        module[rows] = cols["module"][fwd_sorted[pos[found]]]
-    return phase, module
+    if not len(fwd) or not matchable.any():
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    seq = cols["seq"][fwd]
+    order = np.argsort(seq, kind="stable")
+    seq_sorted, fwd_sorted = seq[order], fwd[order]
+    wanted = cols["node_seq"][matchable]
+    if recording.recorder == "native":      # seq read before the call: last call at or below
+        pos = np.searchsorted(seq_sorted, wanted, side="right") - 1
+    else:                                    # seq of the node the call made: first call at it
+        pos = np.searchsorted(seq_sorted, wanted, side="left")
+        exact = pos < len(seq_sorted)
+        exact[exact] = seq_sorted[pos[exact]] == wanted[exact]
+        pos = np.where(exact, pos, np.searchsorted(seq_sorted, wanted, side="right") - 1)
+    found = pos >= 0
+    return np.flatnonzero(matchable)[found], fwd_sorted[pos[found]]
+
+
+def _outside_forward(recording: Recording, cols: dict[str, np.ndarray], phase: np.ndarray,
+                     graph_rows: np.ndarray) -> np.ndarray:
+    """Forward-phase calls no forward pass made (parameter init and input creation before the
+    first forward, the next batch's, gradient clipping between backward and optimizer): those
+    made since their step began, or since the last backward call, with no sign of a forward
+    pass in between. A forward pass shows as a module's forward starting, or as a call whose
+    autograd node a backward ran (functional code). A recording with neither keeps its
+    calls' phases: nothing tells its forward passes apart."""
+    signs = np.array([s[3] for s in recording.spans if s[1] == "python_function"], dtype=np.int64)
+    signs = np.sort(np.concatenate([signs, cols["t0"][graph_rows]]))
+    candidates = phase == FORWARD
+    if not len(signs) or not candidates.any():
+        return np.zeros(len(phase), dtype=bool)
+    t0 = cols["t0"]
+    edges = np.array([recording.t0, *recording.boundaries], dtype=np.int64)
+    began = edges[np.clip(cols["step"].astype(np.int64) - 1, 0, len(edges) - 1)]
+    backward_ends = np.sort(cols["t1"][phase == BACKWARD])
+    began = np.maximum(began, _last_at_or_before(backward_ends, t0))
+    return candidates & (_last_at_or_before(signs, t0) < began)
+
+
+def _last_at_or_before(times: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Per t, the latest of the sorted `times` not after it (the minimum int64 if none)."""
+    at = np.searchsorted(times, t, side="right") - 1
+    return np.where(at >= 0, times[np.maximum(at, 0)] if len(times) else 0, np.iinfo(np.int64).min)
 
 
 def _shape_text(shapes) -> str:

@@ -7,10 +7,13 @@
 // helps the chip mapping: an operator the mapper knows (kind MAPPED) is kept and its callees are
 // not; a metadata-only operator (kind SKIP) is dropped with its callees; any other operator is kept
 // only when none of its callees was kept and it is not a CompositeImplicitAutograd op (those only
-// forward to others, so a leaf of that kind did no work).
+// forward to others, so a leaf of that kind did no work). Under autocast, an operator with an
+// autocast kernel is looked through instead of kept: that kernel casts the inputs and calls the
+// operator again at the dtype it really runs at, and those calls are what is kept.
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/ivalue.h>
 #include <ATen/record_function.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 
 #include <atomic>
 #include <chrono>
@@ -25,7 +28,7 @@ namespace {
 
 enum Kind : int8_t { OTHER = 0, MAPPED = 1, SKIP = 2, COMPOSITE = 3, AUTOGRAD = 4 };
 enum Tag : int64_t { T_NONE = 0, T_TENSOR = 1, T_TENSORS = 2, T_INTS = 3, T_INT = 4, T_DOUBLE = 5,
-                     T_BOOL = 6, T_OTHER = 7 };
+                     T_BOOL = 6, T_OTHER = 7, T_OPT_TENSORS = 8 };
 constexpr int kMaxListValues = 8;
 constexpr int64_t kUnmatchedNode = int64_t{1} << 62;   // recording.UNMATCHED_NODE     // int lists: strides, paddings, dims; longer ones are cut
 
@@ -44,6 +47,7 @@ struct NameEntry {
   int32_t id;
   int8_t kind;
   bool decided = false, switch_off = false;
+  bool autocast = false;               // has an autocast kernel (for some device)
 };
 constexpr int64_t kSwitchOffCallees = 4;
 constexpr char kEngineRange[] = "autograd::engine::evaluate_function";
@@ -117,15 +121,44 @@ int32_t intern_name(const std::string& name, int8_t* kind) {
   return id;
 }
 
-int8_t classify(const at::RecordFunction& fn, int8_t kind) {
-  if (kind != OTHER) return kind;
+NameEntry classify(const at::RecordFunction& fn, int32_t id, int8_t kind) {
+  NameEntry entry{id, kind};
   auto op_name = fn.operator_name();
-  if (!op_name) return OTHER;
+  if (!op_name) return entry;
   auto handle = c10::Dispatcher::singleton().findOp(*op_name);
-  if (handle && handle->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) {
-    return COMPOSITE;
+  if (!handle) return entry;
+  auto composite = c10::DispatchKey::CompositeImplicitAutograd;
+  if (kind == OTHER && handle->hasKernelForDispatchKey(composite)) entry.kind = COMPOSITE;
+  for (c10::DispatchKey k : c10::autocast_dispatch_keyset) {
+    entry.autocast = entry.autocast || handle->hasKernelForDispatchKey(k);
   }
-  return OTHER;
+  return entry;
+}
+
+const at::Tensor* first_tensor(const at::RecordFunction& fn) {
+  for (const auto& v : fn.inputs()) {
+    if (v.isTensor() && v.toTensor().defined()) return &v.toTensor();
+  }
+  return nullptr;
+}
+
+// Whether autocast handles this call: autocast is on for the device of its first tensor (its
+// key is not excluded in this thread; the autocast kernel excludes it while it calls the
+// operator again, so that inner call is kept).
+bool autocast_applies(const at::RecordFunction& fn) {
+  auto on = c10::autocast_dispatch_keyset - c10::impl::tls_local_dispatch_key_set().excluded_;
+  if (on.empty()) return false;        // autocast off: one thread-local read
+  const at::Tensor* t = first_tensor(fn);
+  return t && !(t->key_set() & on).empty();
+}
+
+// Calls that a Python dispatch mode or tensor subclass handles (torch.compile traces with fake
+// tensors, a DTensor runs its local shards) or that work on meta tensors (which hold no data)
+// are looked through: the real work they lead to, if any, is done by the calls below them.
+bool not_real(const at::RecordFunction& fn) {
+  if (c10::impl::tls_is_dispatch_key_included(c10::DispatchKey::Python)) return true;
+  const at::Tensor* t = first_tensor(fn);
+  return t && (t->is_meta() || t->key_set().has(c10::DispatchKey::Python));
 }
 
 // Operator names live as long as the operator registry, so their pointers are a safe cache key;
@@ -146,7 +179,7 @@ NameEntry* name_of(ThreadState* st, const at::RecordFunction& fn, NameEntry* scr
     *scratch = NameEntry{id, kind};
     return scratch;
   }
-  return &st->names.emplace(name, NameEntry{id, classify(fn, kind)}).first->second;
+  return &st->names.emplace(name, classify(fn, id, kind)).first->second;
 }
 
 int64_t dtype_code(const at::Tensor& t) { return static_cast<int64_t>(t.scalar_type()); }
@@ -172,6 +205,17 @@ void push_value(std::vector<int64_t>& key, const c10::IValue& v) {
     key.push_back(dtype);
     key.push_back(static_cast<int64_t>(list.size()));
     key.push_back(numel);
+  } else if (v.isOptionalTensorList()) {   // index()'s indices: a shape each, -1 for a `:`
+    auto list = v.toOptionalTensorList();
+    key.push_back(T_OPT_TENSORS);
+    key.push_back(static_cast<int64_t>(list.size()));
+    for (const std::optional<at::Tensor>& t : list) {
+      if (!t.has_value() || !t->defined()) { key.push_back(-1); continue; }
+      auto sizes = t->sym_sizes();
+      key.push_back(dtype_code(*t));
+      key.push_back(static_cast<int64_t>(sizes.size()));
+      for (const auto& s : sizes) key.push_back(s.is_heap_allocated() ? -1 : s.as_int_unchecked());
+    }
   } else if (v.isIntList()) {
     auto list = v.toIntList();
     int64_t n = static_cast<int64_t>(list.size());
@@ -179,6 +223,13 @@ void push_value(std::vector<int64_t>& key, const c10::IValue& v) {
     key.push_back(T_INTS);
     key.push_back(kept);
     for (int64_t i = 0; i < kept; ++i) key.push_back(list.get(i));
+  } else if (v.isBoolList()) {             // output_mask of the backward ops: as 0/1 ints
+    auto list = v.toBoolList();
+    int64_t n = static_cast<int64_t>(list.size());
+    int64_t kept = n < kMaxListValues ? n : kMaxListValues;
+    key.push_back(T_INTS);
+    key.push_back(kept);
+    for (int64_t i = 0; i < kept; ++i) key.push_back(list.get(i) ? 1 : 0);
   } else if (v.isInt()) {
     key.push_back(T_INT);
     key.push_back(v.toInt());
@@ -262,6 +313,8 @@ std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& fn) {
     NameEntry scratch{};
     NameEntry* entry = name_of(st, fn, &scratch);
     int8_t kind = entry->kind;
+    if ((kind == MAPPED || kind == OTHER) && not_real(fn)) kind = COMPOSITE;
+    if (kind == MAPPED && entry->autocast && autocast_applies(fn)) kind = COMPOSITE;
     if (kind == AUTOGRAD) {
       // the engine's range around a node; AccumulateGrad and other nodes made by no forward
       // call have no sequence number
