@@ -132,21 +132,27 @@ def test_tag_filter_selects_runtimes(root, runtimes):
     assert report.runtimes[0].memory_used is None  # only the configured group
 
 
-def test_groups_follow_their_own_periods(root, runtimes):
+def each_second(root, runtimes, config, look, seconds: int = 6) -> list:
+    """`look(report)` of a report collected every second from one runtime stepping along."""
     write_instance(root)
     rt = make(root, runtimes, 100, "train", [0])
-    config = {"period": "1s", "neuron_runtimes": [{"metrics": [
-        {"type": "neuroncore_counters"}, {"type": "memory_used", "period": "2s"}]}],
-        "system_metrics": [{"type": "memory_info", "period": "3s"}]}
     clock = Clock(START)
     c = collector(root, clock, config)
     seen = []
-    for _ in range(6):
+    for _ in range(seconds):
         rt.step(1.0)
         clock.advance(1)
-        r = c.collect()
-        seen.append((r.runtimes[0].neuroncore_counters is not None,
-                     r.runtimes[0].memory_used is not None, r.system.memory is not None))
+        seen.append(look(c.collect()))
+    return seen
+
+
+def test_groups_follow_their_own_periods(root, runtimes):
+    config = {"period": "1s", "neuron_runtimes": [{"metrics": [
+        {"type": "neuroncore_counters"}, {"type": "memory_used", "period": "2s"}]}],
+        "system_metrics": [{"type": "memory_info", "period": "3s"}]}
+    seen = each_second(root, runtimes, config, lambda r: (
+        r.runtimes[0].neuroncore_counters is not None, r.runtimes[0].memory_used is not None,
+        r.system.memory is not None))
     assert seen == [(True, True, True), (True, False, False), (True, True, False),
                     (True, False, True), (True, True, False), (True, False, False)]
 
@@ -154,19 +160,11 @@ def test_groups_follow_their_own_periods(root, runtimes):
 def test_a_runtime_whose_groups_are_not_due_is_still_listed(root, runtimes):
     """Runtime groups every 3 s, system groups every second: the runtime is in every report,
     with an empty one in between, so that no reader takes it for gone (and drops its series)."""
-    write_instance(root)
-    rt = make(root, runtimes, 100, "train", [0])
     config = {"period": "1s", "neuron_runtimes": [{"period": "3s", "metrics": [
         {"type": "neuroncore_counters"}, {"type": "execution_stats"}]}],
         "system_metrics": [{"type": "vcpu_usage"}]}
-    clock = Clock(START)
-    c = collector(root, clock, config)
-    listed = []
-    for _ in range(6):
-        rt.step(1.0)
-        clock.advance(1)
-        doc = orjson.loads(c.collect().to_json())
-        listed.append([(e["pid"], bool(e["report"])) for e in doc["neuron_runtime_data"]])
+    listed = each_second(root, runtimes, config, lambda r: [
+        (e["pid"], bool(e["report"])) for e in orjson.loads(r.to_json())["neuron_runtime_data"]])
     assert listed == [[(100, True)], [(100, False)], [(100, False)],
                       [(100, True)], [(100, False)], [(100, False)]]
 
