@@ -237,23 +237,35 @@ def _runtime_info(runtime: Any) -> Iterator[GroupSamples]:
 
 
 def _device_memory(report: Report, ctx: Context) -> GroupSamples | None:
-    """Per-device HBM in use: every healthy runtime's per-core usage, summed by device."""
+    """Per-device HBM in use: every runtime's per-core usage, summed by device. A device that a
+    runtime without a reading this report may hold (its memory_used failed or was not due; the
+    devices of the cores its other groups name, else every device) gets no sample, so its gauge
+    keeps its last value instead of dropping by that runtime's share."""
     hw = report.hardware
     if ctx.cores_per_device <= 0 or hw.error or not hw.device_count:
         return None
     used = dict.fromkeys(range(hw.device_count), 0)
+    unknown: set[int] = set()
     for runtime in report.runtimes:
         mem = runtime.memory_used
         if runtime.error or mem is None or mem.error:
+            unknown |= _devices_held(runtime, ctx) or set(used)
             continue
         for core, kinds in mem.core_breakdown.items():
             device = core // ctx.cores_per_device
             used[device] = used.get(device, 0) + sum(kinds.values())
     used_spec, total_spec = mt.specs_of_group(mt.DEVICE_MEMORY_GROUP)
     return GroupSamples(mt.DEVICE_MEMORY_GROUP, None, (
-        (used_spec, [((str(d),), float(v)) for d, v in used.items()]),
+        (used_spec, [((str(d),), float(v)) for d, v in used.items() if d not in unknown]),
         (total_spec, [] if hw.device_memory_bytes is None else
          [((str(d),), float(hw.device_memory_bytes)) for d in used])))
+
+
+def _devices_held(runtime: Any, ctx: Context) -> set[int]:
+    """The devices of the cores a runtime's utilization group names (empty when it has none)."""
+    counters = runtime.neuroncore_counters
+    cores = counters.cores if counters is not None and not counters.error else {}
+    return {core // ctx.cores_per_device for core in cores}
 
 
 def _usable(group: Any, name: str, tag: str | None, problems: list[Problem]) -> bool:

@@ -176,7 +176,8 @@ EXTRA_METRICS: tuple[MetricSpec, ...] = (
          _DEVICE, DEVICE_GROUP, "modelled", "boolean"),
     _ext("neuron_device_memory_used_bytes", "gauge",
          "Device memory (HBM) in use on the device, all runtimes together.", _DEVICE,
-         DEVICE_MEMORY_GROUP, "sum of neuroncore_memory_usage over the device's cores and runtimes",
+         DEVICE_MEMORY_GROUP, "sum of neuroncore_memory_usage over the device's cores and "
+         "runtimes; kept at its last value while a runtime on it has no memory_used reading",
          "bytes"),
     _ext("neuron_device_memory_total_bytes", "gauge", "Device memory (HBM) capacity of the device.",
          _DEVICE, DEVICE_MEMORY_GROUP, "neuron_hardware_info.neuron_device_memory_size", "bytes"),

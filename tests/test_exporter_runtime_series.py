@@ -97,3 +97,35 @@ def test_a_source_that_does_not_know_the_pid_exports_no_runtime_info():
     ingest(exporter, doc)
     assert series(exporter, "neuron_runtime_info") == {}
     assert series(exporter, "neuroncore_utilization_ratio")
+
+
+def test_a_device_whose_runtime_has_no_memory_reading_keeps_its_last_value():
+    """my_app_1 holds core 0 (device 0), a second runtime core 4 (device 1). When the second's
+    memory_used fails, or is not due, device 1's gauge keeps its last value rather than dropping
+    by that runtime's share; device 0 goes on updating."""
+    exporter = PrometheusExporter(clock=lambda: 1.0)
+    doc = copy.deepcopy(BASE)
+    other = copy.deepcopy(runtime(doc))
+    other["pid"], other["neuron_runtime_tag"] = 555, "other"
+    other["report"]["neuroncore_counters"]["neuroncores_in_use"] = {
+        "4": other["report"]["neuroncore_counters"]["neuroncores_in_use"]["0"]}
+    usage = other["report"]["memory_used"]["neuron_runtime_used_bytes"]["usage_breakdown"]
+    usage["neuroncore_memory_usage"] = {"4": usage["neuroncore_memory_usage"]["0"]}
+    doc["neuron_runtime_data"].append(other)
+    ingest(exporter, doc)
+    used = "neuron_device_memory_used_bytes"
+    first = series(exporter, used)
+    assert first[(("neuron_device_index", "0"),)] == first[(("neuron_device_index", "1"),)] > 0
+    for grown, missing in enumerate(({"period": 1.0, "error": "cannot read memory"}, None), 1):
+        later = copy.deepcopy(doc)
+        if missing is None:
+            del later["neuron_runtime_data"][1]["report"]["memory_used"]
+        else:
+            later["neuron_runtime_data"][1]["report"]["memory_used"] = missing
+        breakdown = runtime(later)["report"]["memory_used"]["neuron_runtime_used_bytes"]
+        breakdown["usage_breakdown"]["neuroncore_memory_usage"]["0"]["tensors"] += grown
+        ingest(exporter, later)
+        now = series(exporter, used)
+        assert now[(("neuron_device_index", "1"),)] == first[(("neuron_device_index", "1"),)]
+        assert now[(("neuron_device_index", "0"),)] > first[(("neuron_device_index", "0"),)]
+        first = now
