@@ -71,6 +71,8 @@ class PrometheusExporter:
             groups = with_k8s_labels(groups, report.k8s)
         self.state.apply(groups)
         self.state.keep_runtimes({r.tag for r in report.runtimes})
+        if report.hardware.device_count == 0 and not report.hardware.error:
+            self.state.drop_devices()
         self.state.set_info(mt.BY_NAME["instance_info"], ())
         hw = report.hardware
         self.state.set_info(mt.BY_NAME["neuron_hardware_info"], tuple(

@@ -141,5 +141,13 @@ class MetricState:
             if fam.spec.per_runtime:
                 fam.drop_runtimes(alive)
 
+    def drop_devices(self) -> None:
+        """Remove every per-device series (power, temperature, HBM, ECC, device memory): the
+        source says the host has no devices now (the instance went away), and a device's last
+        readings would otherwise be served for as long as the exporter runs."""
+        for fam in self.families.values():
+            if "neuron_device_index" in fam.spec.labels and not fam.spec.per_runtime:
+                fam.series.clear()
+
     def series_count(self) -> int:
         return sum(len(f.series) for f in self.families.values())

@@ -129,3 +129,25 @@ def test_a_device_whose_runtime_has_no_memory_reading_keeps_its_last_value():
         assert now[(("neuron_device_index", "1"),)] == first[(("neuron_device_index", "1"),)]
         assert now[(("neuron_device_index", "0"),)] > first[(("neuron_device_index", "0"),)]
         first = now
+
+
+def test_device_series_go_when_the_host_reports_no_devices():
+    """The simulated instance stopped: the monitor's reports say 0 devices. Power, temperature,
+    ECC and memory of the devices are no longer served (they were, at their last values, for
+    as long as the exporter ran)."""
+    exporter = PrometheusExporter(clock=lambda: 1.0)
+    doc = copy.deepcopy(json.loads((FIXTURES / "neuron_monitor_extensions.json").read_text()))
+    ingest(exporter, doc)
+
+    def per_device():
+        text = exporter.current.text.decode()
+        return [line for line in text.splitlines()
+                if not line.startswith("#") and "neuron_device_index=" in line]
+    assert per_device()
+    gone = dict(doc, neuron_runtime_data=[],          # as neuron-monitor writes a host without
+                system_data={"neuron_hw_counters": {  # devices (aws-neuron-sdk issue #633)
+                    "period": 1.0, "error": "", "neuron_devices": None}},
+                neuron_hardware_info={"neuron_device_count": 0, "neuron_device_memory_size": 0,
+                                      "neuroncore_per_device_count": 0, "error": ""})
+    ingest(exporter, gone)
+    assert per_device() == []
