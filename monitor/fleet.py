@@ -274,12 +274,16 @@ class FleetQuery:
             if history is None:
                 history = np.full(points, np.nan)
             memory_total = float(devices * mem_size) if mem_size else None
-            if not state:   # a down target has no readings, only what it is and when last seen
+            if not state:
+                # a down target has no readings, only what it is, when last seen, and the errors
+                # and ECC events of the window, which Prometheus still holds: the ones a host
+                # raised before it died are the ones an operator must not lose
                 append(InstanceRow(
                     iid, labels.get("instance_type", ""), labels.get("availability_zone", ""),
                     key[0], key[1], devices, cores, 0, None, None, {}, None, None,
-                    memory_total, None, bool(modelled.get(iid, 0)), None, None, None, None, (),
-                    False, reason, last_up.get(iid, _last_seen(history, start, step)), history))
+                    memory_total, None, bool(modelled.get(iid, 0)), None, None,
+                    errors.get(iid), ecc.get(iid), (), False, reason,
+                    last_up.get(iid, _last_seen(history, start, step)), history))
                 continue
             last_up[iid] = now
             runtime_tags = tags.get(iid, {})
@@ -346,5 +350,5 @@ def _totals(rows: tuple[InstanceRow, ...]) -> FleetTotals:
         len(live), len(rows) - len(live), sum(r.cores for r in live),
         sum((r.util_mean or 0.0) * r.cores for r in live),
         _sum(r.flops_per_s for r in live), mfu, _sum(r.power_watts for r in live),
-        _sum(r.hbm_bytes_per_s for r in live), sum(r.errors or 0.0 for r in live),
-        sum(r.ecc or 0.0 for r in live))
+        _sum(r.hbm_bytes_per_s for r in live), sum(r.errors or 0.0 for r in rows),
+        sum(r.ecc or 0.0 for r in rows))        # a down host's window still counts

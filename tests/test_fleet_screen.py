@@ -4,6 +4,7 @@ exporter only."""
 from __future__ import annotations
 
 import asyncio
+import copy
 import dataclasses
 
 import pytest
@@ -282,6 +283,28 @@ async def test_a_failing_panel_is_one_line_and_only_that_column_is_empty():
             assert "power: query failed (bad_data)" in header
             assert all(r.power_watts is None for r in app.fleet_screen.table.rows)
             assert any(r.util_mean is not None for r in app.fleet_screen.table.rows)
+    finally:
+        server.close()
+
+
+@run_async
+async def test_a_down_instance_keeps_the_errors_it_raised_in_the_window():
+    """Prometheus still holds the window's increase for a host that died: its row and the
+    header's total keep its 7 errors (they read '–' and 0 before)."""
+    key = "/api/v1/query sum by (instance_id) (increase(execution_errors_total[300s]))"
+    recording = copy.deepcopy(RECORDING)
+    for sample in recording[key]["body"]["data"]["result"]:
+        if sample["metric"]["instance_id"] == DOWN:
+            sample["value"][1] = "7"
+    server = ReplayServer(recording)
+    app = make_fleet_app(server.url)
+    try:
+        async with app.run_test(size=(160, 50)) as pilot:
+            await settle_fleet(pilot, app)
+            row = next(r for r in app.fleet_screen.table.rows if r.instance_id == DOWN)
+            assert not row.up and row.errors == 7
+            up_errors = sum(r.errors or 0 for r in app.fleet_screen.table.rows if r.up)
+            assert f"errors {up_errors + 7:.0f} " in text(app.fleet_screen.header)
     finally:
         server.close()
 
