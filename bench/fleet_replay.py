@@ -1,10 +1,11 @@
 """Many instances' exporters in one process, for fleet-scale benchmarks on a small machine.
 
-    python bench/fleet_replay.py --stream trn2.jsonl --instances 64 --period 5 --ports-file ports
+    python bench/fleet_replay.py --stream trn2.jsonl --instances 64 --ports-file ports
 
 Each simulated instance is neuronscope's real exporter (``PrometheusExporter``, the metric state
 and renderer behind ``neuron-monitor-prometheus``) served by its real HTTP server on its own
-loopback port. Every ``--period`` seconds each one ingests the next report of a recorded
+loopback port. Every ``--period`` seconds (by default the recording's own, as its first report
+says) each one ingests the next report of a recorded
 neuron-monitor stream (``neuron-monitor --record``), under its own instance id, name and zone and
 starting at its own offset in the recording, so instances differ. The ports are written to
 ``--ports-file`` (one per line, atomically) once every exporter has served its first report; the
@@ -25,6 +26,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 from exporters.exporter import PrometheusExporter  # noqa: E402
 from exporters.server import MetricsHTTPServer, serve_in_thread  # noqa: E402
 from monitor.report import Report  # noqa: E402
+from monitor.sources import report_interval  # noqa: E402
 
 ZONES = ("us-east-2a", "us-east-2b", "us-east-2c")
 
@@ -76,13 +78,16 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="fleet_replay", description=__doc__.splitlines()[0])
     p.add_argument("--stream", type=pathlib.Path, required=True, help="recorded JSON lines")
     p.add_argument("--instances", type=int, default=64)
-    p.add_argument("--period", type=float, default=5.0, help="seconds between reports")
+    p.add_argument("--period", type=float, default=None,
+                   help="seconds between reports (default: the recording's own period)")
     p.add_argument("--ports-file", type=pathlib.Path, required=True)
     p.add_argument("--verbose", action="store_true")
     args = p.parse_args(argv)
-    if args.instances < 1 or args.period <= 0:
+    if args.instances < 1 or (args.period is not None and args.period <= 0):
         p.error("--instances and --period must be positive")
-    fleet = Fleet(load_stream(args.stream), args.instances)
+    reports = load_stream(args.stream)
+    period = args.period if args.period is not None else report_interval(reports[0])
+    fleet = Fleet(reports, args.instances)
     fleet.feed()
     tmp = args.ports_file.with_suffix(".tmp")
     tmp.write_text("".join(f"{s.port}\n" for s in fleet.servers))
@@ -90,15 +95,15 @@ def main(argv: list[str] | None = None) -> int:
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    next_at = time.monotonic() + args.period
+    next_at = time.monotonic() + period
     while not stop.wait(max(0.0, next_at - time.monotonic())):
         took = fleet.feed()
         if args.verbose:
             print(f"fleet_replay: fed {args.instances} exporters in {took * 1000:.0f} ms",
                   file=sys.stderr, flush=True)
-        next_at += args.period
+        next_at += period
         if next_at < time.monotonic():  # fell behind: skip the missed ticks, as collect_every does
-            next_at = time.monotonic() + args.period
+            next_at = time.monotonic() + period
     fleet.close()
     return 0
 
