@@ -33,6 +33,7 @@ from tui.procdetail import find_runtime, process_detail
 from tui.procs import SORT_KEYS, highest_first, process_rows
 from tui.ptree import Ancestor, tree_lines
 from tui.signals import EXIT_SIGNALS
+from monitor.held import GroupHold
 from monitor.sources import ReplaySource, Source, report_interval
 from tui.view import (ALL_TAB, app_tabs, core_grid, core_layout, instance_stopped, memory_summary,
                       runtimes_for, tab_cores, vcpu_usage)
@@ -88,6 +89,7 @@ class NeuronTopApp(App[None]):
         self.clock = clock
         self.stale_after = stale_after
         self.history = History(history_length)
+        self.hold = GroupHold()  # a group not due in this report shows its last reading
         self.report: Report | None = None
         self.pending: Report | None = None  # newest report held back while paused
         self.reports_seen = 0
@@ -233,15 +235,16 @@ class NeuronTopApp(App[None]):
                 self._update_banner()
             return
         self.stopped_at = None
-        self.history.push(message.report)
+        report = self.hold.apply(message.report)
+        self.history.push(report)
         if self.tree_mode:
-            self.find_parents(known_pids(message.report))
-        self._track_vanished(message.report)
+            self.find_parents(known_pids(report))
+        self._track_vanished(report)
         if self.paused:
-            self.pending = message.report
+            self.pending = report
             self._update_status()
         else:
-            self.show_report(message.report)
+            self.show_report(report)
 
     def on_source_ended(self, message: SourceEnded) -> None:
         self.ended = message

@@ -208,11 +208,14 @@ def _run_app(source, args: argparse.Namespace, signals: ExitSignals) -> int:
 
 def print_once(source, args: argparse.Namespace) -> int:
     """``-1`` / ``--json``: one report to stdout (the last of a file, else the first)."""
+    from monitor.held import GroupHold
     from tui.snapshot import no_report_text, overview_text
 
     report, failure = None, ""
+    hold = GroupHold()   # the last of a file: each group at its latest reading in the file
     try:
         for report in source.reports():
+            report = hold.apply(report)
             if source.live or args.replay is not None:
                 break
     except (OSError, ValueError) as exc:
