@@ -118,6 +118,31 @@ def test_a_query_error_at_start_is_one_line():
                         "query failed (execution): query processing would load too many samples")
 
 
+class _Answering(_Plain):
+    """A Prometheus API whose every query has an empty answer: enough to pass the start-up
+    check, so what follows it is what is tested."""
+
+    def _text(self) -> None:
+        self.answer(200, b'{"status":"success","data":{"resultType":"vector","result":[]}}')
+
+    do_GET = do_POST = _text
+
+
+@pytest.mark.parametrize("flag", ["-1", "--json"])
+def test_one_shot_output_is_refused_for_the_fleet_view(flag):
+    """-1/--json print one host's report; the fleet view used to ignore them and draw the
+    full screen into the pipe."""
+    with serving(_Answering) as url:
+        one_line_exit_2(run_cli("--prometheus", url, flag), "no one-shot output")
+
+
+def test_the_fleet_view_refuses_a_stdout_that_is_not_a_terminal():
+    with serving(_Answering) as url:
+        result = run_cli("--prometheus", url)   # stdout is a pipe here
+        one_line_exit_2(result, "stdout is not a terminal")
+        assert result.stdout == ""
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")

@@ -149,6 +149,10 @@ def main(argv: list[str] | None = None) -> int:
 
     url = fleet_cli.wanted(args)
     if url is not None:
+        if args.once or args.json:
+            print(f"{PROG}: -1 and --json print one host's report; the fleet view (--prometheus) "
+                  "has no one-shot output: query Prometheus for the series", file=sys.stderr)
+            return 2
         return fleet_cli.run(url, args, PROG)
     try:
         check_args(args)

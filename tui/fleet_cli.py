@@ -76,6 +76,10 @@ def run(url: str, args: argparse.Namespace, prog: str) -> int:
     except ValueError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return 2
+    if not sys.stdout.isatty():   # checked after the URL, whose errors say more
+        fleet.close()
+        print(f"{prog}: stdout is not a terminal; the fleet view needs one", file=sys.stderr)
+        return 2
     from tui.fleet import FleetApp
 
     app = FleetApp(fleet, selector=selector, refresh=args.refresh)
