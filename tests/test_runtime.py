@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from device_model import instance
 from device_model.errors import SpecError
 from device_model.runtime.faults import parse_fault
 from device_model.runtime.apps import default_apps, format_cores, parse_app, parse_cores
@@ -167,9 +168,25 @@ def test_core_lists_and_apps():
         parse_app("matmul@0", 64)
     with pytest.raises(SpecError, match="unknown workload"):
         parse_app("x=nosuch@0", 64)
-    apps = default_apps("trn2.48xlarge", 64)
+    apps = default_apps(instance("trn2.48xlarge"))
     assert [a.tag for a in apps] == ["llama-train", "llama-serve"]
     assert apps[0].cores == tuple(range(48)) and apps[1].cores == tuple(range(48, 64))
+
+
+def test_the_default_apps_fall_back_to_the_demo_transformers_where_llama_does_not_fit():
+    """trn1.2xlarge has one core per app: Llama 3 8B fits neither, and `neuron-sim start`
+    without --app used to stop at 'llama3-8b training does not fit'."""
+    apps = default_apps(instance("trn1.2xlarge"))
+    assert [(a.tag, a.workload.split(":")[0], a.cores) for a in apps] == [
+        ("demo-train", "demo-train", (0,)), ("demo-serve", "demo-serve", (1,))]
+    assert [a.tag for a in default_apps(instance("trn1.32xlarge"))] == ["llama-train",
+                                                                          "llama-serve"]
+
+
+def test_an_unknown_app_workload_lists_what_a_runtime_can_run():
+    with pytest.raises(SpecError, match="unknown workload 'nosuch'; allowed: .*demo-serve, "
+                                        "demo-train"):
+        parse_app("x=nosuch@0", 64)
 
 
 def test_workload_too_big_for_hbm(root):

@@ -163,7 +163,7 @@ def test_instance_round_trip(root: Path):
     from device_model.runtime.launcher import describe_instance
     from device_model.runtime.apps import default_apps
     inst = instance("trn2.48xlarge")
-    desc = describe_instance(inst, 7, 1.0, default_apps(inst.spec.name, inst.logical_cores), 0, 123.0)
+    desc = describe_instance(inst, 7, 1.0, default_apps(inst), 0, 123.0)
     shm.write_instance(root, desc)
     back = shm.read_instance(root)
     assert back == desc

@@ -170,10 +170,12 @@ def resolve_app_workload(spec: str) -> tuple[str, dict]:
             raise SpecError(f"{name}: layers={opts['layers']} is more than a demo program holds "
                             f"(at most {DEMO_MAX_LAYERS})")
         return name, opts
+    allowed = sorted([*DEMO_WORKLOADS, "matmul", *COLLECTIVE_KINDS,
+                      *(w.name for w in REGISTRY.values() if w.build is not None)])
+    if name not in REGISTRY:   # the runtime's list: the registry's has no demo-train/demo-serve
+        raise SpecError(f"unknown workload {name!r}; allowed: {', '.join(allowed)}")
     workload, opts = resolve(spec)
     if workload.name not in ("matmul", *COLLECTIVE_KINDS) and workload.build is None:
-        allowed = sorted([*DEMO_WORKLOADS, "matmul", *COLLECTIVE_KINDS,
-                          *(w.name for w in REGISTRY.values() if w.build is not None)])
         raise SpecError(f"workload {name!r} cannot run in a runtime (no program); allowed: {', '.join(allowed)}")
     return workload.name, opts
 
@@ -274,15 +276,31 @@ def program_memory(prog: Program, kind: str, lnc: int) -> tuple[dict[str, int], 
 
 
 # ------------------------------------------------------------------ the default mix
-def default_apps(instance_name: str, logical_cores: int) -> list[AppSpec]:
+def default_apps(inst: Instance) -> list[AppSpec]:
     """A representative instance: Llama training over three quarters of the cores and a Llama
-    inference service on the rest (small demo transformers if no Llama preset is registered)."""
-    train_cores = max(1, logical_cores * 3 // 4)
-    if REGISTRY.get(DEFAULT_MODEL) is not None and REGISTRY[DEFAULT_MODEL].build is not None:
-        train, serve = f"{DEFAULT_MODEL}:{DEFAULT_TRAIN}", f"{DEFAULT_MODEL}:{DEFAULT_SERVE}"
-    else:
-        train, serve = "demo-train:layers=2,hidden=2048,seq=2048", "demo-serve:layers=2,hidden=2048,seq=512"
-    apps = [AppSpec("llama-train", train, tuple(range(train_cores)))]
-    if logical_cores > train_cores:
-        apps.append(AppSpec("llama-serve", serve, tuple(range(train_cores, logical_cores))))
+    inference service on the rest; small demo transformers where no Llama preset is registered
+    or where it does not fit the instance's cores (trn1.2xlarge: one core each)."""
+    logical_cores = inst.logical_cores
+    train_cores = tuple(range(max(1, logical_cores * 3 // 4)))
+    serve_cores = tuple(range(len(train_cores), logical_cores))
+    llama = (f"{DEFAULT_MODEL}:{DEFAULT_TRAIN}", f"{DEFAULT_MODEL}:{DEFAULT_SERVE}")
+    demo = ("demo-train:layers=2,hidden=2048,seq=2048", "demo-serve:layers=2,hidden=2048,seq=512")
+    preset = REGISTRY.get(DEFAULT_MODEL)
+    use_llama = preset is not None and preset.build is not None and all(
+        _fits(spec, inst, len(cores)) for spec, cores in zip(llama, (train_cores, serve_cores))
+        if cores)
+    train, serve = llama if use_llama else demo
+    apps = [AppSpec("llama-train" if use_llama else "demo-train", train, train_cores)]
+    if serve_cores:
+        apps.append(AppSpec("llama-serve" if use_llama else "demo-serve", serve, serve_cores))
     return apps
+
+
+def _fits(spec: str, inst: Instance, cores: int) -> bool:
+    try:
+        _fitting_step(spec, inst, cores)
+    except SpecError as e:
+        if "does not fit" not in str(e):
+            raise
+        return False
+    return True

@@ -65,15 +65,18 @@ class Plan:
 
 def plan(inst: Instance, app_texts: list[str], inject: list[str]) -> Plan:
     apps = [parse_app(t, inst.logical_cores) for t in app_texts]
-    default = not apps
-    if default:
-        apps = default_apps(inst.spec.name, inst.logical_cores)
+    defaults: list[str] = []
+    if not apps:
+        apps = default_apps(inst)
+        tags = {"train": apps[0].tag, "serve": apps[-1].tag}
+        defaults = [text.format(**tags) for text in DEFAULT_FAULTS]
     check_disjoint(apps)
-    specs = [parse_fault(t) for t in (list(DEFAULT_FAULTS) if default else []) + list(inject)]
-    return Plan(inst, apps, route_faults(inst, apps, specs))
+    specs = [parse_fault(t) for t in defaults + list(inject)]
+    return Plan(inst, apps, route_faults(inst, apps, specs, defaults))
 
 
-def route_faults(inst: Instance, apps: list[AppSpec], specs: list[FaultSpec]) -> dict[str, list[FaultSpec]]:
+def route_faults(inst: Instance, apps: list[AppSpec], specs: list[FaultSpec],
+                 defaults: list[str] = ()) -> dict[str, list[FaultSpec]]:
     """Which runtime meets which fault: by app=, by device=, else execution faults reach every app
     and untargeted ECC faults the first app (rates are shared out by devices held)."""
     per_device = inst.device.logical_cores(inst.lnc)
@@ -83,7 +86,7 @@ def route_faults(inst: Instance, apps: list[AppSpec], specs: list[FaultSpec]) ->
     for s in specs:
         if s.app is not None:
             if s.app not in out:
-                if s.text in DEFAULT_FAULTS:
+                if s.text in defaults:   # a default fault for an app this instance lacks
                     continue
                 raise SpecError(f"fault {s.text!r} names app {s.app!r}; allowed: {', '.join(out)}")
             out[s.app].append(s)
