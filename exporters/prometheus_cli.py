@@ -49,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "with status 1 (for replaying a file)")
     p.add_argument("--enable-k8s-info", action="store_true",
                    help="add pod, namespace and container labels from neuron_k8s_info to the "
-                        "per-core series (as AWS's exporter does with this flag)")
+                        "per-core and per-device series (as AWS's exporter does with this flag)")
     p.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     return p
 
