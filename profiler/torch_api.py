@@ -112,7 +112,7 @@ class profile:
         from .capture.to_profile import recording_to_profile
         self.profile = recording_to_profile(recording, self.inst, auto_cast=self.auto_cast,
                                             detail_steps=self.detail_steps, steps=set(self._active),
-                                            command="profiler.profile")
+                                            command="profiler.profile", tail=False)   # steps are prof.step()'s
         self.windows += 1
         self._active.clear()
         if self.on_trace_ready is not None:

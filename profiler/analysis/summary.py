@@ -3,7 +3,9 @@ top-operators table.
 
 The summary covers the executions captured at instruction level (as AWS's summary covers the
 profiled execution), a step's repeated micro-batches counted each time they ran although the file
-holds their instructions once (`repeats`); the operator table covers the same steps. Internally
+holds their instructions once (`repeats`); the operator table covers the same steps, and so do
+`step_count` and `step_time_mean` (`summarized_steps` names them, `profile_step_count` counts
+every step of the profile). Internally
 ratios are 0..1; the `*_percent` names are percentages because that is what the names say.
 """
 from __future__ import annotations
@@ -117,10 +119,34 @@ def summarize(profile: Profile) -> dict:
     thr = profile.table("throttles")
     limited = float(np.sum(thr["duration"] * (1 - thr["ratio"])))
     out["average_utilization_limit_percent"] = 100.0 * (1 - min(1.0, limited / t))
-    all_steps = steps["end"] - steps["start"]
-    out["step_count"] = int(all_steps.size)
-    out["step_time_mean"] = float(all_steps.mean()) if all_steps.size else 0.0
+    out.update(_step_metrics(profile, chosen, total_time))
     return out
+
+
+def _step_metrics(profile: Profile, chosen: np.ndarray, total_time: float) -> dict:
+    """The summarised steps: how many, their mean device time (total_time over them), which they
+    are, how many of them ran no backward and no optimizer (an evaluation, an inference step),
+    and how many steps the whole profile has."""
+    count = int(chosen.size)
+    ops = profile.table("ops")
+    trained = np.isin(ops["phase"], (PHASES.index("backward"), PHASES.index("optimizer")))
+    forward_only = np.setdiff1d(chosen, ops["step"][trained])
+    return {"step_count": count, "step_time_mean": total_time / count if count else 0.0,
+            "summarized_steps": step_ranges(chosen), "forward_only_step_count": int(forward_only.size),
+            "profile_step_count": int(profile.table("steps")["step"].size)}
+
+
+def step_ranges(steps) -> str:
+    """Step numbers as ranges: `2-5`, `1,3,5-8`; `-` for none."""
+    nums = sorted({int(s) for s in steps})
+    if not nums:
+        return "-"
+    parts, first = [], nums[0]
+    for prev, cur in zip(nums, nums[1:] + [None]):
+        if cur is None or cur != prev + 1:
+            parts.append(str(first) if first == prev else f"{first}-{prev}")
+            first = cur
+    return ",".join(parts)
 
 
 def merged_length(ins: dict[str, np.ndarray], rep: Repeats, sel: np.ndarray | None = None) -> float:

@@ -11,6 +11,8 @@ a profile without it (importing torch there cost about 1.6 s per capture, after 
 """
 from __future__ import annotations
 
+import functools
+import importlib
 import threading
 import time
 from dataclasses import dataclass, field
@@ -116,7 +118,14 @@ class _Hooks:
     A step ends at an optimizer step, but several optimizers stepping in one iteration (one
     backward, an optimizer per parameter group) end one step: an optimizer that steps after
     another with no autograd graph built since, and has not stepped yet in that step, adds its
-    work to the step the previous one ended."""
+    work to the step the previous one ended.
+
+    A GradScaler (torch.amp's, torch.cuda.amp's) is followed too. Its `step(optimizer)` ends the
+    step even when it skips the optimizer's step (gradients with inf/NaN: the optimizer's hooks
+    never run), so an overflowing iteration is a step of its own rather than merged into the
+    next; the skip is a `GradScaler.step#<Optimizer> (skipped: inf/NaN gradients)` span. Its
+    `update()` right after the step (no module's forward, no autograd graph since) goes back into
+    the step just ended: it is that iteration's tail, not the next one's start."""
 
     def __init__(self, rec: "RecorderBase") -> None:
         self.rec = rec
@@ -128,6 +137,12 @@ class _Hooks:
         self._seq_at_step = None          # ... when an optimizer last ended a step
         self._stepped: set[int] = set()   # optimizers that stepped since
         self._joined = None               # this optimizer step joins the previous one's step
+        self._checked = False             # ... already decided by the GradScaler.step around it
+        self._opt_steps = 0               # optimizer steps run (their post hooks)
+        self._tail_step = None            # the step the last optimizer step's end opened
+        self._forward_since = False       # a module's forward began since a step ended
+        self._scaler_busy = False         # inside a patched GradScaler method (subclasses nest)
+        self._scalers: list = []          # (class, name, original) patched
 
     def install(self) -> None:
         import torch
@@ -140,12 +155,14 @@ class _Hooks:
                         opt.register_optimizer_step_pre_hook(self._opt_pre),
                         opt.register_optimizer_step_post_hook(self._opt_post)]
         self._patch_dataloader()
+        self._patch_grad_scalers()
 
     def remove(self) -> None:
         for h in self.handles:
             h.remove()
         self.handles = []
         self._unpatch_dataloader()
+        self._unpatch_grad_scalers()
 
     def _id(self, module) -> int:
         mid = self.ids.get(id(module))
@@ -163,6 +180,7 @@ class _Hooks:
         if self._compiling():
             return
         rec = self.rec
+        self._forward_since = True
         mid = self._id(module)
         rec.module_stack.append((mid, _now()))
         rec.set_module(mid)
@@ -178,29 +196,118 @@ class _Hooks:
                                             threading.get_ident(), t0, _now(), rec.step))
         rec.set_module(rec.module_stack[-1][0] if rec.module_stack else 0)
 
-    def _opt_pre(self, optimizer, args, kwargs) -> None:
+    def _join(self, optimizer) -> None:
+        """Whether this optimizer's step joins the step the previous one ended (reopening it)."""
         rec = self.rec
         self._joined = None
         if not rec.explicit_steps and self._seq_at_step == self._graph_seq() \
                 and id(optimizer) not in self._stepped:
             self._joined = rec.reopen_step()
+
+    def _opt_pre(self, optimizer, args, kwargs) -> None:
+        rec = self.rec
+        if not self._checked:
+            self._join(optimizer)
+        self._checked = False
         rec.set_phase(OPTIMIZER)
         rec.opt_t0 = _now()
 
     def _opt_post(self, optimizer, args, kwargs) -> None:
         rec = self.rec
+        self._opt_steps += 1
         if rec.keeps(rec.step):
             rec.recording.spans.append((f"Optimizer.step#{type(optimizer).__name__}.step", "user_annotation",
                                         threading.get_ident(), rec.opt_t0, _now(), rec.step))
         rec.set_phase(FORWARD)
+        self._end_iteration(optimizer)
+
+    def _end_iteration(self, optimizer) -> None:
+        """An optimizer stepped (or its GradScaler skipped it): end the step, or the step it joined."""
+        rec = self.rec
         if rec.explicit_steps:
             return
         if self._joined is None:                 # a new iteration's first optimizer step
             self._stepped.clear()
         self._stepped.add(id(optimizer))
         self._seq_at_step = self._graph_seq()
+        self._tail_step = None
         if self._joined is not False:            # False: joining was refused, the step stays open
             rec.end_step()
+            self._tail_step = rec.step
+            self._forward_since = False
+
+    def _patch_grad_scalers(self) -> None:
+        """Wrap GradScaler.step and .update (see the class docstring) on each GradScaler class
+        that defines them: torch.amp's (torch 2.3 on; torch.cuda.amp's is a subclass of it) or,
+        on older torch, torch.cuda.amp's own."""
+        classes = []
+        for module in ("torch.amp.grad_scaler", "torch.cuda.amp.grad_scaler"):
+            try:
+                classes.append(importlib.import_module(module).GradScaler)
+            except (ImportError, AttributeError):
+                continue
+        for cls in classes:
+            for name, wrap in (("step", self._wrap_scaler_step), ("update", self._wrap_scaler_update)):
+                original = cls.__dict__.get(name)
+                if callable(original):
+                    wrapper = functools.wraps(original)(wrap(original))
+                    wrapper.__wrapped_original__ = original
+                    setattr(cls, name, wrapper)
+                    self._scalers.append((cls, name, original))
+
+    def _unpatch_grad_scalers(self) -> None:
+        for cls, name, original in reversed(self._scalers):
+            setattr(cls, name, original)
+        self._scalers = []
+
+    def _wrap_scaler_step(self, original):
+        hooks = self
+
+        def step(scaler, optimizer, *args, **kwargs):
+            rec = hooks.rec
+            if hooks._scaler_busy or rec.explicit_steps or hooks._compiling():
+                return original(scaler, optimizer, *args, **kwargs)
+            hooks._scaler_busy = True
+            t0 = _now()
+            ran = hooks._opt_steps
+            hooks._join(optimizer)          # before the scaler's own work (unscale_, the inf check)
+            hooks._checked = True           # ... so the optimizer's pre hook does not decide again
+            try:
+                out = original(scaler, optimizer, *args, **kwargs)
+            except BaseException:
+                if hooks._opt_steps == ran and hooks._joined:
+                    rec.end_step()          # the step reopened for it ends again where it did
+                raise
+            finally:
+                hooks._scaler_busy = False
+                hooks._checked = False
+            if hooks._opt_steps == ran:     # skipped: the optimizer's hooks never ran
+                if rec.keeps(rec.step):
+                    rec.recording.spans.append((f"GradScaler.step#{type(optimizer).__name__} "
+                                                "(skipped: inf/NaN gradients)", "user_annotation",
+                                                threading.get_ident(), t0, _now(), rec.step))
+                hooks._end_iteration(optimizer)
+            return out
+        return step
+
+    def _wrap_scaler_update(self, original):
+        hooks = self
+
+        def update(scaler, *args, **kwargs):
+            rec = hooks.rec
+            if hooks._scaler_busy or rec.explicit_steps or hooks._compiling():
+                return original(scaler, *args, **kwargs)
+            reopened = (hooks._tail_step == rec.step and not hooks._forward_since
+                        and hooks._seq_at_step == hooks._graph_seq() and rec.reopen_step())
+            hooks._scaler_busy = True
+            try:
+                return original(scaler, *args, **kwargs)
+            finally:
+                hooks._scaler_busy = False
+                if reopened:
+                    rec.end_step()
+                    hooks._tail_step = rec.step
+        return update
 
     def _patch_dataloader(self) -> None:
         from torch.utils.data import dataloader

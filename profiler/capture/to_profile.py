@@ -123,26 +123,28 @@ class _StepPrograms:
 def recording_to_profile(recording: Recording, inst: Instance, *, auto_cast: str = "matmult",
                          detail_steps: int = 4, steps: set[int] | None = None, command: str = "",
                          group=None, meta: dict | None = None, progress=None, host_pid: int | None = None,
-                         main_thread: int | None = None) -> Profile:
+                         main_thread: int | None = None, tail: bool = True) -> Profile:
     """Simulate each recorded step on `inst` and assemble the profile, keeping the measured CPU
     timeline as the host process. `steps` limits the steps kept (the API's schedule);
     `progress(done, total)` is told of each step placed. `host_pid`/`main_thread`: the process
-    and thread that recorded (default this one)."""
+    and thread that recorded (default this one). `tail`: work after the last step's end with no
+    forward pass is that step's tail (see _tail_of); False keeps it a step of its own (the API,
+    whose steps are the script's own prof.step() calls)."""
     builder = ProfileBuilder(inst, "pytorch", command=command, auto_cast=auto_cast, recorder=recording.recorder,
                              host_pid=os.getpid() if host_pid is None else host_pid,
                              host_name=f"Host: {command or 'python'} (measured CPU)", **(meta or {}))
     add_recording(builder, recording, inst, auto_cast=auto_cast, detail_steps=detail_steps, steps=steps,
-                  group=group, progress=progress, main_thread=main_thread)
+                  group=group, progress=progress, main_thread=main_thread, tail=tail)
     return builder.build()
 
 
 def add_recording(builder: ProfileBuilder, recording: Recording, inst: Instance, *, auto_cast: str = "matmult",
                   detail_steps: int = 4, steps: set[int] | None = None, group=None, t0: int | None = None,
-                  main_thread: int | None = None, progress=None) -> None:
+                  main_thread: int | None = None, progress=None, tail: bool = True) -> None:
     """Add one recording's steps and host events to `builder` (to its current rank). `t0`: the
     perf_counter_ns host times count from (default the recording's start; ranks recorded by
     other processes share one). `main_thread`: ident of the thread that recorded (default this
-    one; a recording made by another process names its own)."""
+    one; a recording made by another process names its own). `tail`: see recording_to_profile."""
     t0 = recording.t0 if t0 is None else t0
     tids: dict[object, int] = {}
 
@@ -153,6 +155,11 @@ def add_recording(builder: ProfileBuilder, recording: Recording, inst: Instance,
     cols = recording.table()
     phase, module = resolve_phases(recording, cols)
     step_col = cols["step"]
+    merged = _tail_of(recording, step_col, phase) if tail else None
+    if merged is not None:           # the last step's calls become the previous step's tail
+        last, into = merged
+        step_col = np.where(step_col == last, into, step_col).astype(step_col.dtype, copy=False)
+    span_step = {} if merged is None else {merged[0]: merged[1]}
     order = np.argsort(step_col, kind="stable")
     step_ids, starts = np.unique(step_col[order], return_index=True)
     bounds = np.append(starts, len(order))
@@ -162,7 +169,7 @@ def add_recording(builder: ProfileBuilder, recording: Recording, inst: Instance,
         idx = order[bounds[k]:bounds[k + 1]]
         key, prog, infos = builder_programs.program(cols["sig"][idx], phase[idx], module[idx])
         per_step[step] = (idx, key, prog, infos)
-    # steps with device work (a trailing `loss.item()` after the last optimizer step is no step)
+    # steps with device work (a step of only a `.item()` is no step)
     wanted = sorted(s for s, (_, _, prog, _) in per_step.items() if prog.ops and (steps is None or s in steps))
     detailed = set(wanted if detail_steps <= 0 else wanted[-detail_steps:])
     labels = recording.labels
@@ -174,9 +181,10 @@ def add_recording(builder: ProfileBuilder, recording: Recording, inst: Instance,
             host_rows[i] = builder.add_host(labels[sig[i]], "cpu_op", main_tid if tid[i] == 0 else tid_of(("t", tid[i])),
                                             start_s[i], end_s[i], step=step)
     for name, cat, ident, s0, s1, step in recording.spans:
+        step = span_step.get(step, step)
         if step in wanted:
             builder.add_host(name, cat, tid_of(ident), (s0 - t0) / 1e9, (s1 - t0) / 1e9, step=step)
-    bounds_ns = _step_bounds(recording, per_step)
+    bounds_ns = _step_bounds(recording, per_step, None if merged is None else merged[1])
     t_dev = 0.0
     for done, step in enumerate(wanted):
         if progress:
@@ -201,15 +209,31 @@ def add_recording(builder: ProfileBuilder, recording: Recording, inst: Instance,
         progress(len(wanted), len(wanted))
 
 
-def _step_bounds(recording: Recording, per_step) -> dict[int, tuple[int, int]]:
+def _tail_of(recording: Recording, step_col: np.ndarray, phase: np.ndarray) -> tuple[int, int] | None:
+    """(last step, the step before it) when the work after the last step's end is that step's
+    tail rather than a step: every call of it outside any forward pass (phase `other`: no
+    module's forward began and no autograd graph was built since the step ended), as a
+    GradScaler's update, an average of the weights or a last `loss.item()` after the last
+    optimizer step are. Work with a forward pass (an evaluation) stays a step of its own."""
+    last = len(recording.boundaries) + 1
+    if last < 2 or not len(step_col):
+        return None
+    in_last = step_col == last
+    if not in_last.any() or not (step_col == last - 1).any() or (phase[in_last] != OTHER).any():
+        return None
+    return last, last - 1
+
+
+def _step_bounds(recording: Recording, per_step, tail_of: int | None = None) -> dict[int, tuple[int, int]]:
     """Host interval of each step: from the previous boundary (or the capture start) to its own
-    boundary (or the last call)."""
+    boundary (or the last call); a step that took the work after it as its tail (`tail_of`) ends
+    at the last call."""
     edges = [recording.t0, *recording.boundaries]
     t1 = recording.table()["t1"]
     last = int(t1.max()) if len(t1) else recording.t0
     out = {}
     for step in per_step:
         start = edges[step - 1] if step - 1 < len(edges) else last
-        end = edges[step] if step < len(edges) else last
+        end = edges[step] if step < len(edges) and step != tail_of else last
         out[step] = (start, max(end, start))
     return out
