@@ -1,9 +1,12 @@
 """Maps recorded aten operators onto the chip model's Program builders.
 
 mm/addmm/bmm/linear/convolution -> TensorE matmuls; elementwise -> ScalarE activations or VectorE
-binaries; softmax, layer norm and attention as composites; reductions -> VectorE; copies -> DMA
-(a VectorE conversion when the dtype changes); fused optimizers -> one pass over their tensors;
-torch.distributed collectives -> collectives. Views and other metadata-only ops cost nothing.
+binaries; softmax, layer norm and attention as composites; batch/group norm as per-channel (per-group)
+statistics and a normalizing pass; RNN layers as their gate matmuls and gate elementwise work;
+pooling, upsampling, losses and sorting as reductions or elementwise passes over their tensors;
+reductions -> VectorE; copies -> DMA (a VectorE conversion when the dtype changes); fused optimizers
+-> one pass over their tensors; torch.distributed collectives -> collectives. Views, other
+metadata-only ops and host-side checks cost nothing.
 """
 from __future__ import annotations
 
@@ -18,10 +21,13 @@ VIEWS = frozenset("""view _unsafe_view reshape t transpose permute expand expand
 squeeze detach detach_ alias as_strided split split_with_sizes unbind chunk narrow view_as lift_fresh
 _reshape_alias unfold diagonal flatten empty empty_like empty_strided new_empty new_empty_strided
 _local_scalar_dense item is_same_size size stride numel dim sym_size sym_stride set_ result_type
-_has_compatible_shallow_copy_type""".split())
+_has_compatible_shallow_copy_type""".split()) | frozenset(
+    # host-side checks: torch.multinomial's `_assert_async` of its probabilities does no device work
+    "_assert_async _assert_scalar _functional_assert_async _assert_tensor_metadata".split())
 UNARY = {"relu": "relu", "relu_": "relu", "gelu": "gelu", "silu": "silu", "silu_": "silu", "tanh": "tanh",
          "sigmoid": "sigmoid", "exp": "exp", "log": "log", "sqrt": "sqrt", "rsqrt": "rsqrt",
-         "reciprocal": "reciprocal", "erf": "erf", "sin": "sin", "softplus": "softplus", "mish": "mish",
+         "reciprocal": "reciprocal", "erf": "erf", "sin": "sin", "sin_": "sin", "cos": "sin",
+         "cos_": "sin", "softplus": "softplus", "mish": "mish",
          "gelu_backward": "gelu_dx", "silu_backward": "silu_dx", "threshold_backward": "relu",
          "tanh_backward": "tanh", "sigmoid_backward": "sigmoid", "neg": "copy", "abs": "copy",
          "pow": "square", "square": "square", "clamp": "copy", "clamp_": "copy", "fill_": "copy",
@@ -33,9 +39,11 @@ BINARY = {"add": "add", "add_": "add", "sub": "sub", "sub_": "sub", "rsub": "sub
           "addcmul_": "mul", "addcdiv_": "div", "eq": "sub", "ne": "sub", "gt": "sub", "lt": "sub",
           "ge": "sub", "le": "sub", "_foreach_add_": "add", "_foreach_mul_": "mul", "_foreach_div_": "div",
           "_foreach_addcmul_": "mul", "_foreach_addcdiv_": "div", "_foreach_sqrt": "mul",
-          "_foreach_lerp_": "add", "_foreach_sub_": "sub", "_foreach_add": "add", "_foreach_mul": "mul"}
+          "_foreach_lerp_": "add", "_foreach_sub_": "sub", "_foreach_add": "add", "_foreach_mul": "mul",
+          # GradScaler.unscale_: every gradient read, checked and scaled in place (by a scalar)
+          "_amp_foreach_non_finite_check_and_unscale_": "mul"}
 REDUCE = frozenset("sum mean amax amin max min var std var_mean norm argmax argmin nll_loss_forward "
-                   "nll_loss_backward nll_loss2d_forward any all logsumexp linalg_vector_norm "
+                   "nll_loss2d_forward any all logsumexp linalg_vector_norm "
                    "_foreach_norm".split())
 COPIES = frozenset("copy_ clone _to_copy contiguous cat stack index_select gather scatter scatter_add "
                    "index index_put_ _index_put_impl_ embedding_dense_backward repeat tril triu "
@@ -61,6 +69,30 @@ convolution_backward _convolution _softmax softmax _log_softmax log_softmax _sof
 _log_softmax_backward_data native_layer_norm layer_norm native_layer_norm_backward rms_norm _fused_rms_norm
 native_batch_norm _native_batch_norm_legit native_group_norm group_norm embedding
 scaled_dot_product_attention""".split())
+# Kernels add_call maps through a branch of their own, kept whole by a recorder that sees nested
+# calls when the overload called is a kernel; a CompositeImplicitAutograd overload of the same name
+# (upsample's `.vec`, which has only scale factors) is looked through to the overload it calls.
+BATCH_NORMS = frozenset("""native_batch_norm _native_batch_norm_legit _native_batch_norm_legit_no_training
+_batch_norm_with_update _batch_norm_no_update""".split())
+GROUP_NORMS = frozenset(("native_group_norm", "group_norm"))
+LAYER_NORMS = frozenset(("native_layer_norm", "layer_norm", "rms_norm", "_fused_rms_norm"))
+NORM_BACKWARDS = frozenset(("native_batch_norm_backward", "batch_norm_backward",
+                            "native_group_norm_backward", "native_layer_norm_backward"))
+RNN_LAYERS = frozenset(("mkldnn_rnn_layer", "mkldnn_rnn_layer_backward"))
+POOLS = frozenset("""max_pool1d_with_indices max_pool2d_with_indices max_pool3d_with_indices avg_pool2d
+avg_pool3d""".split())
+POOL_BACKWARDS = frozenset("""max_pool2d_with_indices_backward max_pool3d_with_indices_backward
+avg_pool2d_backward avg_pool3d_backward""".split())
+UPSAMPLES = frozenset("""upsample_nearest1d upsample_nearest2d upsample_nearest3d _upsample_nearest_exact1d
+_upsample_nearest_exact2d _upsample_nearest_exact3d upsample_linear1d upsample_bilinear2d
+upsample_trilinear3d upsample_bicubic2d _upsample_bilinear2d_aa _upsample_bicubic2d_aa""".split())
+UPSAMPLE_BACKWARDS = frozenset(f"{n}_backward" for n in UPSAMPLES)
+POINT_LOSSES = frozenset(("mse_loss", "smooth_l1_loss", "huber_loss"))
+POINT_LOSS_BACKWARDS = frozenset(f"{n}_backward" for n in POINT_LOSSES)
+NLL_BACKWARDS = frozenset(("nll_loss_backward", "nll_loss2d_backward"))
+KERNELS = (BATCH_NORMS | NORM_BACKWARDS | RNN_LAYERS | POOLS | POOL_BACKWARDS | UPSAMPLES
+           | UPSAMPLE_BACKWARDS | POINT_LOSSES | POINT_LOSS_BACKWARDS | NLL_BACKWARDS
+           | frozenset(("sort",)))
 CONVOLUTIONS = frozenset(("convolution", "_convolution", "convolution_backward"))
 # One kernel updating every parameter of the lists it is given: param, grad, then state lists
 FUSED_OPTIMIZERS = frozenset(("_fused_adam_", "_fused_adamw_", "_fused_sgd_", "_fused_adagrad_"))
@@ -92,6 +124,7 @@ DTYPES = {"torch.float32": "fp32", "torch.bfloat16": "bf16", "torch.float16": "f
           "torch.int8": "int8", "torch.uint8": "int8", "torch.bool": "int8"}
 WIDTH = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}     # bytes per element
 PARTITIONS = 128                     # SBUF partitions: rows a VectorE instruction works on at once
+WINDOW_INPUTS = 32                   # windows up to this size reduce as streams, larger ones as rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,13 +187,27 @@ def add_call(prog: Program, call: AtenCall, auto_cast: str, group: CollectiveGro
         shape = s[0] if s else (1,)
         prog.softmax(max(1, _prod(shape[:-1])), max(1, shape[-1] if shape else 1), dtype,
                      backward=name.endswith("_backward_data"), name=label)
-    elif name in ("native_layer_norm", "layer_norm", "native_layer_norm_backward", "rms_norm",
-                  "_fused_rms_norm", "native_batch_norm", "_native_batch_norm_legit",
-                  "native_group_norm", "group_norm"):
+    elif name in LAYER_NORMS:
         shape = s[0] if s else (1,)
-        hidden = shape[-1] if shape else 1
-        prog.layernorm(max(1, _prod(shape) // max(1, hidden)), max(1, hidden), dtype,
-                       rms="rms" in name, name=label)
+        hidden = _norm_hidden(shape, call.extra[0] if call.extra else ())
+        prog.layernorm(max(1, _prod(shape) // hidden), hidden, dtype, rms="rms" in name, name=label)
+    elif name in BATCH_NORMS or name in GROUP_NORMS:
+        _norm(prog, name, s, call.extra, dtype, label)
+    elif name in NORM_BACKWARDS:
+        _norm_backward(prog, name, s, call.extra, dtype, label)
+    elif name in RNN_LAYERS:
+        _rnn_layer(prog, s, mm_dtype, dtype, label, backward=name.endswith("_backward"))
+    elif name in POOLS or name in POOL_BACKWARDS or name in UPSAMPLES or name in UPSAMPLE_BACKWARDS:
+        _resample(prog, name, s, call.extra, dtype, label)
+    elif name in POINT_LOSSES or name in POINT_LOSS_BACKWARDS:
+        _point_loss(prog, s, call.extra, dtype, label, backward=name.endswith("_backward"))
+    elif name in NLL_BACKWARDS:
+        # the gradient of the whole input ([N, C] or [N, C, H, W]): zeros, and -weight/total at
+        # each target, written in full
+        elements = _prod(s[1]) if len(s) > 1 else _elements(call)
+        prog.dma(max(1, elements * WIDTH[dtype]), direction="store", name=label)
+    elif name == "sort":
+        _sort(prog, s[0] if s else (1,), call.extra, dtype, label)
     elif "scaled_dot_product" in name or "flash_attention" in name or "efficient_attention" in name:
         _attention(prog, s, call.extra, mm_dtype, dtype, label, backward="backward" in name)
     elif name == "embedding":
@@ -306,6 +353,169 @@ def _reduce(prog: Program, shape, dtype: str, label: str) -> None:
     prog.reduce(rows * split, cols // split, dtype, name=label)
 
 
+def _norm_hidden(shape, normalized) -> int:
+    """Elements a layer norm normalizes over: its normalized_shape, else the last dim."""
+    if not isinstance(normalized, tuple):             # a recording's default extra: no shape
+        normalized = ()
+    hidden = _prod(normalized) if normalized else (shape[-1] if shape else 1)
+    return max(1, min(hidden, _prod(shape)))
+
+
+def _norm(prog: Program, name: str, s, extra, dtype: str, label: str) -> None:
+    """Batch norm ([N, C, *spatial]: a mean and variance per channel over N x spatial) and group
+    norm (per sample and group of channels): one reduction over every element for the statistics
+    (`.stats`; none for a batch norm of running statistics, in eval), then one pass normalizing
+    every element with the per-channel scale and shift. Whatever the layout, the same work."""
+    x = s[0] if s and s[0] else (1,)
+    elements = _prod(x)
+    if name in GROUP_NORMS:
+        groups = max(1, extra[0] if extra and isinstance(extra[0], int) else 1)
+        sets = (x[0] if len(x) > 1 else 1) * groups
+        _reduce(prog, (sets, max(1, elements // sets)), dtype, f"{label}.stats")
+    elif not extra or extra[0]:                      # training: statistics of this batch
+        channels = x[1] if len(x) > 1 else 1
+        _reduce(prog, (channels, max(1, elements // channels)), dtype, f"{label}.stats")
+    prog.activation("copy", max(1, elements), dtype, name=label)
+
+
+def _norm_backward(prog: Program, name: str, s, extra, dtype: str, label: str) -> None:
+    """A norm's gradient, from (grad_output, input, ...): the two sums it needs per statistics
+    set, of dy and of dy x-hat (for a batch norm the bias and weight gradients themselves), as
+    one reduction reading dy and x (`.stats`), then dx from x, dy and those sums in one pass
+    reading both and writing dx. A layer norm sums along its rows, so its weight and bias
+    gradients are a second reduction, down the columns (`.dweight`). A batch norm in eval
+    (running statistics) needs no sums for dx: dx = dy * weight * invstd, one scaled pass."""
+    x = s[1] if len(s) > 1 and s[1] else (s[0] if s and s[0] else (1,))
+    elements = _prod(x)
+    if name in ("native_batch_norm_backward", "batch_norm_backward"):
+        train, mask = (extra + (1, (1, 1, 1)))[:2] if extra else (1, (1, 1, 1))
+        sets = x[1] if len(x) > 1 else 1
+        if train or any(mask[1:]):
+            _reduce(prog, (sets, max(1, 2 * elements // sets)), dtype, f"{label}.stats")
+        if mask[0]:
+            prog.binary("mul", max(1, elements), dtype, operands=2 if train else 1, name=label)
+        return
+    if name == "native_group_norm_backward":
+        mask = extra[1] if len(extra) > 1 else (1, 1, 1)
+        sets = (x[0] * x[1]) if len(x) > 1 else 1          # sums per sample and channel
+    else:                                                # native_layer_norm_backward
+        normalized, mask = (extra + ((), (1, 1, 1)))[:2] if extra else ((), (1, 1, 1))
+        hidden = _norm_hidden(x, normalized)
+        sets = max(1, elements // hidden)
+    _reduce(prog, (sets, max(1, 2 * elements // sets)), dtype, f"{label}.stats")
+    if mask[0]:
+        prog.binary("mul", max(1, elements), dtype, name=label)
+    if name == "native_layer_norm_backward" and any(mask[1:]):
+        _reduce(prog, (hidden, max(1, 2 * sets)), dtype, f"{label}.dweight")
+
+
+def _rnn_layer(prog: Program, s, mm_dtype: str, dtype: str, label: str, backward: bool) -> None:
+    """One layer (one direction) of an RNN over a whole sequence (oneDNN's mkldnn_rnn_layer:
+    input [T, B, I] or packed [tokens, I], weight_ih [G*H, I], weight_hh [G*H, H]; G = 4 gates
+    for an LSTM). Every time step multiplies its input by weight_ih and the previous hidden
+    state by weight_hh: over the sequence, [tokens, I + H] @ [I + H, G*H] (the steps'
+    dependency is not modelled). The gates' sigmoids and tanhs (and tanh of the cell) are one
+    ScalarE pass (`.gates`), the cell and hidden updates (f*c + i*g, o*tanh(c)) VectorE products
+    (`.cell`). The backward makes the input and hidden-state gradients, [tokens, G*H] @
+    [G*H, I + H], and the weight gradients, [I + H, tokens] @ [tokens, G*H] (`.dweight`):
+    twice the forward's matmuls, and the gates' derivatives as products."""
+    if len(s) < 3 or len(s[1]) != 2 or len(s[2]) != 2:
+        return
+    gates, inputs = s[1]
+    hidden = s[2][1]
+    tokens = _prod(s[0]) // max(1, inputs)
+    if min(gates, inputs, hidden, tokens) <= 0:
+        return
+    kw = {"left_dtype": dtype, "right_dtype": dtype, "out_dtype": dtype}
+    if backward:
+        prog.matmul(tokens, gates, inputs + hidden, mm_dtype, name=label, **kw)
+        prog.matmul(inputs + hidden, tokens, gates, mm_dtype, name=f"{label}.dweight", **kw)
+        prog.binary("mul", tokens * (gates + hidden), dtype, name=f"{label}.gates")
+    else:
+        prog.matmul(tokens, inputs + hidden, gates, mm_dtype, name=label, **kw)
+        prog.activation("sigmoid", tokens * (gates + hidden), dtype, name=f"{label}.gates")
+    prog.binary("mul", 3 * tokens * hidden, dtype, name=f"{label}.cell")
+
+
+def _pool_output(x, extra, dims: int) -> int:
+    """Elements of a pooling's result: (L + 2p - d(k-1) - 1) / s + 1 per spatial dim, rounded
+    down, or up with ceil_mode (a last window must start inside the input or its left padding)."""
+    kernel, stride, pad, dilation, ceil = (tuple(extra) + ((), (), (), (), 0))[:5]
+
+    def spread(v, default):
+        v = tuple(v or ()) or default
+        return v * dims if len(v) == 1 else v
+    kernel = spread(kernel, (1,))
+    stride, pad, dilation = spread(stride, kernel), spread(pad, (0,)), spread(dilation, (1,))
+    out = list(x[:-dims])
+    for size, k, st, p, d in zip(x[-dims:], kernel, stride, pad, dilation):
+        span = size + 2 * p - d * (k - 1) - 1
+        n = (-(-span // st) if ceil else span // st) + 1
+        if ceil and (n - 1) * st >= size + p:
+            n -= 1
+        out.append(max(1, n))
+    return _prod(out)
+
+
+def _resample(prog: Program, name: str, s, extra, dtype: str, label: str) -> None:
+    """Pooling and upsampling, and their gradients: an op that shrinks its tensor (a pooling,
+    an upsampling's gradient) reduces each window of the larger side, reading it once and
+    writing the smaller (one pass over the results, each from the `ratio` elements of its window
+    read as that many streams; a window of more than WINDOW_INPUTS, a global pooling, as a row
+    reduction per result); one that grows it (a pooling's gradient, an upsampling) makes one
+    pass over the larger side, a nearest-neighbour upsampling a replicating copy (DMA)."""
+    x = s[0] if s and s[0] else (1,)
+    dims = next((int(c) for c in name if c.isdigit()), 2)
+    if name in POOLS:                                # (self, kernel, stride, padding, ...)
+        small, big = _pool_output(x, extra, min(dims, len(x))), _prod(x)
+    elif name in POOL_BACKWARDS:                     # (grad_output, self, ...)
+        small, big = _prod(x), _prod(s[1]) if len(s) > 1 else _prod(x)
+    elif name in UPSAMPLES:                          # (self, output_size, ...)
+        size = tuple(extra[0]) if extra and isinstance(extra[0], tuple) else ()
+        small, big = _prod(x), _prod(x[:len(x) - len(size)]) * _prod(size) if size else _prod(x)
+    else:                                            # (grad_output, output_size, input_size, ...)
+        size = tuple(extra[0]) if extra and isinstance(extra[0], tuple) else ()
+        small, big = (_prod(size) if size else _prod(x)), _prod(x)
+    small, big = max(1, small), max(1, big)
+    if name in POOLS or name in UPSAMPLE_BACKWARDS:
+        ratio = max(1, -(-big // small))
+        if ratio <= WINDOW_INPUTS:       # each result from its window's `ratio` elements, streamed
+            prog.activation("copy", small, dtype, inputs=ratio, name=label)
+        else:                            # a global pooling: a row reduction per result
+            prog.reduce(small, ratio, dtype, func="max" if "max" in name else "add", name=label)
+    elif "nearest" in name:
+        prog.dma(big * WIDTH[dtype], direction="copy", name=label)
+    else:
+        prog.activation("copy", big, dtype, name=label)
+
+
+def _point_loss(prog: Program, s, extra, dtype: str, label: str, backward: bool) -> None:
+    """mse/smooth-L1/huber: the difference of input and target over every element (one pass
+    reading both), then, reduced (mean or sum, `reduction` 1 or 2), a sum of its squares (or
+    penalties: `.sum`); unreduced, their squares (`.square`). The gradient, from (grad_output,
+    input, target), is one pass over input and target scaled by grad_output."""
+    a = s[1] if backward and len(s) > 1 else (s[0] if s else (1,))
+    b = s[2] if backward and len(s) > 2 else (s[1] if len(s) > 1 else a)
+    elements = max(1, _prod(_broadcast(a, b)))
+    operands = 2 if _prod(a) == elements and _prod(b) == elements else 1
+    prog.binary("sub", elements, dtype, operands=operands, name=label)
+    if backward:
+        return
+    if not extra or extra[0]:
+        _reduce(prog, (elements,), dtype, f"{label}.sum")
+    else:
+        prog.activation("square", elements, dtype, name=f"{label}.square")
+
+
+def _sort(prog: Program, shape, extra, dtype: str, label: str) -> None:
+    """Values and indices along `dim` (default the last): a merge network of ceil(log2 n)
+    VectorE compare passes over every element, each reading and writing them."""
+    dim = extra[0] if extra and isinstance(extra[0], int) else -1
+    n = shape[dim % len(shape)] if shape else 1
+    passes = max(1, math.ceil(math.log2(n))) if n > 1 else 1
+    prog.binary("max", max(1, _prod(shape)) * passes, dtype, name=label)
+
+
 def _copy(prog: Program, elements: int, src: str, dst: str, label: str) -> None:
     """A copy moves bytes by DMA; one that changes the width (`x.to(torch.bfloat16)`) converts on
     VectorE, reading at the source's width and writing at the result's."""
@@ -340,4 +550,52 @@ def call_extra(name: str, args) -> tuple | None:
     if at is not None:
         flag = args[at] if len(args) > at else 0          # the Python recorder drops defaults
         return (int(bool(flag)) if isinstance(flag, (bool, int)) else 0,)
+    if name in KERNELS or name in LAYER_NORMS or name in GROUP_NORMS:
+        return _kernel_extra(name, list(args))
+    return None
+
+
+def _arg(args: list, at: int, default=None):
+    return args[at] if len(args) > at and args[at] is not None else default
+
+
+def _flag(v, default: int = 1) -> int:
+    return int(bool(v)) if isinstance(v, (bool, int)) else default
+
+
+def _kernel_extra(name: str, a: list) -> tuple | None:
+    """The arguments add_call's own branches read, in each operator's schema order (both
+    recorders: the native one decodes bools as ints and int lists as tuples; the Python one
+    drops trailing defaults). None: the recorder's default."""
+    if name in LAYER_NORMS:                           # (input, normalized_shape, ...)
+        return (_ints(_arg(a, 1, ())),)
+    if name == "native_layer_norm_backward":          # (dy, x, normalized_shape, ..., output_mask)
+        return (_ints(_arg(a, 2, ())), _ints(_arg(a, 7, (1, 1, 1))))
+    if name in ("native_batch_norm_backward", "batch_norm_backward"):   # train 7, output_mask 9
+        return (_flag(_arg(a, 7)), _ints(_arg(a, 9, (1, 1, 1))))
+    if name == "native_group_norm_backward":          # group 8, output_mask 9
+        return (int(_arg(a, 8, 1)), _ints(_arg(a, 9, (1, 1, 1))))
+    if name in GROUP_NORMS:                           # group_norm's num_groups 1, native's group 6
+        return (int(_arg(a, 1 if name == "group_norm" else 6, 1)),)
+    if name in BATCH_NORMS:
+        if name in ("_native_batch_norm_legit_no_training", "_batch_norm_no_update"):
+            return (0,)
+        if name == "_batch_norm_with_update":
+            return (1,)
+        # `training`: the first flag after the tensors (5; 3 in _native_batch_norm_legit.no_stats)
+        return (next((_flag(v) for v in a[1:] if isinstance(v, (bool, int))), 1),)
+    if name in POOLS:         # (self, kernel, stride, padding, dilation (max only), ceil_mode)
+        ceil_at = 5 if name.startswith("max") else 4
+        dilation = _ints(_arg(a, 4, ())) if name.startswith("max") else ()
+        return (_ints(_arg(a, 1, ())), _ints(_arg(a, 2, ())), _ints(_arg(a, 3, ())), dilation,
+                _flag(_arg(a, ceil_at), 0))
+    if name in UPSAMPLES:                             # (self, output_size, ...)
+        return (_ints(_arg(a, 1, ())),)
+    if name in UPSAMPLE_BACKWARDS:                    # (grad_output, output_size, input_size, ...)
+        return (_ints(_arg(a, 2, ())),)
+    if name in POINT_LOSSES:                          # (self, target, reduction=mean)
+        return (int(_arg(a, 2, 1)),)
+    if name == "sort":        # sort(self, dim=-1, descending), sort.stable(self, stable, dim, ...)
+        dim = _arg(a, 2 if len(a) >= 4 else 1, -1)
+        return (int(dim) if isinstance(dim, int) else -1,)
     return None

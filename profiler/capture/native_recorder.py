@@ -13,15 +13,15 @@ import math
 
 import numpy as np
 
-from .aten_map import (BINARY, COLLECTIVES, COMPARISONS, COPIES, REDUCE, UNARY, VIEWS, WHOLE_OPS,
-                       AtenCall, call_extra)
+from .aten_map import (BINARY, COLLECTIVES, COMPARISONS, COPIES, KERNELS, REDUCE, UNARY, VIEWS,
+                       WHOLE_OPS, AtenCall, call_extra)
 from .native.build import NativeUnavailable, load
 from .recording import COLUMNS, Recording, RecorderBase
 
 RECORD = np.dtype([("t0", "<i8"), ("t1", "<i8"), ("seq", "<i8"), ("node_seq", "<i8"), ("out_numel", "<i8"),
                    ("sig", "<i4"), ("module", "<i4"), ("step", "<i4"), ("phase", "<i4"), ("tid", "<i4"),
                    ("depth", "<i4")])
-MAPPED, SKIP = 1, 2
+MAPPED, SKIP, KERNEL = 1, 2, 5
 COLLECT_EVERY = 256                  # steps between moves of records out of the library
 # Tags of recorder.cpp's signature encoding.
 T_NONE, T_TENSOR, T_TENSORS, T_INTS, T_INT, T_DOUBLE, T_BOOL, T_OTHER, T_OPT_TENSORS = range(9)
@@ -40,7 +40,11 @@ def operator_kinds() -> str:
     """The table the callback classifies operators by. Operators the mapper knows are kept whole
     (their callees are not recorded), except CompositeImplicitAutograd ones outside WHOLE_OPS:
     those only forward (`contiguous` of a contiguous tensor copies nothing), so the callback
-    looks at what they call instead. Metadata-only operators are skipped with their callees."""
+    looks at what they call instead. The kernels add_call has a branch of its own for (KERNEL)
+    are decided per overload: kept whole when the overload called is not a
+    CompositeImplicitAutograd one (upsample's `.vec`, whose output size may be only scale
+    factors, is looked through to the overload it calls). Metadata-only operators are skipped
+    with their callees."""
     import torch
     has_kernel = torch._C._dispatch_has_kernel_for_dispatch_key
     attention = {n.partition("::")[2].partition(".")[0] for n in torch._C._dispatch_get_all_op_names()
@@ -49,6 +53,7 @@ def operator_kinds() -> str:
     known = set(UNARY) | set(BINARY) | REDUCE | COPIES
     mapped = {n for n in known - skip if not _composite(has_kernel, f"aten::{n}")} | WHOLE_OPS | attention
     lines = [f"aten::{n}\t{MAPPED}\n" for n in sorted(mapped)]
+    lines += [f"aten::{n}\t{KERNEL}\n" for n in sorted(KERNELS - mapped - skip)]
     lines += [f"{ns}::{n}\t{MAPPED}\n" for n in sorted(COLLECTIVES) for ns in ("aten", "c10d", "_c10d_functional")]
     lines += [f"aten::{n}\t{SKIP}\n" for n in sorted(skip)]
     lines += [f"profiler::{n}\t{SKIP}\n" for n in ("_record_function_enter", "_record_function_enter_new",
@@ -155,7 +160,8 @@ def output_size(name: str, args: list) -> int:
     ints = [a for a in args if isinstance(a, tuple) and (not a or isinstance(a[0], int))]
     if name in ("cat", "stack", "_cat") and lists:
         return lists[0][3]
-    if name.startswith("_foreach_") and lists:       # a list's elements, not its scalar operand's
+    if "_foreach_" in name and lists:                # a list's elements, not its scalar operand's
+        # (also _amp_foreach_non_finite_check_and_unscale_'s, which returns nothing)
         return lists[0][3]
     if name in ("zeros", "ones", "full", "empty", "rand", "randn", "randint") and ints:
         return _numel(ints[0])

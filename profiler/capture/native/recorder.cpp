@@ -7,7 +7,9 @@
 // helps the chip mapping: an operator the mapper knows (kind MAPPED) is kept and its callees are
 // not; a metadata-only operator (kind SKIP) is dropped with its callees; any other operator is kept
 // only when none of its callees was kept and it is not a CompositeImplicitAutograd op (those only
-// forward to others, so a leaf of that kind did no work). Under autocast, an operator with an
+// forward to others, so a leaf of that kind did no work). A KERNEL operator is MAPPED or COMPOSITE by
+// the overload called: kept whole when that overload is a kernel, looked through when it is a
+// CompositeImplicitAutograd one (upsample's `.vec`, which may hold only scale factors). Under autocast, an operator with an
 // autocast kernel is looked through instead of kept: that kernel casts the inputs and calls the
 // operator again at the dtype it really runs at, and those calls are what is kept.
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -26,7 +28,7 @@
 
 namespace {
 
-enum Kind : int8_t { OTHER = 0, MAPPED = 1, SKIP = 2, COMPOSITE = 3, AUTOGRAD = 4 };
+enum Kind : int8_t { OTHER = 0, MAPPED = 1, SKIP = 2, COMPOSITE = 3, AUTOGRAD = 4, KERNEL = 5 };
 enum Tag : int64_t { T_NONE = 0, T_TENSOR = 1, T_TENSORS = 2, T_INTS = 3, T_INT = 4, T_DOUBLE = 5,
                      T_BOOL = 6, T_OTHER = 7, T_OPT_TENSORS = 8 };
 constexpr int kMaxListValues = 8;
@@ -48,6 +50,7 @@ struct NameEntry {
   int8_t kind;
   bool decided = false, switch_off = false;
   bool autocast = false;               // has an autocast kernel (for some device)
+  c10::DispatchKeySet autocast_keys;   // the autocast keys (devices) it has a kernel for
 };
 constexpr int64_t kSwitchOffCallees = 4;
 constexpr char kEngineRange[] = "autograd::engine::evaluate_function";
@@ -122,15 +125,16 @@ int32_t intern_name(const std::string& name, int8_t* kind) {
 }
 
 NameEntry classify(const at::RecordFunction& fn, int32_t id, int8_t kind) {
-  NameEntry entry{id, kind};
+  NameEntry entry{id, kind == KERNEL ? static_cast<int8_t>(MAPPED) : kind};
   auto op_name = fn.operator_name();
   if (!op_name) return entry;
   auto handle = c10::Dispatcher::singleton().findOp(*op_name);
   if (!handle) return entry;
   auto composite = c10::DispatchKey::CompositeImplicitAutograd;
-  if (kind == OTHER && handle->hasKernelForDispatchKey(composite)) entry.kind = COMPOSITE;
+  if ((kind == OTHER || kind == KERNEL) && handle->hasKernelForDispatchKey(composite)) entry.kind = COMPOSITE;
   for (c10::DispatchKey k : c10::autocast_dispatch_keyset) {
-    entry.autocast = entry.autocast || handle->hasKernelForDispatchKey(k);
+    if (handle->hasKernelForDispatchKey(k)) entry.autocast_keys = entry.autocast_keys | c10::DispatchKeySet(k);
+    entry.autocast = !entry.autocast_keys.empty();
   }
   return entry;
 }
@@ -144,9 +148,11 @@ const at::Tensor* first_tensor(const at::RecordFunction& fn) {
 
 // Whether autocast handles this call: autocast is on for the device of its first tensor (its
 // key is not excluded in this thread; the autocast kernel excludes it while it calls the
-// operator again, so that inner call is kept).
-bool autocast_applies(const at::RecordFunction& fn) {
-  auto on = c10::autocast_dispatch_keyset - c10::impl::tls_local_dispatch_key_set().excluded_;
+// operator again, so that inner call is kept) and the operator has an autocast kernel for that
+// device (`kernels`). Where it has none (layer_norm on CPU: its autocast kernels are CUDA's and
+// others') the autocast key falls through and the call runs as it is, so it is kept.
+bool autocast_applies(const at::RecordFunction& fn, c10::DispatchKeySet kernels) {
+  auto on = (c10::autocast_dispatch_keyset - c10::impl::tls_local_dispatch_key_set().excluded_) & kernels;
   if (on.empty()) return false;        // autocast off: one thread-local read
   const at::Tensor* t = first_tensor(fn);
   return t && !(t->key_set() & on).empty();
@@ -176,7 +182,7 @@ NameEntry* name_of(ThreadState* st, const at::RecordFunction& fn, NameEntry* scr
   int8_t kind;
   int32_t id = intern_name(name, &kind);
   if (!is_operator) {
-    *scratch = NameEntry{id, kind};
+    *scratch = NameEntry{id, kind == KERNEL ? static_cast<int8_t>(MAPPED) : kind};
     return scratch;
   }
   return &st->names.emplace(name, classify(fn, id, kind)).first->second;
@@ -314,7 +320,7 @@ std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& fn) {
     NameEntry* entry = name_of(st, fn, &scratch);
     int8_t kind = entry->kind;
     if ((kind == MAPPED || kind == OTHER) && not_real(fn)) kind = COMPOSITE;
-    if (kind == MAPPED && entry->autocast && autocast_applies(fn)) kind = COMPOSITE;
+    if (kind == MAPPED && entry->autocast && autocast_applies(fn, entry->autocast_keys)) kind = COMPOSITE;
     if (kind == AUTOGRAD) {
       // the engine's range around a node; AccumulateGrad and other nodes made by no forward
       // call have no sequence number
@@ -393,7 +399,7 @@ extern "C" {
 
 int64_t* ns_context() { return g_context; }
 
-// kinds: "name\tkind\n" lines, kind 1 = MAPPED, 2 = SKIP, 3 = COMPOSITE. Returns -1 when already
+// kinds: "name\tkind\n" lines, kind 1 = MAPPED, 2 = SKIP, 3 = COMPOSITE, 5 = KERNEL. Returns -1 when already
 // recording.
 int ns_start(const char* kinds, int with_outputs) {
   {
