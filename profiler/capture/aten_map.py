@@ -3,8 +3,9 @@
 mm/addmm/bmm/linear/convolution -> TensorE matmuls; elementwise -> ScalarE activations or VectorE
 binaries; softmax, layer norm and attention as composites; batch/group norm as per-channel (per-group)
 statistics and a normalizing pass; RNN layers as their gate matmuls and gate elementwise work;
-pooling, upsampling, losses and sorting as reductions or elementwise passes over their tensors;
-reductions -> VectorE; copies -> DMA (a VectorE conversion when the dtype changes); fused optimizers
+pooling, upsampling, losses, sorting and topk as reductions or elementwise passes over their tensors
+(the NLL forward as a gather of one element per target); reductions over any set of dims ->
+VectorE; copies -> DMA (a VectorE conversion when the dtype changes); fused optimizers
 -> one pass over their tensors; torch.distributed collectives -> collectives. Views, other
 metadata-only ops and host-side checks cost nothing.
 """
@@ -42,9 +43,14 @@ BINARY = {"add": "add", "add_": "add", "sub": "sub", "sub_": "sub", "rsub": "sub
           "_foreach_lerp_": "add", "_foreach_sub_": "sub", "_foreach_add": "add", "_foreach_mul": "mul",
           # GradScaler.unscale_: every gradient read, checked and scaled in place (by a scalar)
           "_amp_foreach_non_finite_check_and_unscale_": "mul"}
-REDUCE = frozenset("sum mean amax amin max min var std var_mean norm argmax argmin nll_loss_forward "
-                   "nll_loss2d_forward any all logsumexp linalg_vector_norm "
-                   "_foreach_norm".split())
+REDUCE = frozenset("sum mean amax amin max min var std var_mean std_mean norm argmax argmin any "
+                   "all logsumexp linalg_vector_norm nansum _foreach_norm".split())
+# Where a reduction's `dim` sits among its arguments in schema order (elsewhere: second), and its
+# `keepdim` (elsewhere: third). Only the reductions of INT_DIM take a single int `dim`; the others
+# take an int list, and an int in its place is another argument (var's `unbiased`, a dtype).
+REDUCE_DIM_AT = {"norm": 2, "linalg_vector_norm": 2}
+KEEPDIM_AT = {"norm": 3, "linalg_vector_norm": 3, "var": 3, "std": 3, "var_mean": 3, "std_mean": 3}
+INT_DIM = frozenset("max min argmax argmin any all".split())
 COPIES = frozenset("copy_ clone _to_copy contiguous cat stack index_select gather scatter scatter_add "
                    "index index_put_ _index_put_impl_ embedding_dense_backward repeat tril triu "
                    "constant_pad_nd arange _copy_from".split())
@@ -81,18 +87,23 @@ NORM_BACKWARDS = frozenset(("native_batch_norm_backward", "batch_norm_backward",
 RNN_LAYERS = frozenset(("mkldnn_rnn_layer", "mkldnn_rnn_layer_backward"))
 POOLS = frozenset("""max_pool1d_with_indices max_pool2d_with_indices max_pool3d_with_indices avg_pool2d
 avg_pool3d""".split())
+# adaptive pooling: its output size instead of a kernel (AdaptiveAvgPool2d(1) runs as a `mean`)
+ADAPTIVE_POOLS = frozenset("""_adaptive_avg_pool2d _adaptive_avg_pool3d adaptive_max_pool2d
+adaptive_max_pool3d""".split())
 POOL_BACKWARDS = frozenset("""max_pool2d_with_indices_backward max_pool3d_with_indices_backward
-avg_pool2d_backward avg_pool3d_backward""".split())
+avg_pool2d_backward avg_pool3d_backward _adaptive_avg_pool2d_backward _adaptive_avg_pool3d_backward
+adaptive_max_pool2d_backward adaptive_max_pool3d_backward""".split())
 UPSAMPLES = frozenset("""upsample_nearest1d upsample_nearest2d upsample_nearest3d _upsample_nearest_exact1d
 _upsample_nearest_exact2d _upsample_nearest_exact3d upsample_linear1d upsample_bilinear2d
 upsample_trilinear3d upsample_bicubic2d _upsample_bilinear2d_aa _upsample_bicubic2d_aa""".split())
 UPSAMPLE_BACKWARDS = frozenset(f"{n}_backward" for n in UPSAMPLES)
 POINT_LOSSES = frozenset(("mse_loss", "smooth_l1_loss", "huber_loss"))
 POINT_LOSS_BACKWARDS = frozenset(f"{n}_backward" for n in POINT_LOSSES)
+NLL_FORWARDS = frozenset(("nll_loss_forward", "nll_loss2d_forward"))
 NLL_BACKWARDS = frozenset(("nll_loss_backward", "nll_loss2d_backward"))
-KERNELS = (BATCH_NORMS | NORM_BACKWARDS | RNN_LAYERS | POOLS | POOL_BACKWARDS | UPSAMPLES
-           | UPSAMPLE_BACKWARDS | POINT_LOSSES | POINT_LOSS_BACKWARDS | NLL_BACKWARDS
-           | frozenset(("sort",)))
+KERNELS = (BATCH_NORMS | NORM_BACKWARDS | RNN_LAYERS | POOLS | ADAPTIVE_POOLS | POOL_BACKWARDS
+           | UPSAMPLES | UPSAMPLE_BACKWARDS | POINT_LOSSES | POINT_LOSS_BACKWARDS | NLL_FORWARDS
+           | NLL_BACKWARDS | frozenset(("sort", "topk")))
 CONVOLUTIONS = frozenset(("convolution", "_convolution", "convolution_backward"))
 # One kernel updating every parameter of the lists it is given: param, grad, then state lists
 FUSED_OPTIMIZERS = frozenset(("_fused_adam_", "_fused_adamw_", "_fused_sgd_", "_fused_adagrad_"))
@@ -124,6 +135,7 @@ DTYPES = {"torch.float32": "fp32", "torch.bfloat16": "bf16", "torch.float16": "f
           "torch.int8": "int8", "torch.uint8": "int8", "torch.bool": "int8"}
 WIDTH = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}     # bytes per element
 PARTITIONS = 128                     # SBUF partitions: rows a VectorE instruction works on at once
+MAX8 = 8                             # VectorE's max8: the 8 largest of each partition's row at once
 WINDOW_INPUTS = 32                   # windows up to this size reduce as streams, larger ones as rows
 
 
@@ -197,10 +209,13 @@ def add_call(prog: Program, call: AtenCall, auto_cast: str, group: CollectiveGro
         _norm_backward(prog, name, s, call.extra, dtype, label)
     elif name in RNN_LAYERS:
         _rnn_layer(prog, s, mm_dtype, dtype, label, backward=name.endswith("_backward"))
-    elif name in POOLS or name in POOL_BACKWARDS or name in UPSAMPLES or name in UPSAMPLE_BACKWARDS:
+    elif (name in POOLS or name in ADAPTIVE_POOLS or name in POOL_BACKWARDS or name in UPSAMPLES
+          or name in UPSAMPLE_BACKWARDS):
         _resample(prog, name, s, call.extra, dtype, label)
     elif name in POINT_LOSSES or name in POINT_LOSS_BACKWARDS:
         _point_loss(prog, s, call.extra, dtype, label, backward=name.endswith("_backward"))
+    elif name in NLL_FORWARDS:
+        _nll_forward(prog, s, call.extra, dtype, label)
     elif name in NLL_BACKWARDS:
         # the gradient of the whole input ([N, C] or [N, C, H, W]): zeros, and -weight/total at
         # each target, written in full
@@ -208,6 +223,8 @@ def add_call(prog: Program, call: AtenCall, auto_cast: str, group: CollectiveGro
         prog.dma(max(1, elements * WIDTH[dtype]), direction="store", name=label)
     elif name == "sort":
         _sort(prog, s[0] if s else (1,), call.extra, dtype, label)
+    elif name == "topk":
+        _topk(prog, s[0] if s else (1,), call.extra, dtype, label)
     elif "scaled_dot_product" in name or "flash_attention" in name or "efficient_attention" in name:
         _attention(prog, s, call.extra, mm_dtype, dtype, label, backward="backward" in name)
     elif name == "embedding":
@@ -222,8 +239,10 @@ def add_call(prog: Program, call: AtenCall, auto_cast: str, group: CollectiveGro
         prog.activation(UNARY[name], _elements(call), dtype, name=label)
     elif name in BINARY:
         _binary(prog, BINARY[name], call, dtype, out_dtype, label)
+    elif name in ("max", "min") and len(s) > 1:      # max.other: elementwise, as `maximum`
+        _binary(prog, "max" if name == "max" else "min", call, dtype, out_dtype, label)
     elif name in REDUCE:
-        _reduce(prog, s[0] if s else (1,), dtype, label)
+        _reduction(prog, s[0] if s else (1,), call.extra, dtype, label)
     elif name in COPIES:
         _copy(prog, _elements(call), dtype, out_dtype, label)
     elif call.out_numel > 0:
@@ -353,6 +372,20 @@ def _reduce(prog: Program, shape, dtype: str, label: str) -> None:
     prog.reduce(rows * split, cols // split, dtype, name=label)
 
 
+def _reduction(prog: Program, shape, extra, dtype: str, label: str) -> None:
+    """A reduction over any set of dims (reduce_extra's, sorted; the last dim when the recording
+    has none): every input element read once and one result per kept row written, the reduced
+    length the product of the reduced dims and the rows the product of the others. Reduced dims
+    that are not the innermost (x.mean(dim=1) of [B, N, D], a mean over (0, 2, 3)) cost the same
+    as the same reduction laid out last: the tile loads read them with strided access patterns,
+    or the kept rows are accumulated tile by tile, in the same one pass over the input (no
+    transpose is costed, as for a batch norm's statistics)."""
+    shape = tuple(shape) or (1,)
+    dims = extra[0] if extra and isinstance(extra[0], tuple) else (len(shape) - 1,)
+    reduced = max(1, _prod([shape[d] for d in dims if 0 <= d < len(shape)]))
+    _reduce(prog, (max(1, _prod(shape) // reduced), reduced), dtype, label)
+
+
 def _norm_hidden(shape, normalized) -> int:
     """Elements a layer norm normalizes over: its normalized_shape, else the last dim."""
     if not isinstance(normalized, tuple):             # a recording's default extra: no shape
@@ -468,6 +501,9 @@ def _resample(prog: Program, name: str, s, extra, dtype: str, label: str) -> Non
     dims = next((int(c) for c in name if c.isdigit()), 2)
     if name in POOLS:                                # (self, kernel, stride, padding, ...)
         small, big = _pool_output(x, extra, min(dims, len(x))), _prod(x)
+    elif name in ADAPTIVE_POOLS:                     # (self, output_size)
+        size = tuple(extra[0]) if extra and isinstance(extra[0], tuple) else ()
+        small, big = _prod(x[:len(x) - len(size)]) * _prod(size), _prod(x)
     elif name in POOL_BACKWARDS:                     # (grad_output, self, ...)
         small, big = _prod(x), _prod(s[1]) if len(s) > 1 else _prod(x)
     elif name in UPSAMPLES:                          # (self, output_size, ...)
@@ -477,7 +513,7 @@ def _resample(prog: Program, name: str, s, extra, dtype: str, label: str) -> Non
         size = tuple(extra[0]) if extra and isinstance(extra[0], tuple) else ()
         small, big = (_prod(size) if size else _prod(x)), _prod(x)
     small, big = max(1, small), max(1, big)
-    if name in POOLS or name in UPSAMPLE_BACKWARDS:
+    if name in POOLS or name in ADAPTIVE_POOLS or name in UPSAMPLE_BACKWARDS:
         ratio = max(1, -(-big // small))
         if ratio <= WINDOW_INPUTS:       # each result from its window's `ratio` elements, streamed
             prog.activation("copy", small, dtype, inputs=ratio, name=label)
@@ -516,6 +552,37 @@ def _sort(prog: Program, shape, extra, dtype: str, label: str) -> None:
     prog.binary("max", max(1, _prod(shape)) * passes, dtype, name=label)
 
 
+def _topk(prog: Program, shape, extra, dtype: str, label: str) -> None:
+    """The k largest (or smallest) along `dim` and their indices: ceil(k/8) rounds of VectorE's
+    max8 over each row (NKI's top-k: max8, then match_replace to knock out what it found), each
+    costed as a reduction pass over every element, and the k values and indices written
+    (`.result`, indices at 4 bytes). When that takes more rounds than a sort's ceil(log2 n)
+    compare passes (k large against the row), it costs as `sort` along `dim` does."""
+    k, dim = (tuple(extra) + (1, -1))[:2] if extra else (1, -1)
+    shape = tuple(shape) or (1,)
+    dim = dim % len(shape)
+    n, k = max(1, shape[dim]), max(1, k)
+    rows = max(1, _prod(shape) // n)
+    rounds = -(-k // MAX8)
+    if rounds > (math.ceil(math.log2(n)) if n > 1 else 1):
+        _sort(prog, shape, (dim,), dtype, label)
+        return
+    _reduce(prog, (rows * rounds, n), dtype, label)
+    prog.dma(rows * k * (WIDTH[dtype] + WIDTH["fp32"]), direction="store", name=f"{label}.result")
+
+
+def _nll_forward(prog: Program, s, extra, dtype: str, label: str) -> None:
+    """nll_loss from (input [N, C] or [N, C, *spatial], target [N, *spatial], weight?): one element
+    gathered per target, its class's log-probability (and, weighted, the class weight too), by
+    indirect DMA as `embedding` gathers rows; reduced (mean or sum, `reduction` 1 or 2), their
+    sum (`.sum`; weighted, with total_weight's sum of the weights). The rest of the input is not
+    read."""
+    gathered = max(1, _prod(s[1]) if len(s) > 1 else 1) * (2 if len(s) > 2 else 1)
+    prog.embedding(gathered, 1, dtype, name=label)
+    if not extra or extra[0]:
+        _reduce(prog, (gathered,), dtype, f"{label}.sum")
+
+
 def _copy(prog: Program, elements: int, src: str, dst: str, label: str) -> None:
     """A copy moves bytes by DMA; one that changes the width (`x.to(torch.bfloat16)`) converts on
     VectorE, reading at the source's width and writing at the result's."""
@@ -550,9 +617,52 @@ def call_extra(name: str, args) -> tuple | None:
     if at is not None:
         flag = args[at] if len(args) > at else 0          # the Python recorder drops defaults
         return (int(bool(flag)) if isinstance(flag, (bool, int)) else 0,)
+    if name in REDUCE:
+        return reduce_extra(name, list(args))
     if name in KERNELS or name in LAYER_NORMS or name in GROUP_NORMS:
         return _kernel_extra(name, list(args))
     return None
+
+
+def _ndim(a) -> int | None:
+    """Rank of a tensor argument as either recorder gives it (a tensor, or the native recorder's
+    ("T", dtype, shape)); None for anything else."""
+    if isinstance(a, tuple):
+        return len(a[2]) if len(a) == 3 and a[0] == "T" and isinstance(a[2], tuple) else None
+    shape = getattr(a, "shape", None)
+    return len(shape) if shape is not None else None
+
+
+def reduce_extra(name: str, a: list) -> tuple | None:
+    """(dims, keepdim) of a reduction from its arguments in schema order (the Python recorder
+    puts keyword-only arguments and defaults in place for these): every reduced dim, sorted and
+    made non-negative; dim=None, an empty list or no dim at all is every dim. None (the
+    recorder's default) when the first argument is not one tensor (_foreach_norm's list: each
+    tensor whole)."""
+    ndim = _ndim(a[0]) if a else None
+    if ndim is None:
+        return None
+    dim = _arg(a, REDUCE_DIM_AT.get(name, 1))
+    if isinstance(dim, (list, tuple)) and dim and all(isinstance(d, int) for d in dim):
+        dims = dim
+    elif isinstance(dim, int) and not isinstance(dim, bool) and name in INT_DIM:
+        dims = (dim,)
+    else:
+        dims = range(ndim)
+    dims = sorted({int(d) % ndim for d in dims}) if ndim else ()
+    return (tuple(dims), _flag(_arg(a, KEEPDIM_AT.get(name, 2)), 0))
+
+
+def reduce_result(name: str, shape, a: list) -> int | None:
+    """Elements a reduction returns (two tensors for var_mean, std_mean and max/min along a
+    dim), from its arguments; None when reduce_extra cannot tell."""
+    extra = reduce_extra(name, a)
+    if extra is None or not isinstance(shape, tuple):
+        return None
+    kept = _prod(shape) // max(1, _prod([shape[d] for d in extra[0]]))
+    along = name in ("max", "min") and isinstance(_arg(a, 1), int)       # max.dim: values, indices
+    pair = along or name in ("var_mean", "std_mean")
+    return kept * (2 if pair else 1)
 
 
 def _arg(args: list, at: int, default=None):
@@ -589,6 +699,15 @@ def _kernel_extra(name: str, a: list) -> tuple | None:
         dilation = _ints(_arg(a, 4, ())) if name.startswith("max") else ()
         return (_ints(_arg(a, 1, ())), _ints(_arg(a, 2, ())), _ints(_arg(a, 3, ())), dilation,
                 _flag(_arg(a, ceil_at), 0))
+    if name in ADAPTIVE_POOLS:                        # (self, output_size)
+        return (_ints(_arg(a, 1, ())),)
+    if name in NLL_FORWARDS:                          # (self, target, weight, reduction, ...)
+        return (int(_arg(a, 3, 1)),)
+    if name == "topk":                                # (self, k, dim=-1, largest, sorted)
+        ndim, k, dim = _ndim(a[0]) if a else None, _arg(a, 1, 1), _arg(a, 2, -1)
+        if ndim is None or not isinstance(k, int) or not isinstance(dim, int):
+            return None
+        return (int(k), dim % ndim if ndim else 0)
     if name in UPSAMPLES:                             # (self, output_size, ...)
         return (_ints(_arg(a, 1, ())),)
     if name in UPSAMPLE_BACKWARDS:                    # (grad_output, output_size, input_size, ...)

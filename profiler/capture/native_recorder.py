@@ -13,8 +13,9 @@ import math
 
 import numpy as np
 
-from .aten_map import (BINARY, COLLECTIVES, COMPARISONS, COPIES, KERNELS, REDUCE, UNARY, VIEWS,
-                       WHOLE_OPS, AtenCall, call_extra)
+from .aten_map import (ADAPTIVE_POOLS, BINARY, COLLECTIVES, COMPARISONS, COPIES, KERNELS,
+                       NLL_FORWARDS, REDUCE, UNARY, VIEWS, WHOLE_OPS, AtenCall, call_extra,
+                       reduce_result)
 from .native.build import NativeUnavailable, load
 from .recording import COLUMNS, Recording, RecorderBase
 
@@ -43,8 +44,9 @@ def operator_kinds() -> str:
     looks at what they call instead. The kernels add_call has a branch of its own for (KERNEL)
     are decided per overload: kept whole when the overload called is not a
     CompositeImplicitAutograd one (upsample's `.vec`, whose output size may be only scale
-    factors, is looked through to the overload it calls). Metadata-only operators are skipped
-    with their callees."""
+    factors, is looked through to the overload it calls). So are the reductions whose default
+    overload is a CompositeImplicitAutograd one (var, std, var_mean: their `.correction` kernel is
+    kept whole). Metadata-only operators are skipped with their callees."""
     import torch
     has_kernel = torch._C._dispatch_has_kernel_for_dispatch_key
     attention = {n.partition("::")[2].partition(".")[0] for n in torch._C._dispatch_get_all_op_names()
@@ -53,7 +55,7 @@ def operator_kinds() -> str:
     known = set(UNARY) | set(BINARY) | REDUCE | COPIES
     mapped = {n for n in known - skip if not _composite(has_kernel, f"aten::{n}")} | WHOLE_OPS | attention
     lines = [f"aten::{n}\t{MAPPED}\n" for n in sorted(mapped)]
-    lines += [f"aten::{n}\t{KERNEL}\n" for n in sorted(KERNELS - mapped - skip)]
+    lines += [f"aten::{n}\t{KERNEL}\n" for n in sorted((KERNELS | REDUCE) - mapped - skip)]
     lines += [f"{ns}::{n}\t{MAPPED}\n" for n in sorted(COLLECTIVES) for ns in ("aten", "c10d", "_c10d_functional")]
     lines += [f"aten::{n}\t{SKIP}\n" for n in sorted(skip)]
     lines += [f"profiler::{n}\t{SKIP}\n" for n in ("_record_function_enter", "_record_function_enter_new",
@@ -160,6 +162,8 @@ def output_size(name: str, args: list) -> int:
     ints = [a for a in args if isinstance(a, tuple) and (not a or isinstance(a[0], int))]
     if name in ("cat", "stack", "_cat") and lists:
         return lists[0][3]
+    if name == "_foreach_norm" and lists:            # one norm per tensor
+        return lists[0][2]
     if "_foreach_" in name and lists:                # a list's elements, not its scalar operand's
         # (also _amp_foreach_non_finite_check_and_unscale_'s, which returns nothing)
         return lists[0][3]
@@ -187,6 +191,11 @@ def output_size(name: str, args: list) -> int:
         if shape:
             shape[dim % len(shape)] = _numel(tensors[1])
         return _numel(shape)
+    if tensors and (name in REDUCE or name in ("topk",) or name in ADAPTIVE_POOLS
+                    or name in NLL_FORWARDS):
+        size = _reduced_size(name, args, tensors)
+        if size is not None:
+            return size
     if name == "embedding_dense_backward" and tensors and len(args) > 2 and isinstance(args[2], int):
         return args[2] * (tensors[0][-1] if tensors[0] else 1)
     if not tensors:
@@ -195,6 +204,25 @@ def output_size(name: str, args: list) -> int:
         return _numel(np.broadcast_shapes(*tensors))
     except ValueError:                               # not elementwise: the largest argument
         return max(_numel(t) for t in tensors)
+
+
+def _reduced_size(name: str, args: list, tensors: list) -> int | None:
+    """Elements of what a reduction, topk (values and indices), an adaptive pooling (a max one's
+    indices too) or nll_loss (the loss, and total_weight) returns; None: worked out as any
+    call's are."""
+    x = tensors[0]
+    if name in REDUCE:
+        return None if len(tensors) > 1 else reduce_result(name, x, args)   # max.other: elementwise
+    extra = call_extra(name, args)
+    if not extra:
+        return None
+    if name == "topk":
+        k, dim = extra
+        return 2 * k * (_numel(x) // max(1, x[dim])) if x else 2 * k
+    if name in ADAPTIVE_POOLS:
+        size = extra[0]
+        return _numel(x[:len(x) - len(size)]) * _numel(size) * (2 if "max" in name else 1)
+    return 2 if extra[0] else _numel(tensors[1]) + 1 if len(tensors) > 1 else 2
 
 
 def _arange_numel(args: list) -> int:

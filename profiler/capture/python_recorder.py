@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .aten_map import VIEWS, AtenCall, call_extra
+from .aten_map import REDUCE, VIEWS, AtenCall, call_extra
 from .recording import COLUMNS, UNMATCHED_NODE, RecorderBase, Recording
 
 _current_node = torch._C._current_autograd_node
@@ -37,7 +37,7 @@ class Recorder(TorchDispatchMode, RecorderBase):
         out = func(*args, **(kwargs or {}))
         t1 = _now()
         node = _current_node()
-        self._append((func, t0, t1, args, out, self.phase, self.module, self.step,
+        self._append((func, t0, t1, args, kwargs, out, self.phase, self.module, self.step,
                       _seq_nr() - 1, min(node._sequence_nr(), UNMATCHED_NODE) if node is not None else -1))
         return out
 
@@ -86,8 +86,9 @@ class Recorder(TorchDispatchMode, RecorderBase):
         if not calls:
             return
         rec = self.recording
-        rows = [(rec.intern(to_call(func, args, out)), t0, t1, phase, module, step, seq, node_seq, 0)
-                for func, t0, t1, args, out, phase, module, step, seq, node_seq in calls
+        rows = [(rec.intern(to_call(func, args, out, kwargs)), t0, t1, phase, module, step, seq,
+                 node_seq, 0)
+                for func, t0, t1, args, kwargs, out, phase, module, step, seq, node_seq in calls
                 if func.namespace != "profiler" and self.keeps(step)]   # not record_function's markers
         if not rows:
             return
@@ -132,6 +133,9 @@ def _numel(out) -> int:
 
 
 _FUNC_INFO: dict = {}
+# Operators whose arguments call_extra reads in full schema order, as the native recorder sees
+# them: keyword-only ones (var's keepdim) and defaults (amax's dim=[]) put in place.
+FULL_ARGS = REDUCE | frozenset(("topk",))
 
 
 def _func_info(func) -> tuple[str, str, bool]:
@@ -142,10 +146,23 @@ def _func_info(func) -> tuple[str, str, bool]:
     return info
 
 
-def to_call(func, args, out) -> AtenCall:
+def schema_args(func, args, kwargs) -> list:
+    """A call's arguments in its schema's order, keyword ones and defaults included (None for
+    an argument with no default that was not passed)."""
+    full, kwargs = list(args), kwargs or {}
+    for param in func._schema.arguments[len(full):]:
+        if param.name in kwargs:
+            full.append(kwargs[param.name])
+        else:
+            full.append(param.default_value if param.has_default_value() else None)
+    return full
+
+
+def to_call(func, args, out, kwargs=None) -> AtenCall:
     name, namespace, is_view = _func_info(func)
     if is_view:                     # metadata-only: no device cost, shapes not needed
         return AtenCall(name, namespace, (), "", 0)
     shapes, dtype, extra = _shapes(args)
-    extra = call_extra(name, args) or extra
+    read = schema_args(func, args, kwargs) if name in FULL_ARGS else args
+    extra = call_extra(name, read) or extra
     return AtenCall(name, namespace, shapes, dtype, _numel(out), extra, _out_dtype(out, dtype))
