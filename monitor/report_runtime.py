@@ -208,7 +208,7 @@ class EngineCounters:
         return f.group_out(self.period, self.error, neuroncores_in_use=f.indexed_out(self.cores))
 
 
-_RUNTIME_GROUPS = {  # JSON key -> (RuntimeReport attribute, parser)
+RUNTIME_GROUPS = {  # JSON key -> (RuntimeReport attribute, parser)
     "neuroncore_counters": ("neuroncore_counters", NeuronCoreCounters.parse),
     "execution_stats": ("execution_stats", ExecutionStats.parse),
     "inference_stats": ("execution_stats", ExecutionStats.parse),  # pre-2.5 name, read only
@@ -248,7 +248,7 @@ class RuntimeReport:
         address = f.optional(f.text, d.get("address"), path + ".address")
         report_path = path + ".report"
         report = f.obj(d.get("report", {} if error else None), report_path)
-        groups, extra = f.known_groups(report, _RUNTIME_GROUPS, report_path)
+        groups, extra = f.known_groups(report, RUNTIME_GROUPS, report_path)
         return cls(pid, tag, error, address=address, extra_groups=extra, **groups)
 
     def dump(self) -> dict:

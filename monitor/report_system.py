@@ -173,7 +173,7 @@ class DeviceCounters:
         return f.group_out(self.period, self.error, neuron_devices=[c.dump() for c in self.devices])
 
 
-_SYSTEM_GROUPS = {
+SYSTEM_GROUPS = {
     "neuron_hw_counters": ("hw_counters", HwCounters.parse),
     "vcpu_usage": ("vcpu", SystemVcpu.parse),
     "memory_info": ("memory", MemoryInfo.parse),
@@ -192,7 +192,7 @@ class SystemData:
     @classmethod
     def parse(cls, d: Any, path: str) -> SystemData:
         d = f.obj({} if d is None else d, path)
-        groups, extra = f.known_groups(d, _SYSTEM_GROUPS, path)
+        groups, extra = f.known_groups(d, SYSTEM_GROUPS, path)
         return cls(extra_groups=extra, **groups)
 
     def dump(self) -> dict:
