@@ -10,22 +10,12 @@ import pytest
 torch = pytest.importorskip("torch")
 import torch.nn.functional as F  # noqa: E402
 
-from profiler.capture.native_recorder import NativeRecorder  # noqa: E402
-from profiler.capture.python_recorder import Recorder  # noqa: E402
 from profiler.capture.recording import BACKWARD, FORWARD  # noqa: E402
 from profiler.capture.to_profile import recording_to_profile  # noqa: E402
+from test_native_recorder import record  # noqa: E402,F401  (test_capture_reductions takes it here)
 
 KINDS = ["native", "python"]
 F32 = 4
-
-
-def record(fn, kind: str):
-    rec = NativeRecorder().start() if kind == "native" else Recorder().start()
-    try:
-        fn()
-    finally:
-        recording = rec.stop()
-    return recording
 
 
 def simulated(fn, kind: str) -> list[tuple]:
