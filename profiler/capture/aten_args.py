@@ -8,9 +8,10 @@ process; the mapping reads only what they return (`AtenCall.extra`).
 """
 from __future__ import annotations
 
-from .aten_names import (ADAPTIVE_POOLS, ATTENTION_CAUSAL, BATCH_NORMS, CONVOLUTIONS, GROUP_NORMS,
-                         INT_DIM, KEEPDIM_AT, KERNELS, LAYER_NORMS, NLL_FORWARDS, POINT_LOSSES,
-                         POOLS, REDUCE, REDUCE_DIM_AT, UPSAMPLE_BACKWARDS, UPSAMPLES, _prod)
+from .aten_names import (ADAPTIVE_POOLS, ATTENTION_CAUSAL, BATCH_NORMS, CONVOLUTIONS,
+                         EMBEDDING_BAGS, GROUP_NORMS, INT_DIM, KEEPDIM_AT, KERNELS, LAYER_NORMS,
+                         NLL_FORWARDS, POINT_LOSSES, POOLS, REDUCE, REDUCE_DIM_AT,
+                         UPSAMPLE_BACKWARDS, UPSAMPLES, _prod)
 
 
 def _ints(v) -> tuple[int, ...]:
@@ -94,6 +95,10 @@ def _flag(v, default: int = 1) -> int:
     return int(bool(v)) if isinstance(v, (bool, int)) else default
 
 
+def _int(v, default: int) -> int:
+    return int(v) if isinstance(v, int) and not isinstance(v, bool) else default
+
+
 def _kernel_extra(name: str, a: list) -> tuple | None:
     """The arguments add_call's own branches read, in each operator's schema order (both
     recorders: the native one decodes bools as ints and int lists as tuples; the Python one
@@ -135,6 +140,15 @@ def _kernel_extra(name: str, a: list) -> tuple | None:
         return (_ints(_arg(a, 2, ())),)
     if name in POINT_LOSSES:                          # (self, target, reduction=mean)
         return (int(_arg(a, 2, 1)),)
+    if name in EMBEDDING_BAGS:  # (weight, indices, offsets, scale_grad_by_freq, mode, sparse,
+        # per_sample_weights, include_last_offset, ...): (mode, include_last_offset)
+        return (_int(_arg(a, 4), 0), _flag(_arg(a, 7), 0))
+    if name == "_embedding_bag_backward":   # (grad, indices, offsets, offset2bag, bag_size,
+        # maximum_indices, num_weights, scale_grad_by_freq, mode, ...): (num_weights, mode)
+        return (_int(_arg(a, 6), 0), _int(_arg(a, 8), 0))
+    if name == "_embedding_bag_dense_backward":   # (grad, indices, offset2bag, bag_size,
+        # maximum_indices, num_weights, scale_grad_by_freq, mode, ...)
+        return (_int(_arg(a, 5), 0), _int(_arg(a, 7), 0))
     if name == "sort":        # sort(self, dim=-1, descending), sort.stable(self, stable, dim, ...)
         dim = _arg(a, 2 if len(a) >= 4 else 1, -1)
         return (int(dim) if isinstance(dim, int) else -1,)

@@ -1,5 +1,6 @@
 """The chip mappings of the compute kernels: matmuls, convolutions, attention, elementwise
-binaries, copies, reductions over any dims, sort and topk, and fused optimizers.
+binaries, copies, reductions over any dims, sort and topk, scatters (scatter_add,
+scatter_reduce, index_add, index_reduce), cumsum, and fused optimizers.
 
 Each appends the ops of one call to a Program from its shapes, dtypes and `AtenCall.extra`.
 Separate from `aten_map`, which picks the mapping by operator name, and from `aten_layers`, the
@@ -191,3 +192,29 @@ def _copy(prog: Program, elements: int, src: str, dst: str, label: str) -> None:
         prog.cast(max(1, elements), src, dst, name=label)
     else:
         prog.dma(max(1, elements * WIDTH[dst]), direction="copy", name=label)
+
+
+def _scatter(prog: Program, name: str, s, dtype: str, label: str) -> None:
+    """scatter_add / scatter_reduce / index_add / index_reduce, from (self, index, src): each
+    source element combined into the destination element its index picks, on VectorE: the
+    source and the index read (`.index`, at 4 bytes: int64 runs as int32) and a read-modify-write
+    of each touched destination element (one per index entry of a scatter, one per source element
+    of an index_add, whose 1-D index picks whole slices; repeated indices counted each time). The
+    out-of-place forms copy `self` to the result first (`.copy`, by DMA)."""
+    if len(s) < 2:
+        return
+    dest, index = s[0], s[1]
+    src = s[2] if len(s) > 2 else index
+    touched = _prod(src) if name.startswith("index_") else _prod(index)
+    if not name.endswith("_"):
+        prog.dma(max(1, _prod(dest) * WIDTH[dtype]), direction="copy", name=f"{label}.copy")
+    prog.dma(max(1, _prod(index) * WIDTH["fp32"]), direction="load", name=f"{label}.index")
+    # reads the source element and the destination element, writes the destination element
+    prog.binary("add", max(1, touched), dtype, operands=2, name=label)
+
+
+def _scan(prog: Program, shape, dtype: str, label: str) -> None:
+    """cumsum along any dim: one VectorE pass (a running-sum scan along each row's free axis,
+    as tensor_tensor_scan does, not a log-depth network of passes), every element read once and
+    written once."""
+    prog.binary("add", max(1, _prod(shape)), dtype, operands=1, name=label)

@@ -1,6 +1,6 @@
 """The chip mappings of whole layers run as one kernel: batch, group and layer norms and their
-backwards, RNN layers, pooling and upsampling and their gradients, point losses and the NLL
-forward.
+backwards, RNN layers, pooling and upsampling and their gradients, point losses, the NLL
+forward, and embedding bags and their gradient.
 
 Each appends the ops of one call to a Program, as statistics, reductions and elementwise passes
 over its tensors (an RNN layer as its gate matmuls). Separate from `aten_kernels`, the single
@@ -188,3 +188,39 @@ def _nll_forward(prog: Program, s, extra, dtype: str, label: str) -> None:
     prog.embedding(gathered, 1, dtype, name=label)
     if not extra or extra[0]:
         _reduce(prog, (gathered,), dtype, f"{label}.sum")
+
+
+def _embedding_bag(prog: Program, s, extra, dtype: str, label: str) -> None:
+    """nn.EmbeddingBag from (weight [V, D], indices [N], offsets [B], per_sample_weights?): the
+    bags' N rows gathered by indirect DMA, as `embedding` gathers a token's row (N x D read, and
+    written as `embedding` writes them), then each bag reduced to one row (`.bags`: sum, mean, or
+    max with mode 2), the N x D gathered elements read and B x D written, as a pooling window's
+    (a streamed pass of N/B inputs per result, or a row reduction past WINDOW_INPUTS). With
+    include_last_offset the offsets hold B + 1 entries. Indices and offsets are not counted, as
+    for `embedding`."""
+    weight = s[0] if s and s[0] else (1,)
+    hidden = max(1, weight[-1])
+    rows = max(1, _prod(s[1]) if len(s) > 1 else 1)
+    mode, last = (tuple(extra) + (0, 0))[:2] if extra else (0, 0)
+    bags = max(1, (_prod(s[2]) if len(s) > 2 and s[2] else 1) - (1 if last else 0))
+    prog.embedding(rows, hidden, dtype, name=label)
+    per_bag = max(1, -(-rows // bags))
+    if per_bag <= WINDOW_INPUTS:
+        prog.activation("copy", bags * hidden, dtype, inputs=per_bag, name=f"{label}.bags")
+    else:
+        prog.reduce(bags * hidden, per_bag, dtype, func="max" if mode == 2 else "add",
+                    name=f"{label}.bags")
+
+
+def _embedding_bag_backward(prog: Program, s, extra, dtype: str, label: str) -> None:
+    """The table's gradient from (grad [B, D], indices [N], ...): zeroed (`.zero`, V x D written),
+    then each index's bag gradient row scatter-added into its table row: N rows of dy read by
+    indirect DMA and the touched rows written, as `embedding` moves rows (a max bag: one row per
+    bag, B, each column to its argmax's row)."""
+    grad = s[0] if s and s[0] else (1,)
+    hidden = max(1, grad[-1])
+    num_weights, mode = (tuple(extra) + (0, 0))[:2] if extra else (0, 0)
+    if num_weights > 0:
+        prog.dma(num_weights * hidden * WIDTH[dtype], direction="store", name=f"{label}.zero")
+    rows = _prod(grad[:-1]) if mode == 2 else (_prod(s[1]) if len(s) > 1 else 1)
+    prog.embedding(max(1, rows), hidden, dtype, name=label)

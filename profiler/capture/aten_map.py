@@ -4,7 +4,10 @@ mm/addmm/bmm/linear/convolution -> TensorE matmuls; elementwise -> ScalarE activ
 binaries; softmax, layer norm and attention as composites; batch/group norm as per-channel (per-group)
 statistics and a normalizing pass; RNN layers as their gate matmuls and gate elementwise work;
 pooling, upsampling, losses, sorting and topk as reductions or elementwise passes over their tensors
-(the NLL forward as a gather of one element per target); reductions over any set of dims ->
+(the NLL forward as a gather of one element per target); embedding bags as a gather of their
+rows and a reduction per bag, their gradient as a scatter of gradient rows; scatter_add,
+scatter_reduce, index_add and index_reduce as a read-modify-write of the elements they touch;
+cumsum as one VectorE scan pass; reductions over any set of dims ->
 VectorE; copies -> DMA (a VectorE conversion when the dtype changes); fused optimizers
 -> one pass over their tensors; torch.distributed collectives -> collectives. Views, other
 metadata-only ops and host-side checks cost nothing.
@@ -21,11 +24,12 @@ from typing import TYPE_CHECKING
 
 from .aten_args import call_extra, conv_extra, reduce_extra, reduce_result
 from .aten_kernels import (MAX8, PARTITIONS, _attention, _binary, _conv, _copy, _fused_optimizer,
-                           _matmul, _reduction, _sort, _topk)
-from .aten_layers import (WINDOW_INPUTS, _nll_forward, _norm, _norm_backward, _norm_hidden,
-                          _point_loss, _resample, _rnn_layer)
+                           _matmul, _reduction, _scan, _scatter, _sort, _topk)
+from .aten_layers import (WINDOW_INPUTS, _embedding_bag, _embedding_bag_backward, _nll_forward,
+                          _norm, _norm_backward, _norm_hidden, _point_loss, _resample, _rnn_layer)
 from .aten_names import (ADAPTIVE_POOLS, ATTENTION_CAUSAL, BATCH_NORMS, BINARY, COLLECTIVES,
-                         COMPARISONS, CONVOLUTIONS, COPIES, DTYPES, FUSED_OPTIMIZERS, GROUP_NORMS,
+                         COMPARISONS, CONVOLUTIONS, COPIES, DTYPES, EMBEDDING_BAG_BACKWARDS,
+                         EMBEDDING_BAGS, FUSED_OPTIMIZERS, GROUP_NORMS, SCANS, SCATTERS,
                          INT_DIM, KEEPDIM_AT, KERNELS, LAYER_NORMS, NLL_BACKWARDS, NLL_FORWARDS,
                          NORM_BACKWARDS, POINT_LOSS_BACKWARDS, POINT_LOSSES, POOL_BACKWARDS, POOLS,
                          REDUCE, REDUCE_DIM_AT, RNN_LAYERS, UNARY, UPSAMPLE_BACKWARDS, UPSAMPLES,
@@ -37,7 +41,8 @@ if TYPE_CHECKING:      # a script's process imports this module without the chip
 # re-exported: the recorders, to_profile and the tests import these from here
 __all__ = [
     "ADAPTIVE_POOLS", "ATTENTION_CAUSAL", "BATCH_NORMS", "BINARY", "COLLECTIVES", "COMPARISONS",
-    "CONVOLUTIONS", "COPIES", "DTYPES", "FUSED_OPTIMIZERS", "GROUP_NORMS", "INT_DIM", "KEEPDIM_AT",
+    "CONVOLUTIONS", "COPIES", "DTYPES", "EMBEDDING_BAG_BACKWARDS", "EMBEDDING_BAGS",
+    "FUSED_OPTIMIZERS", "GROUP_NORMS", "INT_DIM", "KEEPDIM_AT", "SCANS", "SCATTERS",
     "KERNELS", "LAYER_NORMS", "MAX8", "NLL_BACKWARDS", "NLL_FORWARDS", "NORM_BACKWARDS",
     "PARTITIONS", "POINT_LOSS_BACKWARDS", "POINT_LOSSES", "POOL_BACKWARDS", "POOLS", "REDUCE",
     "REDUCE_DIM_AT", "RNN_LAYERS", "UNARY", "UPSAMPLE_BACKWARDS", "UPSAMPLES", "VIEWS",
@@ -101,6 +106,14 @@ def add_call(prog: Program, call: AtenCall, auto_cast: str, group: CollectiveGro
         tokens = _prod(s[1]) if len(s) > 1 else 1
         hidden = s[0][-1] if s and s[0] else 1
         prog.embedding(max(1, tokens), max(1, hidden), dtype, name=label)
+    elif name in EMBEDDING_BAGS:
+        _embedding_bag(prog, s, call.extra, dtype, label)
+    elif name in EMBEDDING_BAG_BACKWARDS:
+        _embedding_bag_backward(prog, s, call.extra, dtype, label)
+    elif name in SCATTERS:
+        _scatter(prog, name, s, dtype, label)
+    elif name in SCANS:
+        _scan(prog, s[0] if s else (1,), dtype, label)
     elif name in FUSED_OPTIMIZERS:
         _fused_optimizer(prog, s, dtype, label)
     elif name in VIEWS:

@@ -24,7 +24,8 @@ UNARY = {"relu": "relu", "relu_": "relu", "gelu": "gelu", "silu": "silu", "silu_
          "sigmoid": "sigmoid", "exp": "exp", "log": "log", "sqrt": "sqrt", "rsqrt": "rsqrt",
          "reciprocal": "reciprocal", "erf": "erf", "sin": "sin", "sin_": "sin", "cos": "sin",
          "cos_": "sin", "softplus": "softplus", "mish": "mish",
-         "gelu_backward": "gelu_dx", "silu_backward": "silu_dx", "threshold_backward": "relu",
+         "gelu_backward": "gelu_dx", "silu_backward": "silu_dx", "mish_backward": "mish",
+         "threshold_backward": "relu",
          "tanh_backward": "tanh", "sigmoid_backward": "sigmoid", "neg": "copy", "abs": "copy",
          "pow": "square", "square": "square", "clamp": "copy", "clamp_": "copy", "fill_": "copy",
          "zero_": "copy", "zeros_like": "copy", "ones_like": "copy", "full_like": "copy", "zeros": "copy",
@@ -46,9 +47,9 @@ REDUCE = frozenset("sum mean amax amin max min var std var_mean std_mean norm ar
 REDUCE_DIM_AT = {"norm": 2, "linalg_vector_norm": 2}
 KEEPDIM_AT = {"norm": 3, "linalg_vector_norm": 3, "var": 3, "std": 3, "var_mean": 3, "std_mean": 3}
 INT_DIM = frozenset("max min argmax argmin any all".split())
-COPIES = frozenset("copy_ clone _to_copy contiguous cat stack index_select gather scatter scatter_add "
+COPIES = frozenset("copy_ clone _to_copy contiguous cat stack index_select gather scatter "
                    "index index_put_ _index_put_impl_ embedding_dense_backward repeat tril triu "
-                   "constant_pad_nd arange _copy_from".split())
+                   "constant_pad_nd arange _copy_from flip".split())
 COLLECTIVES = {"allreduce_": "all_reduce", "all_reduce": "all_reduce", "allgather_": "all_gather",
                "_allgather_base_": "all_gather", "all_gather_into_tensor": "all_gather",
                "reduce_scatter_": "reduce_scatter", "_reduce_scatter_base_": "reduce_scatter",
@@ -96,9 +97,20 @@ POINT_LOSSES = frozenset(("mse_loss", "smooth_l1_loss", "huber_loss"))
 POINT_LOSS_BACKWARDS = frozenset(f"{n}_backward" for n in POINT_LOSSES)
 NLL_FORWARDS = frozenset(("nll_loss_forward", "nll_loss2d_forward"))
 NLL_BACKWARDS = frozenset(("nll_loss_backward", "nll_loss2d_backward"))
+# nn.EmbeddingBag: a gather of the bags' rows and a reduction per bag; its gradient, the gradient
+# rows scatter-added into the table's. The backward's arguments: _embedding_bag_backward's
+# (grad, indices, offsets, ...), the dense one's (grad, indices, offset2bag, ...).
+EMBEDDING_BAGS = frozenset(("_embedding_bag", "_embedding_bag_forward_only"))
+EMBEDDING_BAG_BACKWARDS = frozenset(("_embedding_bag_backward", "_embedding_bag_dense_backward"))
+# Scatters that combine source elements into the destination elements an index picks (read-
+# modify-write of those; the out-of-place ones copy `self` first): (self, dim, index, src, ...)
+SCATTERS = frozenset("""scatter_add scatter_add_ scatter_reduce scatter_reduce_ index_add index_add_
+index_reduce index_reduce_""".split())
+SCANS = frozenset(("cumsum", "cumsum_"))
 KERNELS = (BATCH_NORMS | NORM_BACKWARDS | RNN_LAYERS | POOLS | ADAPTIVE_POOLS | POOL_BACKWARDS
            | UPSAMPLES | UPSAMPLE_BACKWARDS | POINT_LOSSES | POINT_LOSS_BACKWARDS | NLL_FORWARDS
-           | NLL_BACKWARDS | frozenset(("sort", "topk")))
+           | NLL_BACKWARDS | EMBEDDING_BAGS | EMBEDDING_BAG_BACKWARDS | SCATTERS | SCANS
+           | frozenset(("sort", "topk")))
 CONVOLUTIONS = frozenset(("convolution", "_convolution", "convolution_backward"))
 # One kernel updating every parameter of the lists it is given: param, grad, then state lists
 FUSED_OPTIMIZERS = frozenset(("_fused_adam_", "_fused_adamw_", "_fused_sgd_", "_fused_adagrad_"))

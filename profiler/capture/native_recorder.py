@@ -23,6 +23,7 @@ RECORD = np.dtype([("t0", "<i8"), ("t1", "<i8"), ("seq", "<i8"), ("node_seq", "<
                    ("sig", "<i4"), ("module", "<i4"), ("step", "<i4"), ("phase", "<i4"), ("tid", "<i4"),
                    ("depth", "<i4")])
 MAPPED, SKIP, KERNEL = 1, 2, 5
+BACKENDS = ("CPU", "CUDA")           # backend kernels that run instead of a composite one
 COLLECT_EVERY = 256                  # steps between moves of records out of the library
 # Tags of recorder.cpp's signature encoding.
 T_NONE, T_TENSOR, T_TENSORS, T_INTS, T_INT, T_DOUBLE, T_BOOL, T_OTHER, T_OPT_TENSORS = range(9)
@@ -39,7 +40,8 @@ MASKS = frozenset((0, 11))           # uint8 and bool index tensors select by ma
 @functools.lru_cache(maxsize=1)
 def operator_kinds() -> str:
     """The table the callback classifies operators by. Operators the mapper knows are kept whole
-    (their callees are not recorded), except CompositeImplicitAutograd ones outside WHOLE_OPS:
+    (their callees are not recorded), except CompositeImplicitAutograd ones outside WHOLE_OPS
+    with no CPU or CUDA kernel of their own (silu_backward has both, and runs its CPU kernel):
     those only forward (`contiguous` of a contiguous tensor copies nothing), so the callback
     looks at what they call instead. The kernels add_call has a branch of its own for (KERNEL)
     are decided per overload: kept whole when the overload called is not a
@@ -64,8 +66,14 @@ def operator_kinds() -> str:
 
 
 def _composite(has_kernel, name: str) -> bool:
+    """Whether an operator only forwards to others: it has a CompositeImplicitAutograd kernel
+    and no backend kernel of its own. One with both (silu_backward, mish_backward: a CPU kernel
+    too) runs its own kernel on that backend, which calls nothing: the mapper's are kept whole
+    (MAPPED), others left to the callback, which looks at the backend of each call."""
     try:
-        return bool(has_kernel(name, "CompositeImplicitAutograd"))
+        if not has_kernel(name, "CompositeImplicitAutograd"):
+            return False
+        return not any(has_kernel(name, key) for key in BACKENDS)
     except RuntimeError:                 # not an operator of this torch build
         return False
 

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .aten_map import REDUCE, VIEWS, AtenCall, call_extra
+from .aten_map import EMBEDDING_BAG_BACKWARDS, EMBEDDING_BAGS, REDUCE, VIEWS, AtenCall, call_extra
 from .recording import COLUMNS, UNMATCHED_NODE, RecorderBase, Recording
 
 _current_node = torch._C._current_autograd_node
@@ -86,7 +86,7 @@ class Recorder(TorchDispatchMode, RecorderBase):
         if not calls:
             return
         rec = self.recording
-        rows = [(rec.intern(to_call(func, args, out, kwargs)), t0, t1, phase, module, step, seq,
+        rows = [(rec.intern(_safe_call(func, args, out, kwargs)), t0, t1, phase, module, step, seq,
                  node_seq, 0)
                 for func, t0, t1, args, kwargs, out, phase, module, step, seq, node_seq in calls
                 if func.namespace != "profiler" and self.keeps(step)]   # not record_function's markers
@@ -96,17 +96,48 @@ class Recorder(TorchDispatchMode, RecorderBase):
         rec.chunks.append({c: np.asarray(cols[i], dtype=t) for i, (c, t) in enumerate(COLUMNS.items())})
 
 
+def _safe_call(func, args, out, kwargs) -> AtenCall:
+    """to_call, which runs at a step's end inside the script's own code and so must not raise
+    there: a call whose arguments cannot be read is kept as its name alone (no shapes)."""
+    try:
+        return to_call(func, args, out, kwargs)
+    except Exception:                                   # noqa: BLE001 (never into the script)
+        try:
+            name, namespace, _ = _func_info(func)
+        except Exception:                               # noqa: BLE001
+            name, namespace = str(func), "aten"
+        return AtenCall(name, namespace, (), "torch.float32", 0)
+
+
+def _tensor_numel(t) -> int:
+    try:
+        return int(t.numel())
+    except Exception:                                   # noqa: BLE001 (a subclass that cannot say)
+        return 0
+
+
+def _shape(t) -> tuple[int, ...]:
+    """A tensor's shape; one that has none (a nested tensor, whose components differ in shape:
+    `.shape` raises) as one dimension of its element count, as the native recorder writes it."""
+    if not getattr(t, "is_nested", False):
+        try:
+            return tuple(int(d) for d in t.shape)
+        except Exception:                               # noqa: BLE001
+            pass
+    return (_tensor_numel(t),)
+
+
 def _shapes(args) -> tuple[tuple[tuple[int, ...], ...], str, tuple]:
     """Shapes of the tensor arguments in order (a list of tensors as its total size), the first
     floating one's dtype (else the first tensor's), and the first int list."""
     shapes, dtypes, extra = [], [], ()
     for a in args:
         if isinstance(a, torch.Tensor):
-            shapes.append(tuple(a.shape))
+            shapes.append(_shape(a))
             dtypes.append(a.dtype)
         elif isinstance(a, (list, tuple)) and any(isinstance(t, torch.Tensor) for t in a):
             tensors = [t for t in a if isinstance(t, torch.Tensor)]     # index()'s hold None too
-            shapes.append((sum(t.numel() for t in tensors),))
+            shapes.append((sum(_tensor_numel(t) for t in tensors),))
             dtypes.append(tensors[0].dtype)
         elif isinstance(a, (list, tuple)) and a and isinstance(a[0], int) and not extra:
             extra = (int(a[0]),)
@@ -126,16 +157,16 @@ def _out_dtype(out, dtype: str) -> str:
 
 def _numel(out) -> int:
     if isinstance(out, torch.Tensor):
-        return out.numel()
+        return _tensor_numel(out)
     if isinstance(out, (list, tuple)):
-        return sum(o.numel() for o in out if isinstance(o, torch.Tensor))
+        return sum(_tensor_numel(o) for o in out if isinstance(o, torch.Tensor))
     return 0
 
 
 _FUNC_INFO: dict = {}
 # Operators whose arguments call_extra reads in full schema order, as the native recorder sees
 # them: keyword-only ones (var's keepdim) and defaults (amax's dim=[]) put in place.
-FULL_ARGS = REDUCE | frozenset(("topk",))
+FULL_ARGS = REDUCE | EMBEDDING_BAGS | EMBEDDING_BAG_BACKWARDS | frozenset(("topk",))
 
 
 def _func_info(func) -> tuple[str, str, bool]:

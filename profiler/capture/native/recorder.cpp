@@ -7,7 +7,10 @@
 // helps the chip mapping: an operator the mapper knows (kind MAPPED) is kept and its callees are
 // not; a metadata-only operator (kind SKIP) is dropped with its callees; any other operator is kept
 // only when none of its callees was kept and it is not a CompositeImplicitAutograd op (those only
-// forward to others, so a leaf of that kind did no work). A KERNEL operator is MAPPED or COMPOSITE by
+// forward to others, so a leaf of that kind did no work) run as such: one that also has a kernel
+// of its own for the backend of the call's first tensor (silu_backward, mish_backward on CPU) runs
+// that kernel, not the composite one, and is classified as an operator without the composite
+// kernel would be. A KERNEL operator is MAPPED or COMPOSITE by
 // the overload called: kept whole when that overload is a kernel, looked through when it is a
 // CompositeImplicitAutograd one (upsample's `.vec`, which may hold only scale factors). Under autocast, an operator with an
 // autocast kernel is looked through instead of kept: that kernel casts the inputs and calls the
@@ -51,6 +54,11 @@ struct NameEntry {
   bool decided = false, switch_off = false;
   bool autocast = false;               // has an autocast kernel (for some device)
   c10::DispatchKeySet autocast_keys;   // the autocast keys (devices) it has a kernel for
+  // A COMPOSITE operator that also has backend kernels of its own (silu_backward, mish_backward:
+  // a CompositeImplicitAutograd kernel and a CPU one): those backends, on which the call runs its
+  // own kernel (which calls nothing) and so is `backend_kind` (MAPPED or OTHER), not looked through.
+  c10::DispatchKeySet backends;
+  int8_t backend_kind = OTHER;
 };
 constexpr int64_t kSwitchOffCallees = 4;
 constexpr char kEngineRange[] = "autograd::engine::evaluate_function";
@@ -131,7 +139,16 @@ NameEntry classify(const at::RecordFunction& fn, int32_t id, int8_t kind) {
   auto handle = c10::Dispatcher::singleton().findOp(*op_name);
   if (!handle) return entry;
   auto composite = c10::DispatchKey::CompositeImplicitAutograd;
-  if ((kind == OTHER || kind == KERNEL) && handle->hasKernelForDispatchKey(composite)) entry.kind = COMPOSITE;
+  if ((kind == OTHER || kind == KERNEL) && handle->hasKernelForDispatchKey(composite)) {
+    // The CompositeImplicitAutograd kernel runs only on backends without a kernel of their own.
+    for (c10::DispatchKey k : {c10::DispatchKey::CPU, c10::DispatchKey::CUDA, c10::DispatchKey::XPU,
+                               c10::DispatchKey::MPS, c10::DispatchKey::HIP, c10::DispatchKey::XLA,
+                               c10::DispatchKey::PrivateUse1}) {
+      if (handle->hasKernelForDispatchKey(k)) entry.backends = entry.backends | c10::DispatchKeySet(k);
+    }
+    entry.backend_kind = entry.kind;
+    entry.kind = COMPOSITE;
+  }
   for (c10::DispatchKey k : c10::autocast_dispatch_keyset) {
     if (handle->hasKernelForDispatchKey(k)) entry.autocast_keys = entry.autocast_keys | c10::DispatchKeySet(k);
     entry.autocast = !entry.autocast_keys.empty();
@@ -190,21 +207,44 @@ NameEntry* name_of(ThreadState* st, const at::RecordFunction& fn, NameEntry* scr
 
 int64_t dtype_code(const at::Tensor& t) { return static_cast<int64_t>(t.scalar_type()); }
 
+// Elements of a tensor, 0 where it cannot say (a tensor subclass whose numel raises).
+int64_t safe_numel(const at::Tensor& t) noexcept {
+  try {
+    return t.numel();
+  } catch (...) {
+    return 0;
+  }
+}
+
+// A tensor's rank and sizes. A tensor that has none (a nested tensor's components differ in
+// shape: sym_sizes() raises) is written as one dimension of its element count.
+void push_shape(std::vector<int64_t>& key, const at::Tensor& t) {
+  if (!t.is_nested()) {
+    try {
+      auto sizes = t.sym_sizes();
+      key.push_back(static_cast<int64_t>(sizes.size()));
+      for (const auto& s : sizes) key.push_back(s.is_heap_allocated() ? -1 : s.as_int_unchecked());
+      return;
+    } catch (...) {
+    }
+  }
+  key.push_back(1);
+  key.push_back(safe_numel(t));
+}
+
 void push_value(std::vector<int64_t>& key, const c10::IValue& v) {
   if (v.isTensor()) {
     const at::Tensor& t = v.toTensor();
     if (!t.defined()) { key.push_back(T_NONE); return; }
-    auto sizes = t.sym_sizes();
     key.push_back(T_TENSOR);
     key.push_back(dtype_code(t));
-    key.push_back(static_cast<int64_t>(sizes.size()));
-    for (const auto& s : sizes) key.push_back(s.is_heap_allocated() ? -1 : s.as_int_unchecked());
+    push_shape(key, t);
   } else if (v.isTensorList()) {
     auto list = v.toTensorList();
     int64_t numel = 0, dtype = -1;
     for (const at::Tensor& t : list) {
       if (!t.defined()) continue;
-      numel += t.numel();
+      numel += safe_numel(t);
       if (dtype < 0) dtype = dtype_code(t);
     }
     key.push_back(T_TENSORS);
@@ -217,10 +257,8 @@ void push_value(std::vector<int64_t>& key, const c10::IValue& v) {
     key.push_back(static_cast<int64_t>(list.size()));
     for (const std::optional<at::Tensor>& t : list) {
       if (!t.has_value() || !t->defined()) { key.push_back(-1); continue; }
-      auto sizes = t->sym_sizes();
       key.push_back(dtype_code(*t));
-      key.push_back(static_cast<int64_t>(sizes.size()));
-      for (const auto& s : sizes) key.push_back(s.is_heap_allocated() ? -1 : s.as_int_unchecked());
+      push_shape(key, *t);
     }
   } else if (v.isIntList()) {
     auto list = v.toIntList();
@@ -297,6 +335,63 @@ int64_t now_ns() {
       std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// Works out the frame of a call that is not inside a kept or skipped one. Everything that may
+// raise (a signature's argument sizes, the operator's lookup) is done before any state changes,
+// and the state (suppress, the node sequence number, RecordFunction's switch) is changed only
+// when the frame is sure to be pushed, so on_exit always undoes what on_enter did.
+Frame enter_frame(ThreadState* st, const at::RecordFunction& fn) {
+  Frame f{};
+  f.saved_node_seq = st->node_seq;
+  f.sig = -1;
+  f.kind = -1;                        // not an operator: nothing to keep on exit
+  f.seq = fn.seqNr();
+  f.node_seq = st->node_seq;
+  if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
+    // a backward node: its sequence number is the forward call's. It stays set after the node
+    // returns, for the engine's fix-ups of its gradients (sum_to of broadcast ones) that run
+    // inside the enclosing evaluate_function range, which restores the previous value.
+    bool in_engine_range = !st->stack.empty() && st->stack.back().backward;
+    f.backward = !in_engine_range;
+    st->node_seq = f.node_seq = fn.seqNr() >= 0 ? fn.seqNr() : kUnmatchedNode;
+    return f;
+  }
+  NameEntry scratch{};
+  NameEntry* entry = name_of(st, fn, &scratch);
+  int8_t kind = entry->kind;
+  if (kind == COMPOSITE && !entry->backends.empty()) {   // runs its own kernel on these backends
+    const at::Tensor* t = first_tensor(fn);
+    if (t && !(t->key_set() & entry->backends).empty()) kind = entry->backend_kind;
+  }
+  if ((kind == MAPPED || kind == OTHER) && not_real(fn)) kind = COMPOSITE;
+  if (kind == MAPPED && entry->autocast && autocast_applies(fn, entry->autocast_keys)) kind = COMPOSITE;
+  // only a call that may be kept needs its signature
+  int32_t sig = kind == MAPPED || kind == OTHER ? intern_signature(st, entry->id, fn) : -1;
+  f.sig = sig;
+  if (kind == AUTOGRAD) {
+    // the engine's range around a node; AccumulateGrad and other nodes made by no forward
+    // call have no sequence number
+    f.backward = true;
+    st->node_seq = f.node_seq = kUnmatchedNode;
+    kind = COMPOSITE;
+  }
+  f.kind = kind;
+  if (kind == MAPPED || kind == SKIP) {
+    st->suppress++;
+    f.entry = entry == &scratch ? nullptr : entry;
+    f.callees_at_start = st->ignored_calls;
+    // An operator known to make many calls gets RecordFunction switched off for this thread
+    // until it returns, so its callees take the dispatcher's fast path.
+    if (f.entry && f.entry->switch_off && at::isRecordFunctionEnabled()) {
+      at::enableRecordFunction(false);
+      f.reenable = true;
+    }
+  }
+  return f;
+}
+
+// A RecordFunction callback must not raise: torch prints the exception's whole trace and the
+// call's on_exit still runs, which would pop a frame this call never pushed. A call whose frame
+// cannot be worked out gets one that keeps nothing (its callees are recorded instead).
 std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& fn) {
   ThreadState* st = state();
   if (st->suppress > 0) {              // a callee of a kept or skipped operator: count, nothing else
@@ -305,45 +400,15 @@ std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& fn) {
     return nullptr;
   }
   Frame f{};
-  f.saved_node_seq = st->node_seq;
-  f.sig = -1;
-  f.kind = -1;                        // not an operator: nothing to keep on exit
-  if (fn.scope() == at::RecordScope::BACKWARD_FUNCTION) {
-    // a backward node: its sequence number is the forward call's. It stays set after the node
-    // returns, for the engine's fix-ups of its gradients (sum_to of broadcast ones) that run
-    // inside the enclosing evaluate_function range, which restores the previous value.
-    bool in_engine_range = !st->stack.empty() && st->stack.back().backward;
-    f.backward = !in_engine_range;
-    st->node_seq = fn.seqNr() >= 0 ? fn.seqNr() : kUnmatchedNode;
-  } else {
-    NameEntry scratch{};
-    NameEntry* entry = name_of(st, fn, &scratch);
-    int8_t kind = entry->kind;
-    if ((kind == MAPPED || kind == OTHER) && not_real(fn)) kind = COMPOSITE;
-    if (kind == MAPPED && entry->autocast && autocast_applies(fn, entry->autocast_keys)) kind = COMPOSITE;
-    if (kind == AUTOGRAD) {
-      // the engine's range around a node; AccumulateGrad and other nodes made by no forward
-      // call have no sequence number
-      f.backward = true;
-      st->node_seq = kUnmatchedNode;
-      kind = COMPOSITE;
-    }
-    f.kind = kind;
-    if (kind == MAPPED || kind == SKIP) {
-      st->suppress++;
-      f.entry = entry == &scratch ? nullptr : entry;
-      f.callees_at_start = st->ignored_calls;
-      // An operator known to make many calls gets RecordFunction switched off for this thread
-      // until it returns, so its callees take the dispatcher's fast path.
-      if (f.entry && f.entry->switch_off && at::isRecordFunctionEnabled()) {
-        at::enableRecordFunction(false);
-        f.reenable = true;
-      }
-    }
-    if (kind != SKIP) f.sig = intern_signature(st, entry->id, fn);
+  try {
+    f = enter_frame(st, fn);
+  } catch (...) {
+    f = Frame{};
+    f.saved_node_seq = f.node_seq = st->node_seq;
+    f.seq = -1;
+    f.sig = -1;
+    f.kind = -1;
   }
-  f.seq = fn.seqNr();
-  f.node_seq = st->node_seq;
   f.t0 = now_ns();
   st->stack.push_back(f);
   return nullptr;
@@ -374,7 +439,7 @@ void on_exit(const at::RecordFunction& fn, at::ObserverContext*) {
     if (fn.needsOutputs()) {
       out_numel = 0;
       for (const auto& v : fn.outputs()) {
-        if (v.isTensor() && v.toTensor().defined()) out_numel += v.toTensor().numel();
+        if (v.isTensor() && v.toTensor().defined()) out_numel += safe_numel(v.toTensor());
       }
     }
     Record r{f.t0, t1, f.seq, f.node_seq, out_numel, f.sig,
