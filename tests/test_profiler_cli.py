@@ -104,12 +104,12 @@ def test_advise_ranks_findings(profiles, capsys):
 
 def test_advise_pipeline_bubbles_and_small_batches(tmp_path, capsys):
     p = tmp_path / "pp.nsprof"
-    assert main(["capture", "-w", "mlp:tokens=1020,hidden=1024,layers=4,microbatches=2", "--pp", "4",
+    assert main(["capture", "-w", "mlp:tokens=100,hidden=1024,layers=4,microbatches=2", "--pp", "4",
                  "-s", str(p)]) == 0
     capsys.readouterr()
     assert main(["advise", "-s", str(p)]) == 0
     out = capsys.readouterr().out
-    assert "Pipeline bubbles" in out and "Batch size not a multiple of 8" in out
+    assert "Pipeline bubbles" in out and "Matmul rows (batch x tokens) not a multiple of 8" in out
 
 
 def _idle_gaps_per_step(profile) -> list[float]:

@@ -5,7 +5,6 @@ Thresholds are plain constants below so they can be read and argued with.
 """
 from __future__ import annotations
 
-import re
 import textwrap
 from dataclasses import asdict, dataclass, replace
 
@@ -31,6 +30,8 @@ IDLE_SHARE = 0.10
 DATA_WAIT_SHARE = 0.10
 LARGE_MATMUL_FLOPS = 2 * 1024 ** 3
 FP8_TIME_SHARE = 0.2
+PE_PARTITIONS = 128               # TensorE tile rows: a matmul fed fewer leaves partitions idle
+ROW_MULTIPLE = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,30 +175,34 @@ def rule_data_loading(p: Profile, s: dict) -> Finding | None:
                    "prefetch_factor>=2, persistent_workers=True), or pre-tokenize the dataset")
 
 
-_LEADING = re.compile(r"^(?:m=)?(\d+)")
-
-
 def rule_batch_multiple(p: Profile, s: dict) -> Finding | None:
+    """Forward matmuls whose rows M (what TensorE is fed: a linear's tokens, a convolution's
+    N x H x W im2col rows, attention's sequence) are fewer than the PE array's partitions and not
+    a multiple of 8. Backward matmuls are left out: a weight gradient's rows are the layer's
+    feature count, not a batch size, and the input gradients repeat the forward's rows."""
     ops = p.table("ops")
     _, mask = scope_mask(p)
     kinds = np.array(p.strings)[ops["kind_s"]] if ops["kind_s"].size else np.array([], dtype=str)
-    sel = np.flatnonzero(mask & (kinds == "matmul"))
-    bad_time, bad, total = 0.0, set(), 0.0
-    for i in sel.tolist():
-        m = _LEADING.match(p.strings[ops["shape_s"][i]])
-        t = float(ops["self_time"][i])
-        total += t
-        if m and int(m.group(1)) % 8:
-            bad_time += t
-            bad.add(int(m.group(1)))
-    if not bad:
+    mm = mask & (kinds == "matmul") & (ops["phase"] != PHASES.index("backward"))
+    rows = ops["mm_m"]
+    bad_sel = mm & (rows > 0) & (rows < PE_PARTITIONS) & (rows % ROW_MULTIPLE != 0)
+    if not bad_sel.any():
         return None
+    total = float(ops["self_time"][mm].sum())
+    times = ops["self_time"][bad_sel]
+    bad_time = float(times.sum())
+    # at stake: the idle share of the PE array's partitions while these matmuls run
+    idle = float(np.sum(times * (1 - rows[bad_sel] / PE_PARTITIONS)))
+    bad = sorted(set(rows[bad_sel].tolist()))
     step_time = max(s["total_time"], 1e-15)
-    return Finding("batch-multiple-of-8", "Batch size not a multiple of 8", 0.1 * bad_time / step_time,
-                   (f"matmuls with leading (batch/token) sizes {sorted(bad)[:5]} take {human_time(bad_time)} "
-                    f"of {human_time(total)} matmul time",),
-                   "pad or choose batch x sequence sizes that are multiples of 8 (better 128, the PE "
-                   "array's partition count) so tiles are full")
+    return Finding("batch-multiple-of-8", "Matmul rows (batch x tokens) not a multiple of 8",
+                   min(idle / step_time, 1.0),
+                   (f"forward matmuls fed {bad[:5]} rows (under the PE array's {PE_PARTITIONS} "
+                    f"partitions, not a multiple of {ROW_MULTIPLE}) take {human_time(bad_time)} "
+                    f"of {human_time(total)} forward matmul time",),
+                   "choose or pad batch x sequence (the rows a matmul gets: tokens for a linear, "
+                   f"N x H x W for a convolution) to a multiple of {ROW_MULTIPLE}, better "
+                   f"{PE_PARTITIONS} or more, so TensorE tiles are full")
 
 
 def rule_fp8(p: Profile, s: dict) -> Finding | None:

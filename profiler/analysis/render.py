@@ -58,6 +58,7 @@ def summary_text(profile: Profile, limit: int = 15) -> str:
         return "\n".join(summary_text(v, limit) for v in views)
     summary = {**rank_keys(profile), **summarize(profile)}
     lines = [f"{k} {_fmt_value(v)}" for k, v in summary.items()]
+    lines += [f"note {n}" for n in profile.meta.get("notes", ())]      # e.g. what torch.compile hid
     lines += ["", "top operators (self time over the summarised steps)", ops_table(top_operators(profile, limit))]
     return "\n".join(lines) + "\n"
 

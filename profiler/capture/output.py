@@ -116,4 +116,6 @@ def finish_capture(build: Callable[[], object], session_file: str | os.PathLike,
         console.note(f"{child.who} exit code {child.code}")
         return child.final or 1
     console.note(f"wrote {written} ({described(profile)}; {child.who} exit code {child.code})")
+    for line in getattr(profile, "meta", {}).get("notes", ()):
+        console.note(f"warning: {line}")
     return child.final

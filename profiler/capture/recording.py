@@ -49,6 +49,8 @@ class Recording:
     pending: list = field(default_factory=list)
     decoder: object = None
     _sig_ids: dict = field(default_factory=dict)
+    # graphs torch.compile compiled while recording: their Inductor kernels are not recorded
+    compiled_graphs: int = 0
 
     def intern(self, call: AtenCall) -> int:
         sig = self._sig_ids.get(call)
@@ -88,6 +90,25 @@ class Recording:
 
     def steps(self) -> set[int]:
         return set(np.unique(self.table()["step"]).tolist())
+
+
+def compiled_graph_count() -> int:
+    """How many graphs torch.compile (Dynamo) compiled in this process so far: its
+    `counters["stats"]["unique_graphs"]`, 0 when Dynamo was never imported or keeps no count.
+    Reads what is there; imports nothing (a script that never compiles pays nothing)."""
+    import sys
+    utils = sys.modules.get("torch._dynamo.utils")
+    try:
+        return int(utils.counters["stats"]["unique_graphs"]) if utils is not None else 0
+    except Exception:           # another torch's layout: no count rather than a failed capture
+        return 0
+
+
+def compiled_note(graphs: int) -> str:
+    """The line a capture prints, and the profile keeps, when torch.compile ran."""
+    return (f"torch.compile ran {graphs} graph{'s' if graphs != 1 else ''}: Inductor's fused kernels "
+            "are not recorded, only the operators it calls out to (matmuls); their elementwise "
+            "work is missing from the profile")
 
 
 def _never() -> bool:

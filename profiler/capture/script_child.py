@@ -148,6 +148,8 @@ def record_run(task, target_argv: list[str]) -> tuple[int, object] | None:
         for sig in STOP_SIGNALS:
             signal.signal(sig, signal.SIG_IGN)
         recording = recorder.stop()
+        from .recording import compiled_graph_count
+        recording.compiled_graphs = compiled_graph_count()
     if stopped_by():
         code = 128 + stopped_by()
     return code, recording

@@ -138,6 +138,18 @@ def recording_to_profile(recording: Recording, inst: Instance, *, auto_cast: str
     return builder.build()
 
 
+def _note_compiled(builder: ProfileBuilder, graphs: int) -> None:
+    """torch.compile ran: `meta["compiled_graphs"]` (the most any rank compiled) and a line in
+    `meta["notes"]` saying that Inductor's fused kernels are missing from the profile."""
+    graphs = max(int(builder.meta.get("compiled_graphs", 0)), int(graphs))
+    if not graphs:
+        return
+    from .recording import compiled_note
+    notes = [n for n in builder.meta.get("notes", []) if not n.startswith("torch.compile ran")]
+    builder.meta["compiled_graphs"] = graphs
+    builder.meta["notes"] = [*notes, compiled_note(graphs)]
+
+
 def add_recording(builder: ProfileBuilder, recording: Recording, inst: Instance, *, auto_cast: str = "matmult",
                   detail_steps: int = 4, steps: set[int] | None = None, group=None, t0: int | None = None,
                   main_thread: int | None = None, progress=None, tail: bool = True) -> None:
@@ -146,6 +158,7 @@ def add_recording(builder: ProfileBuilder, recording: Recording, inst: Instance,
     other processes share one). `main_thread`: ident of the thread that recorded (default this
     one; a recording made by another process names its own). `tail`: see recording_to_profile."""
     t0 = recording.t0 if t0 is None else t0
+    _note_compiled(builder, getattr(recording, "compiled_graphs", 0))
     tids: dict[object, int] = {}
 
     def tid_of(ident) -> int:

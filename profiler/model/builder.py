@@ -175,6 +175,8 @@ class ProfileBuilder:
         for j, e in enumerate(BUSY_ENGINES):
             rows[f"busy_{e}"] = busy[:, j]
         rows["host"][:] = -1
+        if len(program.ops) == n:
+            rows["mm_m"][:] = [_mm_rows(op) for op in program.ops]
         if info is not None:
             for key, attr in (("module_s", "module"), ("shape_s", "shape"), ("dtype_s", "dtype")):
                 rows[key][:] = [s(getattr(i, attr)) for i in info]
@@ -308,6 +310,15 @@ def exclusive_time(start: np.ndarray, end: np.ndarray) -> np.ndarray:
     share = np.where(active > 0, widths / np.maximum(active, 1), 0.0)
     cum = np.concatenate([[0.0], np.cumsum(share)])
     return cum[np.searchsorted(edges, end)] - cum[np.searchsorted(edges, start)]
+
+
+def _mm_rows(op) -> int:
+    """The rows M a matmul feeds TensorE (as lowering/matmul.py folds shared-weight batches into
+    M); 0 for any other op."""
+    if getattr(op, "kind", None) != "matmul" or op.get("m") is None:
+        return 0
+    m = int(op.get("m"))
+    return m * int(op.get("batch") or 1) if op.get("weights") else m
 
 
 def _shape_text(op) -> str:

@@ -25,7 +25,7 @@ import orjson
 
 from device_model.fileio import PRIVATE, write_atomic
 
-from .profile import Profile, ProfileError
+from .profile import OPTIONAL_ZERO, SCHEMA, Profile, ProfileError
 from .validate import check_profile
 
 MAGIC = b"NSPROFv1"
@@ -186,6 +186,12 @@ def decode(data: bytes, where: str = "profile") -> Profile:
                 raise ProfileError(f"{where}: table {tname!r} has a corrupt column description")
             table[c["name"]] = _column(data, base, limit, rows, c, where)
         tables[tname] = table
+    for tname, cols in OPTIONAL_ZERO.items():
+        table = tables.get(tname)
+        if table:
+            rows = int(next(iter(table.values())).shape[0])
+            for c in cols:
+                table.setdefault(c, np.zeros(rows, dtype=np.dtype(SCHEMA[tname][c])))
     profile = Profile(meta, tuple(strings), tables)
     check_profile(profile, where)
     return profile

@@ -29,7 +29,10 @@ SCHEMA: dict[str, dict[str, str]] = {
     "ops": {"name_s": "<i4", "kind_s": "<i4", "module_s": "<i4", "shape_s": "<i4", "dtype_s": "<i4",
             "phase": "|u1", "step": "<i4", "start": "<f8", "end": "<f8", "self_time": "<f8",
             "flops": "<f8", "hw_flops": "<f8", "adj_flops": "<f8", "hbm_r": "<f8", "hbm_w": "<f8",
-            "instructions": "<i8", **{f"busy_{e}": "<f8" for e in BUSY_ENGINES}, "host": "<i8"},
+            "instructions": "<i8", **{f"busy_{e}": "<f8" for e in BUSY_ENGINES}, "host": "<i8",
+            # a matmul's rows M as fed to TensorE (its `m`, times its batch when the weights are
+            # shared); 0 for other ops and in files written before the column existed
+            "mm_m": "<i8"},
     # one row per step (execution); detailed = instruction level kept
     "steps": {"step": "<i4", "start": "<f8", "end": "<f8", "host_start": "<f8", "host_end": "<f8",
               "detailed": "|u1"},
@@ -41,6 +44,9 @@ SCHEMA: dict[str, dict[str, str]] = {
     "semaphores": {"time": "<f8", "sem": "<i4", "value": "<i8"},
     "throttles": {"start": "<f8", "duration": "<f8", "ratio": "<f8"},
 }
+
+# columns added after schema version 1 shipped: a file without them reads as all zeros
+OPTIONAL_ZERO = {"ops": ("mm_m",)}
 
 # row references between tables: (table, column, the table whose row it names); -1 names none
 ROW_REFS = (("instructions", "op", "ops"), ("collectives", "op", "ops"), ("host", "op", "ops"),

@@ -17,7 +17,7 @@ _TEXT = ("instance", "device")
 _OPTIONAL_TEXT = ("source", "workload", "command", "description", "host_name", "rank_label",
                   "device_type", "recorder", "auto_cast")
 _OPTIONAL_INT = ("rank", "device_pid", "host_pid", "pipeline_stage", "pipeline_stages", "world_size",
-                 "num_exec", "profile_nth_exec", "num_exec_requested")
+                 "num_exec", "profile_nth_exec", "num_exec_requested", "compiled_graphs")
 # lane rows the views look up by name: the TensorMatrix utilization counter of the traces
 _REQUIRED_LANES = ("TensorMatrixE",)
 # lists looked up by name (`list.index`): a repeated name would send rows to the wrong entry
@@ -70,6 +70,9 @@ def _check_meta(meta: dict, where: str) -> None:
     for key in _OPTIONAL_TEXT:
         if key in meta and not isinstance(meta[key], str):
             raise bad(key, "must be a string")
+    notes = meta.get("notes", [])
+    if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
+        raise bad("notes", "must be a list of strings")
     lnc = meta.get("lnc")
     if not _is_int(lnc) or lnc not in (1, 2):
         raise bad("lnc", "must be 1 or 2")

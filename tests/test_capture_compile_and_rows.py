@@ -1,0 +1,89 @@
+"""Two audit findings: `advise`'s rows rule reads each forward matmul's M (the rows fed to
+TensorE), not the first number of its shape (a [4, C, 16, 16] convolution has 1024 rows); and a
+capture of a torch.compile'd script says that Inductor's fused kernels are missing, on stderr and
+in the profile's summary."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from profiler.analysis.advise import advise  # noqa: E402
+from profiler.analysis.render import summary_text  # noqa: E402
+from profiler.model import fileformat  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+CLI = [sys.executable, "-m", "profiler.cli"]
+WARNING = "torch.compile ran 1 graph: Inductor's fused kernels are not recorded"
+
+CONV = """
+    import torch, torch.nn as nn
+    conv = nn.Conv2d(32, 64, 3, padding=1)          # N=4, 16x16: 1024 im2col rows
+    opt = torch.optim.SGD(conv.parameters(), lr=0.01)
+    for _ in range(2):
+        conv(torch.randn(4, 32, 16, 16)).pow(2).mean().backward(); opt.step(); opt.zero_grad()
+"""
+LINEAR = """
+    import torch, torch.nn as nn
+    lin = nn.Linear(256, 256)                        # fed 4 rows
+    opt = torch.optim.SGD(lin.parameters(), lr=0.01)
+    for _ in range(2):
+        lin(torch.randn(4, 256)).pow(2).mean().backward(); opt.step(); opt.zero_grad()
+"""
+COMPILED = """
+    import torch, torch.nn as nn
+    m = nn.Sequential(nn.Linear(64, 128), nn.GELU(), nn.Linear(128, 64))
+    cm = torch.compile(m)
+    opt = torch.optim.SGD(m.parameters(), lr=0.01)
+    for _ in range(2):
+        cm(torch.randn(128, 64)).pow(2).mean().backward(); opt.step(); opt.zero_grad()
+"""
+
+
+def _capture(tmp_path: Path, body: str, *extra: str):
+    script, out = tmp_path / "s.py", tmp_path / "s.nsprof"
+    script.write_text(textwrap.dedent(body))
+    res = subprocess.run([*CLI, "capture", "-s", str(out), *extra, "--", sys.executable, str(script)],
+                         capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert res.returncode == 0, res.stderr
+    return res, fileformat.load(out)
+
+
+def _rows_finding(profile):
+    return next((f for f in advise(profile) if f.rule == "batch-multiple-of-8"), None)
+
+
+def test_convolution_of_batch_4_with_large_image_is_not_flagged(tmp_path):
+    _, p = _capture(tmp_path, CONV)
+    ops = p.table("ops")
+    names = [p.strings[i] for i in ops["name_s"]]
+    conv_rows = {int(m) for n, m in zip(names, ops["mm_m"]) if n == "aten::convolution"}
+    assert conv_rows == {1024}
+    assert _rows_finding(p) is None
+
+
+def test_linear_fed_4_rows_is_flagged(tmp_path):
+    _, p = _capture(tmp_path, LINEAR)
+    f = _rows_finding(p)
+    assert f is not None and f.impact > 0
+    assert "fed [4] rows" in f.evidence[0]
+
+
+@pytest.mark.parametrize("recorder", ["native", "python"])
+def test_compiled_script_warns_and_profile_keeps_the_note(tmp_path, recorder):
+    res, p = _capture(tmp_path, COMPILED, "--recorder", recorder)
+    last = res.stderr.strip().splitlines()
+    assert any(WARNING in line for line in last[-2:]), res.stderr
+    assert p.meta["compiled_graphs"] == 1
+    assert f"note {WARNING}" in summary_text(p)
+
+
+def test_plain_script_has_no_compile_note(tmp_path):
+    res, p = _capture(tmp_path, LINEAR)
+    assert "torch.compile" not in res.stderr
+    assert "notes" not in p.meta and "note " not in summary_text(p)
