@@ -36,21 +36,21 @@ def doc(runtime_groups=RUNTIME_KEYS, system_groups=SYSTEM_KEYS, period=1.0, util
     if pid is not None:
         runtime["pid"] = pid
     runtime["error"] = error
-    report = runtime["report"]
-    for key in list(report):
-        if key in runtime_groups:
-            report[key]["period"] = period
-        else:
-            del report[key]
+    report = _keep(runtime["report"], runtime_groups, period)
     for core in report.get("neuroncore_counters", {}).get("neuroncores_in_use", {}).values():
         core["neuroncore_utilization"] = util
-    system = d["system_data"]
-    for key in list(system):
-        if key in system_groups:
-            system[key]["period"] = period
-        else:
-            del system[key]
+    _keep(d["system_data"], system_groups, period)
     return d
+
+
+def _keep(groups: dict, keys, period: float) -> dict:
+    """Only the ``keys`` groups, each with ``period``."""
+    for key in list(groups):
+        if key in keys:
+            groups[key]["period"] = period
+        else:
+            del groups[key]
+    return groups
 
 
 def held(*docs: dict, hold: GroupHold | None = None) -> list[Report]:
