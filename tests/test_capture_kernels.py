@@ -166,11 +166,78 @@ def test_lstm_layers_are_their_gate_matmuls_and_the_backward_twice_them(kind):
     assert sum(r[2] for r in rows if r[1] == BACKWARD) == 2 * forward
     if torch.backends.mkldnn.is_available():
         names = {r[0] for r in rows}
-        assert {"aten::mkldnn_rnn_layer", "aten::mkldnn_rnn_layer.gates",
-                "aten::mkldnn_rnn_layer.cell", "aten::mkldnn_rnn_layer_backward",
+        assert {"aten::mkldnn_rnn_layer", "aten::mkldnn_rnn_layer.recurrent",
+                "aten::mkldnn_rnn_layer.gates", "aten::mkldnn_rnn_layer.cell",
+                "aten::mkldnn_rnn_layer_backward", "aten::mkldnn_rnn_layer_backward.recurrent",
                 "aten::mkldnn_rnn_layer_backward.dweight"} <= names
         gates = of(rows, "aten::mkldnn_rnn_layer")["aten::mkldnn_rnn_layer.gates"]
         assert gates == (0, F32 * 160 * 5 * 64, F32 * 160 * 5 * 64)     # 4 gates and tanh(c)
+
+
+def _lstm_layers(T: int, B: int, kind: str):
+    """The captured mkldnn_rnn_layer calls (forward, backward) of an LSTM(32, 64) on [T, B, 32]."""
+    torch.manual_seed(0)
+    lstm = torch.nn.LSTM(32, 64)
+    x = torch.randn(T, B, 32, requires_grad=True)
+    rec = record(lambda: lstm(x)[0].sum().backward(), kind)
+    return [c for c in rec.sigs if c.name.startswith("mkldnn_rnn_layer")]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_lstm_recurrence_is_a_chain_of_dependent_steps(kind):
+    """The input projection is one matmul over the sequence; each time step's recurrent matmul
+    [B, H] @ [H, 4H] waits for the previous step's cell update (the backward the same in
+    reverse). At a fixed T·B the FLOPs are the same, but 64 steps of 8 rows take far longer than
+    8 steps of 64 rows."""
+    if not torch.backends.mkldnn.is_available():
+        pytest.skip("no oneDNN: nn.LSTM does not run mkldnn_rnn_layer")
+    from device_model.program import Program
+    from profiler.capture.aten_map import add_call
+    I, H, G = 32, 64, 4
+    walls = {}
+    for T, B in ((8, 64), (64, 8)):
+        calls = _lstm_layers(T, B, kind)
+        assert [c.name for c in calls] == ["mkldnn_rnn_layer", "mkldnn_rnn_layer_backward"]
+        fwd, bwd = (_ops(add_call, Program, c) for c in calls)
+        def flops(ops) -> int:
+            return sum(2 * o.get("m") * o.get("k") * o.get("n") * o.get("batch")
+                       for o in ops if o.kind == "matmul")
+        assert flops(fwd) == 2 * T * B * (I + H) * G * H
+        assert flops(bwd) == 2 * flops(fwd)
+        steps = [i for i, o in enumerate(fwd) if o.name.endswith(".recurrent")]
+        assert len(steps) == T
+        assert all((fwd[i].get("m"), fwd[i].get("k"), fwd[i].get("n")) == (B, H, G * H)
+                   for i in steps)
+        assert fwd[0].name == "aten::mkldnn_rnn_layer" and fwd[0].get("m") == T * B
+        for prev, i in zip(steps, steps[1:]):             # each step waits for the one before
+            assert fwd[i].deps == (0, i - 1) and fwd[i - 1].name.endswith(".cell") and i - 1 > prev
+        assert sum(o.name.endswith(".recurrent") for o in bwd) == T
+        walls[T] = sum(alone(c) for c in calls)
+    assert walls[64] > 4 * walls[8]
+
+
+def test_a_long_sequence_is_grouped_into_256_steps_with_the_same_flops():
+    from device_model.program import Program
+    from profiler.capture.aten_layers import RNN_MAX_STEPS, _rnn_layer
+    T, B, I, H = 1000, 3, 16, 32
+    s = ((T, B, I), (4 * H, I), (4 * H, H), (4 * H,), (4 * H,), (B, H), (B, H))
+    prog = Program()
+    _rnn_layer(prog, s, "fp32", "fp32", "lstm", backward=False)
+    steps = [o for o in prog.ops if o.name == "lstm.recurrent"]
+    assert len(steps) == RNN_MAX_STEPS == 256
+    assert sum(o.get("m") for o in steps) == T * B
+    assert sum(2 * o.get("m") * o.get("k") * o.get("n") for o in prog.ops
+               if o.kind == "matmul") == 2 * T * B * (I + H) * 4 * H
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("act", ["silu", "mish", "gelu"])
+def test_activation_gradients_read_dy_and_x_and_write_dx(kind, act):
+    h = torch.randn(32, 64, requires_grad=True)
+    rows = simulated(lambda: getattr(F, act)(h).sum().backward(), kind)
+    e = h.numel()
+    assert of(rows, f"aten::{act}_backward", phase=BACKWARD) == {
+        f"aten::{act}_backward": (0, 2 * F32 * e, F32 * e)}
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -77,16 +77,42 @@ def _norm_backward(prog: Program, name: str, s, extra, dtype: str, label: str) -
         _reduce(prog, (hidden, max(1, 2 * sets)), dtype, f"{label}.dweight")
 
 
+RNN_MAX_STEPS = 256     # at most this many recurrent steps per layer; longer sequences are grouped
+
+
+def _rnn_steps(s, tokens: int) -> list[int]:
+    """Rows (batch entries) of each modelled recurrent step: the sequence's T steps of B rows
+    (input [T, B, I]; a packed [tokens, I] one: B from h0 [B, H], T = tokens / B rounded up).
+    Above RNN_MAX_STEPS steps, the steps are grouped into RNN_MAX_STEPS chunks of (nearly)
+    equal rows, each costed as one step with proportionally larger work (an approximation: the
+    dependency inside a chunk is lost, so a long sequence's latency is underestimated). The rows
+    sum to `tokens`, so the FLOPs are the sequence's whatever the grouping."""
+    if len(s[0]) == 3:
+        steps = max(1, s[0][0])
+    else:
+        batch = s[5][0] if len(s) > 5 and s[5] else tokens
+        steps = max(1, -(-tokens // max(1, batch)))
+    n = min(steps, RNN_MAX_STEPS, tokens)
+    return [tokens // n + (i < tokens % n) for i in range(n)]
+
+
 def _rnn_layer(prog: Program, s, mm_dtype: str, dtype: str, label: str, backward: bool) -> None:
     """One layer (one direction) of an RNN over a whole sequence (oneDNN's mkldnn_rnn_layer:
     input [T, B, I] or packed [tokens, I], weight_ih [G*H, I], weight_hh [G*H, H]; G = 4 gates
-    for an LSTM). Every time step multiplies its input by weight_ih and the previous hidden
-    state by weight_hh: over the sequence, [tokens, I + H] @ [I + H, G*H] (the steps'
-    dependency is not modelled). The gates' sigmoids and tanhs (and tanh of the cell) are one
-    ScalarE pass (`.gates`), the cell and hidden updates (f*c + i*g, o*tanh(c)) VectorE products
-    (`.cell`). The backward makes the input and hidden-state gradients, [tokens, G*H] @
-    [G*H, I + H], and the weight gradients, [I + H, tokens] @ [tokens, G*H] (`.dweight`):
-    twice the forward's matmuls, and the gates' derivatives as products."""
+    for an LSTM). The input projection has no dependency between steps: one matmul over the
+    sequence, [tokens, I] @ [I, G*H]. Then T dependent steps (each needs the previous step's
+    hidden state), each the recurrent matmul [B, H] @ [H, G*H] (`.recurrent`), the gates'
+    sigmoids and tanhs (and tanh of the cell) as one ScalarE pass (`.gates`) and the cell and
+    hidden updates (f*c + i*g, o*tanh(c)) as VectorE products (`.cell`); each step's matmul
+    depends on the projection and on the previous step's `.cell`. Over 256 steps, they are
+    grouped (see _rnn_steps). FLOPs: 2*tokens*(I + H)*G*H, as one matmul over [I + H] would
+    have. weight_hh is read by every step's matmul (Program cannot keep an operand in SBUF
+    across ops; it is marked as weights, so its load is prefetched off the recurrence's critical
+    path, but its HBM bytes are counted once per step). The backward runs the steps in reverse:
+    each the gates' derivatives (`.gates`, `.cell`, products) and the hidden-state gradient
+    [B, G*H] @ [G*H, H] (`.recurrent`), then, over the whole sequence, the input gradient
+    [tokens, G*H] @ [G*H, I] and the weight gradients [I + H, tokens] @ [tokens, G*H]
+    (`.dweight`): twice the forward's matmul FLOPs."""
     if len(s) < 3 or len(s[1]) != 2 or len(s[2]) != 2:
         return
     gates, inputs = s[1]
@@ -95,14 +121,23 @@ def _rnn_layer(prog: Program, s, mm_dtype: str, dtype: str, label: str, backward
     if min(gates, inputs, hidden, tokens) <= 0:
         return
     kw = {"left_dtype": dtype, "right_dtype": dtype, "out_dtype": dtype}
+    steps = _rnn_steps(s, tokens)
     if backward:
-        prog.matmul(tokens, gates, inputs + hidden, mm_dtype, name=label, **kw)
-        prog.matmul(inputs + hidden, tokens, gates, mm_dtype, name=f"{label}.dweight", **kw)
-        prog.binary("mul", tokens * (gates + hidden), dtype, name=f"{label}.gates")
-    else:
-        prog.matmul(tokens, inputs + hidden, gates, mm_dtype, name=label, **kw)
-        prog.activation("sigmoid", tokens * (gates + hidden), dtype, name=f"{label}.gates")
-    prog.binary("mul", 3 * tokens * hidden, dtype, name=f"{label}.cell")
+        for rows in steps:                           # last step first; each needs the one after
+            prog.binary("mul", rows * (gates + hidden), dtype, name=f"{label}.gates")
+            prog.binary("mul", 3 * rows * hidden, dtype, name=f"{label}.cell")
+            last = prog.matmul(rows, gates, hidden, mm_dtype, name=f"{label}.recurrent", **kw)
+        prog.matmul(tokens, gates, inputs, mm_dtype, name=label, deps=(last,), **kw)
+        prog.matmul(inputs + hidden, tokens, gates, mm_dtype, name=f"{label}.dweight",
+                    deps=(last,), **kw)
+        return
+    proj = prog.matmul(tokens, inputs, gates, mm_dtype, name=label, **kw)
+    prev = proj
+    for rows in steps:
+        prog.matmul(rows, hidden, gates, mm_dtype, name=f"{label}.recurrent",
+                    deps=tuple(sorted({proj, prev})), **kw)
+        prog.activation("sigmoid", rows * (gates + hidden), dtype, name=f"{label}.gates")
+        prev = prog.binary("mul", 3 * rows * hidden, dtype, name=f"{label}.cell")
 
 
 def _pool_output(x, extra, dims: int) -> int:

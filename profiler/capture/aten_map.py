@@ -29,7 +29,8 @@ from .aten_layers import (WINDOW_INPUTS, _embedding_bag, _embedding_bag_backward
                           _norm, _norm_backward, _norm_hidden, _point_loss, _resample, _rnn_layer)
 from .aten_names import (ADAPTIVE_POOLS, ATTENTION_CAUSAL, BATCH_NORMS, BINARY, COLLECTIVES,
                          COMPARISONS, CONVOLUTIONS, COPIES, DTYPES, EMBEDDING_BAG_BACKWARDS,
-                         EMBEDDING_BAGS, FUSED_OPTIMIZERS, GROUP_NORMS, SCANS, SCATTERS,
+                         EMBEDDING_BAGS, FUSED_OPTIMIZERS, GRADIENT_ACTIVATIONS, GROUP_NORMS,
+                         SCANS, SCATTERS,
                          INT_DIM, KEEPDIM_AT, KERNELS, LAYER_NORMS, NLL_BACKWARDS, NLL_FORWARDS,
                          NORM_BACKWARDS, POINT_LOSS_BACKWARDS, POINT_LOSSES, POOL_BACKWARDS, POOLS,
                          REDUCE, REDUCE_DIM_AT, RNN_LAYERS, UNARY, UPSAMPLE_BACKWARDS, UPSAMPLES,
@@ -119,7 +120,8 @@ def add_call(prog: Program, call: AtenCall, auto_cast: str, group: CollectiveGro
     elif name in VIEWS:
         pass
     elif name in UNARY:
-        prog.activation(UNARY[name], _elements(call), dtype, name=label)
+        prog.activation(UNARY[name], _elements(call), dtype, name=label,
+                        inputs=2 if name in GRADIENT_ACTIVATIONS else 1)
     elif name in BINARY:
         _binary(prog, BINARY[name], call, dtype, out_dtype, label)
     elif name in ("max", "min") and len(s) > 1:      # max.other: elementwise, as `maximum`
