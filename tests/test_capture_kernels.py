@@ -231,13 +231,17 @@ def test_a_long_sequence_is_grouped_into_256_steps_with_the_same_flops():
 
 
 @pytest.mark.parametrize("kind", KINDS)
-@pytest.mark.parametrize("act", ["silu", "mish", "gelu"])
-def test_activation_gradients_read_dy_and_x_and_write_dx(kind, act):
+@pytest.mark.parametrize("act, grad", [("silu", "silu"), ("mish", "mish"), ("gelu", "gelu"),
+                                       ("relu", "threshold"), ("tanh", "tanh"),
+                                       ("sigmoid", "sigmoid")])
+def test_activation_gradients_read_dy_and_x_and_write_dx(kind, act, grad):
+    """dx = f'(x or y) · dy: both tensors read (ReLU's gradient is aten::threshold_backward)."""
     h = torch.randn(32, 64, requires_grad=True)
-    rows = simulated(lambda: getattr(F, act)(h).sum().backward(), kind)
+    fn = getattr(torch, act) if act in ("tanh", "sigmoid") else getattr(F, act)
+    rows = simulated(lambda: fn(h).sum().backward(), kind)
     e = h.numel()
-    assert of(rows, f"aten::{act}_backward", phase=BACKWARD) == {
-        f"aten::{act}_backward": (0, 2 * F32 * e, F32 * e)}
+    assert of(rows, f"aten::{grad}_backward", phase=BACKWARD) == {
+        f"aten::{grad}_backward": (0, 2 * F32 * e, F32 * e)}
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -32,7 +32,9 @@ UNARY = {"relu": "relu", "relu_": "relu", "gelu": "gelu", "silu": "silu", "silu_
          "ones": "copy", "full": "copy", "bernoulli_": "copy", "native_dropout": "copy", "lerp_": "copy",
          "native_dropout_backward": "copy", "masked_fill": "copy", "masked_fill_": "copy", "sign": "copy"}
 # activation gradients that read dy and x (two tensors) and write dx
-GRADIENT_ACTIVATIONS = frozenset(("gelu_backward", "silu_backward", "mish_backward"))
+# activation gradients that read two tensors (dy and the forward's input or output), write dx
+GRADIENT_ACTIVATIONS = frozenset(("gelu_backward", "silu_backward", "mish_backward",
+                                  "threshold_backward", "tanh_backward", "sigmoid_backward"))
 BINARY = {"add": "add", "add_": "add", "sub": "sub", "sub_": "sub", "rsub": "sub", "mul": "mul",
           "mul_": "mul", "div": "div", "div_": "div", "maximum": "max", "minimum": "min", "where": "max",
           "addcmul_": "mul", "addcdiv_": "div", "eq": "sub", "ne": "sub", "gt": "sub", "lt": "sub",
