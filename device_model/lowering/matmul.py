@@ -73,14 +73,19 @@ def blocking(m: int, k: int, n: int, b_left: float, b_right: float,
     return float(left[i] * b_left), float(right[i] * b_right)
 
 
+def fed_rows(op: Op) -> tuple[int, int]:
+    """(M, batch) as TensorE is fed: shared weights fold the batch into M."""
+    m, batch = op.get("m"), op.get("batch")
+    return (m * batch, 1) if op.get("weights") else (m, batch)
+
+
 def lower_matmul(op: Op, ctx: CoreContext) -> list[Stage]:
     dev, costs = ctx.device, ctx.costs
     dt = get_dtype(op.get("dtype"))
     out_b = get_dtype(op.get("out_dtype")).bytes
-    batch, m, k, n = op.get("batch"), op.get("m"), op.get("k"), op.get("n")
+    k, n = op.get("k"), op.get("n")
     weights = op.get("weights")
-    if weights:                       # shared weights: fold the batch into M
-        m, batch = m * batch, 1
+    m, batch = fed_rows(op)
     if ctx.shard > 1:                 # LNC: the op is split over the physical cores of the pair
         if m >= n:
             m = math.ceil(m / ctx.shard)

@@ -9,6 +9,7 @@ import numpy as np
 from device_model import __version__ as model_version
 from device_model.core import Instance, Run, op_collective_cost
 from device_model.engine.isa import COMPUTE_ENGINES, ENGINES, LANE_ENGINE, LANE_ROW, OPCODES, QUEUE_ROWS, QUEUES
+from device_model.lowering.matmul import fed_rows
 from device_model.program import Program
 
 from .. import __version__
@@ -313,12 +314,10 @@ def exclusive_time(start: np.ndarray, end: np.ndarray) -> np.ndarray:
 
 
 def _mm_rows(op) -> int:
-    """The rows M a matmul feeds TensorE (as lowering/matmul.py folds shared-weight batches into
-    M); 0 for any other op."""
+    """The rows M a matmul feeds TensorE (the lowering's own folding); 0 for any other op."""
     if getattr(op, "kind", None) != "matmul" or op.get("m") is None:
         return 0
-    m = int(op.get("m"))
-    return m * int(op.get("batch") or 1) if op.get("weights") else m
+    return int(fed_rows(op)[0])
 
 
 def _shape_text(op) -> str:
