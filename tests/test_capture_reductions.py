@@ -8,8 +8,8 @@ import pytest
 torch = pytest.importorskip("torch")
 import torch.nn.functional as F  # noqa: E402
 
-from profiler.capture.native_recorder import NativeRecorder  # noqa: E402
 from test_capture_kernels import F32, KINDS, alone, of, partials, record, simulated  # noqa: E402
+from test_native_recorder import output_sizes  # noqa: E402
 
 
 def calls_named(rec, name: str) -> list:
@@ -117,15 +117,7 @@ def test_reduction_output_sizes_worked_out_from_arguments_match_the_real_results
         F.nll_loss(x[:, :, 0, 0], torch.tensor([0, 1, 2, 5]))
         F.nll_loss(x[:, :, 0, 0], torch.tensor([0, 1, 2, 5]), reduction="none")
 
-    def sizes(boxed: bool) -> list[tuple[str, int]]:
-        rec = NativeRecorder(boxed_outputs=boxed).start()
-        try:
-            work()
-        finally:
-            recording = rec.stop()
-        return [(recording.labels[s], recording.sigs[s].out_numel)
-                for s in recording.table()["sig"].tolist()]
-    measured, inferred = sizes(True), sizes(False)
+    measured, inferred = output_sizes(work, boxed=True), output_sizes(work, boxed=False)
     assert len(measured) >= 15 and inferred == measured
 
 

@@ -95,16 +95,20 @@ def test_output_sizes_worked_out_from_arguments_match_the_real_results():
         torch.arange(2, 11, 3)
         torch.arange(0.0, 1.0, 0.3)
         torch.arange(5, dtype=torch.float32)
-    def sizes(boxed: bool) -> list[tuple[str, int]]:
-        rec = NativeRecorder(boxed_outputs=boxed).start()
-        try:
-            work()
-        finally:
-            recording = rec.stop()
-        cols = recording.table()
-        return [(recording.labels[s], recording.sigs[s].out_numel) for s in cols["sig"].tolist()]
-    measured, inferred = sizes(True), sizes(False)
+    measured, inferred = output_sizes(work, boxed=True), output_sizes(work, boxed=False)
     assert len(measured) >= 20 and inferred == measured
+
+
+def output_sizes(work, boxed: bool) -> list[tuple[str, int]]:
+    """(operator, output elements) of each call `work` makes, the native recorder reading the
+    outputs (`boxed`) or working them out from the arguments."""
+    rec = NativeRecorder(boxed_outputs=boxed).start()
+    try:
+        work()
+    finally:
+        recording = rec.stop()
+    return [(recording.labels[s], recording.sigs[s].out_numel)
+            for s in recording.table()["sig"].tolist()]
 
 
 @settings(max_examples=40, deadline=None)
