@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -96,7 +97,6 @@ def compiled_graph_count() -> int:
     """How many graphs torch.compile (Dynamo) compiled in this process so far: its
     `counters["stats"]["unique_graphs"]`, 0 when Dynamo was never imported or keeps no count.
     Reads what is there; imports nothing (a script that never compiles pays nothing)."""
-    import sys
     utils = sys.modules.get("torch._dynamo.utils")
     try:
         return int(utils.counters["stats"]["unique_graphs"]) if utils is not None else 0
