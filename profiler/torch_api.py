@@ -13,6 +13,7 @@ the end of each active window `on_trace_ready(prof)` is called with `prof.profil
 """
 from __future__ import annotations
 
+import warnings
 from enum import Enum
 from typing import Callable
 
@@ -81,6 +82,7 @@ class profile:
         self.profile: Profile | None = None
         self._recorder = None
         self._active: set[int] = set()
+        self._warned_compile = False
 
     def __enter__(self) -> "profile":
         from .capture.recorders import start_recorder
@@ -109,7 +111,13 @@ class profile:
         self._note_action()
 
     def _emit(self, recording) -> None:
+        from .capture.recording import compiled_graph_count, compiled_note
         from .capture.to_profile import recording_to_profile
+        # graphs compiled before the window run inside it too: the process's count, as a capture's
+        recording.compiled_graphs = compiled_graph_count()
+        if recording.compiled_graphs and not self._warned_compile:
+            warnings.warn(compiled_note(recording.compiled_graphs), stacklevel=3)
+            self._warned_compile = True
         self.profile = recording_to_profile(recording, self.inst, auto_cast=self.auto_cast,
                                             detail_steps=self.detail_steps, steps=set(self._active),
                                             command="profiler.profile", tail=False)   # steps are prof.step()'s

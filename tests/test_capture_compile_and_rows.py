@@ -1,7 +1,7 @@
 """Two audit findings: `advise`'s rows rule reads each forward matmul's M (the rows fed to
 TensorE), not the first number of its shape (a [4, C, 16, 16] convolution has 1024 rows); and a
 capture of a torch.compile'd script says that Inductor's fused kernels are missing, on stderr and
-in the profile's summary."""
+in the profile's summary (the in-process `profiler.profile` API too)."""
 from __future__ import annotations
 
 import subprocess
@@ -87,3 +87,29 @@ def test_plain_script_has_no_compile_note(tmp_path):
     res, p = _capture(tmp_path, LINEAR)
     assert "torch.compile" not in res.stderr
     assert "notes" not in p.meta and "note " not in summary_text(p)
+
+
+def test_the_profile_api_notes_a_compiled_model_once():
+    """`profiler.profile` in the script's own process: the window's profile carries the note and
+    the first window warns, as a capture does on stderr."""
+    import warnings
+
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    import profiler
+    torch._dynamo.reset()
+    counters.clear()
+    cm = torch.compile(torch.nn.Linear(64, 64))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with profiler.profile(instance="trn1.2xlarge", schedule=profiler.schedule(wait=0, warmup=0, active=1),
+                              recorder="python") as prof:
+            for _ in range(2):
+                with torch.no_grad():
+                    cm(torch.randn(16, 64))
+                prof.step()
+    said = [str(w.message) for w in caught if "torch.compile ran" in str(w.message)]
+    assert len(said) == 1 and said[0].startswith(WARNING)
+    assert prof.windows == 2 and prof.profile.meta["compiled_graphs"] == 1
+    assert f"note {WARNING}" in summary_text(prof.profile)
