@@ -3,6 +3,8 @@
     neuron-monitor | neuron-monitor-cloudwatch --emf --namespace NeuronMonitor --output /var/log/neuron.emf
 
 No AWS credentials are needed: the CloudWatch agent (or a container log driver) ships the lines.
+SIGHUP reopens --output (after logrotate has renamed it); `--exclude` leaves metrics out, each a
+custom metric per dimension set that CloudWatch bills.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import time
 from pathlib import Path
 from typing import IO
 
+from exporters import metrics_table as mt
 from exporters.cloudwatch import EmfEncoder
 from exporters.exporter import package_version
 from exporters.extract import Problem
@@ -36,7 +39,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write Embedded Metric Format (required: the only output; needs no credentials)")
     p.add_argument("--namespace", default="NeuronMonitor", help="CloudWatch namespace")
     p.add_argument("--output", type=Path, metavar="FILE",
-                   help="append to FILE (created 0600) instead of writing to stdout")
+                   help="append to FILE (created 0600) instead of writing to stdout; SIGHUP "
+                   "reopens it (log rotation)")
+    p.add_argument("--exclude", metavar="METRIC[,METRIC...]", default="",
+                   help="leave these metrics out (names as the Prometheus exporter's), e.g. "
+                   "neuron_core_engine_utilization_ratio,neuron_runtime_model_memory_used_bytes")
     p.add_argument("--collect", action="store_true", help="run the collector in this process")
     p.add_argument("-c", "--config", type=Path, metavar="CONFIG",
                    help="neuron-monitor configuration file for --collect")
@@ -51,11 +58,16 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     problem = None
+    exclude = [name.strip() for name in args.exclude.split(",") if name.strip()]
     if not args.emf:
         problem = "the following arguments are required: --emf"
     elif not NAMESPACE.fullmatch(args.namespace):
         problem = (f"--namespace {args.namespace!r}: 1-255 characters of letters, digits, spaces "
                    "and . - _ / # :")
+    elif args.namespace.startswith("AWS/"):
+        problem = f"--namespace {args.namespace!r}: AWS/ namespaces are AWS's own, CloudWatch refuses it"
+    elif unknown_metrics := sorted(set(exclude) - set(mt.BY_NAME)):
+        problem = f"--exclude: no metric named {', '.join(unknown_metrics)}"
     elif args.config is not None and not args.collect:
         problem = "-c/--config applies to --collect only"
     if problem:
@@ -66,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: error: stdout is closed: give --output FILE", file=sys.stderr)
         return 2
     try:
-        out = _open_output(args.output)
+        out = Output(args.output)
     except OSError as exc:
         print(f"{PROG}: error: cannot open --output {str(args.output)!r}: {exc.strerror}",
               file=sys.stderr)
@@ -78,32 +90,54 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    signal.signal(signal.SIGHUP, lambda *_: out.reopen_later())
     try:
-        return _run(reports, EmfEncoder(args.namespace, time.time), out)
+        return _run(reports, EmfEncoder(args.namespace, time.time, exclude), out)
     except KeyboardInterrupt:
         return 0
     except BrokenPipeError:
         silence_stdout()
         return 0
     except OSError as exc:      # a full disk, an I/O error: said once, not a traceback
-        if out is sys.stdout.buffer:
+        if out.path is None:
             silence_stdout()
         where = "stdout" if args.output is None else f"--output {str(args.output)!r}"
         print(f"{PROG}: error: cannot write to {where}: {exc.strerror or exc}", file=sys.stderr)
         return 1
     finally:
-        if out is not sys.stdout.buffer:
-            out.close()
+        out.close()
 
 
-def _open_output(path: Path | None) -> IO[bytes]:
-    if path is None:
-        return sys.stdout.buffer
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    return os.fdopen(fd, "ab")
+class Output:
+    """stdout, or FILE opened for appending (created 0600); after SIGHUP the next write opens
+    FILE again, so a rotated file is left to its rotator and a new one started."""
+
+    def __init__(self, path: Path | None):
+        self.path = path
+        self._reopen = False
+        self._file: IO[bytes] = sys.stdout.buffer if path is None else self._open()
+
+    def _open(self) -> IO[bytes]:
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        return os.fdopen(fd, "ab")
+
+    def reopen_later(self) -> None:
+        self._reopen = self.path is not None
+
+    def write(self, data: bytes) -> None:
+        if self._reopen:
+            self._reopen = False
+            self._file.close()
+            self._file = self._open()
+        self._file.write(data)
+        self._file.flush()
+
+    def close(self) -> None:
+        if self.path is not None:
+            self._file.close()
 
 
-def _run(reports, encoder: EmfEncoder, out: IO[bytes]) -> int:
+def _run(reports, encoder: EmfEncoder, out: Output) -> int:
     told: set[str] = set()
     written = 0
     for report in reports:
@@ -111,7 +145,6 @@ def _run(reports, encoder: EmfEncoder, out: IO[bytes]) -> int:
         problems: list[Problem] = []
         # A log shipper tails this output, so records are appended as whole lines per report.
         out.write(encoder.lines(report, problems))
-        out.flush()
         for p in problems:
             if p.kind not in told:
                 told.add(p.kind)

@@ -64,6 +64,9 @@ class PrometheusExporter:
         if self._context is None:
             self._context = Context.of(report.instance, report.hardware)
             self.state.instance = self._context.instance
+        elif (later := self._context.with_hardware_of(report.hardware)) is not self._context:
+            self._context = later          # the devices are known now: per-core series get theirs
+            self.state.drop_unknown_devices()
         ctx = self._context
         problems: list[Problem] = []
         groups = extract(report, ctx, problems)

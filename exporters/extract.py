@@ -55,6 +55,16 @@ class Context:
             peak *= hardware.lnc or 1
         return cls(instance_label_values(instance), hardware.cores_per_device or 0, peak)
 
+    def with_hardware_of(self, hardware: HardwareInfo) -> Context:
+        """This context, its device layout and peak taken from `hardware` if it had none (a
+        first report whose `neuron_hardware_info` failed or was missing): the same object when
+        there is nothing to add, so callers can tell by identity."""
+        if self.cores_per_device > 0 or hardware.error or not hardware.cores_per_device:
+            return self
+        later = Context.of(InstanceInfo(), hardware)
+        return replace(self, cores_per_device=later.cores_per_device,
+                       peak_flops_per_core=later.peak_flops_per_core)
+
     def device_of(self, core: int) -> str:
         return str(core // self.cores_per_device) if self.cores_per_device > 0 else ""
 

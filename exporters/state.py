@@ -149,5 +149,14 @@ class MetricState:
             if "neuron_device_index" in fam.spec.labels and not fam.spec.per_runtime:
                 fam.series.clear()
 
+    def drop_unknown_devices(self) -> None:
+        """Remove the series whose `neuron_device_index` is empty: written while the stream
+        had not said how many cores a device has; from now on the same cores have their device."""
+        for fam in self.families.values():
+            if "neuron_device_index" in fam.spec.labels:
+                at = fam.spec.labels.index("neuron_device_index")
+                for key in [k for k in fam.series if k[at] == ""]:
+                    del fam.series[key]
+
     def series_count(self) -> int:
         return sum(len(f.series) for f in self.families.values())

@@ -1,6 +1,7 @@
 """CloudWatch Embedded Metric Format output: structure, values, limits, CLI."""
 from __future__ import annotations
 
+import math
 import os
 import pathlib
 import stat
@@ -30,15 +31,20 @@ def check_emf(record: dict, namespace: str) -> None:
     (directive,) = aws["CloudWatchMetrics"]
     assert directive["Namespace"] == namespace
     for dimension_set in directive["Dimensions"]:
-        assert 1 <= len(dimension_set) <= 30
-        for name in dimension_set:
-            assert isinstance(record[name], str) and record[name]
+        assert len(dimension_set) <= 30
+        for name in dimension_set:     # CloudWatch's dimension values: 1-1024 printable ASCII
+            value = record[name]
+            assert isinstance(value, str) and value.strip() and len(value) <= 1024
+            assert value.isascii() and value.isprintable()
     assert 1 <= len(directive["Metrics"]) <= 100
     names = [m["Name"] for m in directive["Metrics"]]
     assert len(names) == len(set(names))
     for metric in directive["Metrics"]:
         assert metric["Unit"] in UNITS
-        assert isinstance(record[metric["Name"]], (int, float))
+        value = record[metric["Name"]]
+        values = value if isinstance(value, list) else [value]
+        assert 1 <= len(values) <= 100
+        assert all(isinstance(v, (int, float)) and math.isfinite(v) for v in values)
 
 
 def encode(doc: bytes, namespace: str = "NeuronMonitor") -> list[dict]:
