@@ -158,6 +158,38 @@ def test_a_collective_with_more_ranks_than_its_nodes_hold_is_refused_naming_the_
     assert r["nodes"] == 2
 
 
+def test_an_ultraserver_is_one_node_to_a_collective_as_to_a_model(capsys):
+    """Its servers share NeuronLink (trn2u) or a NeuronSwitch (trn3): a collective over all its
+    cores runs on one UltraServer, as a model's TP group over them does, and `--nodes 2` means
+    two UltraServers joined by EFA for both."""
+    r = _json(capsys, ["-w", "allreduce:ranks=256,bytes=64M", "-i", "trn3-ultraserver"])
+    assert r["nodes"] == 1 and r["devices"] == 64
+    model = _json(capsys, ["-w", "llama3-8b:mode=train,seq=2048", "-i", "trn3-ultraserver", "--tp", "8"])
+    assert model["parallel"]["ranks"] == 256 and model["parallel"]["nodes"] == 1
+    r = _json(capsys, ["-w", "allreduce:ranks=64,bytes=64M", "-i", "trn2u-ultraserver", "--nodes", "2"])
+    assert r["nodes"] == 2 and r["algorithm"] == "hierarchical"
+    err = _fails(capsys, ["-w", "allreduce:ranks=512,bytes=64M", "-i", "trn3-ultraserver"])
+    assert "512 ranks need 2 nodes of trn3-ultraserver (256 logical cores each" in err
+
+
+@pytest.mark.parametrize("argv, named", [
+    (["-w", "allreduce:bytes=64M", "--tp", "2"], "--tp"),
+    (["-w", "allgather:bytes=64M", "--cores", "4"], "--cores"),
+    (["-w", "matmul:m=64,k=64,n=64", "--dp", "2"], "--dp"),
+    (["-w", "matmul:m=64,k=64,n=64", "--nodes", "2"], "--nodes")])
+def test_a_microbenchmark_refuses_placement_flags_it_would_ignore(argv, named, capsys):
+    err = _fails(capsys, [*argv, "-i", "trn2.48xlarge"])
+    assert f"takes no {named}" in err
+
+
+def test_matmul_cores_are_at_most_the_instances(capsys):
+    """`--cores 5` on a two-core trn1.2xlarge claimed twice the chip's peak throughput."""
+    err = _fails(capsys, ["-w", "matmul:m=4096,k=4096,n=4096", "-i", "trn1.2xlarge", "--cores", "5"])
+    assert "trn1.2xlarge has 2 logical cores" in err
+    two = _json(capsys, ["-w", "matmul:m=4096,k=4096,n=4096", "-i", "trn1.2xlarge", "--cores", "2"])
+    assert two["tflops"] * 1e12 <= instance("trn1.2xlarge").spec.peak_flops("bf16")
+
+
 @pytest.mark.parametrize("kind", ["allreduce", "allgather", "reducescatter", "alltoall"])
 def test_a_one_rank_collective_is_refused(kind, capsys):
     """It moves nothing: its 'bandwidth' was 1 GiB over the 50 us launch, 21,475 GB/s."""

@@ -44,14 +44,29 @@ def register(workload: Workload) -> Workload:
     return workload
 
 
+def _micro_placement(name: str, pl: Placement, *, cores: bool, nodes: bool) -> Placement:
+    """A microbenchmark's placement: its own options place it, so parallel degrees (and
+    `--cores`/`--nodes` where they mean nothing to it) are refused, not ignored."""
+    given = [flag for flag, value, allowed in (("--tp", pl.tp, False), ("--pp", pl.pp, False),
+                                               ("--dp", pl.dp, False), ("--cores", pl.cores, cores),
+                                               ("--nodes", pl.nodes if pl.nodes != 1 else None, nodes))
+             if value is not None and not allowed]
+    if given:
+        where = "ranks= places its ranks" if not cores else "it runs on --cores logical cores"
+        raise SpecError(f"{name} takes no {'/'.join(given)}: {where}")
+    return pl
+
+
 register(Workload("matmul", micro.MATMUL_PARAMS,
-                  lambda inst, o, pl: micro.estimate_matmul(inst, o, pl.cores or 1),
+                  lambda inst, o, pl: micro.estimate_matmul(
+                      inst, o, _micro_placement("matmul", pl, cores=True, nodes=False).cores or 1),
                   "one [m,k] @ [k,n] matmul on a logical core",
                   capture=Capture(micro.MATMUL_PARAMS, matmul_step, "one [m,k] @ [k,n] matmul",
                                   single_rank=True)))
 for _spec_name, _kind in micro.COLLECTIVE_KINDS.items():
     register(Workload(_spec_name, micro.COLLECTIVE_PARAMS,
-                      lambda inst, o, pl, _k=_kind: micro.estimate_collective(inst, _k, o, pl.nodes),
+                      lambda inst, o, pl, _k=_kind, _n=_spec_name: micro.estimate_collective(
+                          inst, _k, o, _micro_placement(_n, pl, cores=False, nodes=True).nodes),
                       f"one {_kind.replace('_', '-')} over ranks placed on the instance",
                       capture=Capture(micro.COLLECTIVE_PARAMS, collective_step(_kind),
                                       f"one {_kind.replace('_', '-')}", single_rank=True)))

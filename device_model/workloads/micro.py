@@ -42,7 +42,7 @@ def place_ranks(inst: Instance, ranks: int, nodes: int = 1) -> CollectiveGroup:
     """Spread the ranks evenly over `nodes` instances (more if one cannot hold its share), and
     fill each instance's logical cores device by device (nccom-test's placement)."""
     per_device = inst.device.logical_cores(inst.lnc)
-    per_node = per_device * inst.spec.devices_per_node
+    per_node = per_device * inst.spec.devices     # an UltraServer's servers: one NeuronLink domain
     nodes = max(nodes, math.ceil(ranks / per_node))
     if nodes > ranks:
         raise SpecError(f"{ranks} ranks cannot be spread over {nodes} nodes")
@@ -60,7 +60,12 @@ def _metrics(run) -> dict:
 
 
 def estimate_matmul(inst: Instance, opts: dict, cores: int) -> dict:
+    """One matmul on a logical core; `cores` of them at once (throughput scales, time not)."""
     check_dtype(inst.spec, opts["dtype"])
+    available = inst.spec.logical_cores(inst.lnc)
+    if not 1 <= cores <= available:
+        raise SpecError(f"--cores {cores}: {inst.spec.name} has {available} logical cores at "
+                        f"LNC={inst.lnc}")
     prog = Program()
     prog.matmul(opts["m"], opts["k"], opts["n"], opts["dtype"], batch=opts["batch"])
     per_stack = inst.device.cores_per_stack if (cores > 1 or inst.lnc > 1) else 1
@@ -74,7 +79,7 @@ def check_ranks(inst: Instance, ranks: int, nodes: int) -> None:
     alone, its bandwidth its buffer over that), and `nodes` instances that hold them all."""
     if ranks < 2:
         raise SpecError(f"a collective needs ranks >= 2 (ranks={ranks} moves nothing)")
-    per_node = inst.device.logical_cores(inst.lnc) * inst.spec.devices_per_node
+    per_node = inst.device.logical_cores(inst.lnc) * inst.spec.devices
     need = math.ceil(ranks / per_node)
     if need > nodes:
         raise SpecError(f"{ranks} ranks need {need} nodes of {inst.spec.name} ({per_node} "

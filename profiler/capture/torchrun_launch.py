@@ -150,7 +150,8 @@ def _write_profile(cmd: TorchrunCommand, work: CaptureFolder, inst, options: Cap
 
 
 def rank_placement(inst, rank: int) -> dict:
-    """Where place_ranks puts `rank`: logical cores filled device by device, then instances."""
+    """Where `rank` sits, as place_ranks fills cores (device by device): its core on its server
+    and that server (an UltraServer's four servers counted apart, as torchrun counts nodes)."""
     per_node = inst.device.logical_cores(inst.lnc) * inst.spec.devices_per_node
     return {"core": rank % per_node, "node": rank // per_node}
 
