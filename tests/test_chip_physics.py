@@ -325,3 +325,16 @@ def test_fused_softmax_backward_reads_its_two_inputs_once_and_writes_once():
     dec_r, dec_w, dec_t = hbm(decomposed)
     assert dec_r + dec_w > 3 * (fused_r + fused_w)
     assert fused_t < dec_t
+
+
+@pytest.mark.parametrize("m, k", [(4096, 4096), (2048, 8192)])
+def test_a_wider_output_never_stores_sooner(m, k):
+    """An output of exactly 1 MiB (one store transfer) took longer than one a column wider (two
+    transfers), because the second's short remainder let the first start halfway through the
+    evictions. A transfer waits for the eviction that finishes its last byte."""
+    times = []
+    for n in (127, 128, 129, 130):
+        p = Program()
+        p.matmul(m, k, n, "bf16")
+        times.append(run(p).metrics()["time_s"])
+    assert times == sorted(times)

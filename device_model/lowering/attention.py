@@ -17,7 +17,7 @@ from ..catalog.dtypes import get_dtype
 from ..engine.isa import L_ACT, L_DVE, L_PE_MM, OP, Q_INPUT, Q_OUTPUT
 from .dma import chunk, load_stage, store_stage
 from ..program import Op
-from .stages import INPUTS, CoreContext, Dep, Stage, spread
+from .stages import INPUTS, CoreContext, Dep, Stage, spread, spread_bytes
 
 Q_TILE, KV_TILE = 128, 512
 
@@ -69,5 +69,5 @@ def lower_attention(op: Op, ctx: CoreContext) -> list[Stage]:
                hw_flops=flops_pv + t_flops, transpose_flops=t_flops, adj_flops=flops_pv,
                adj_hw_flops=flops_pv + t_flops, sbuf_r=q_cols * kv_cols * dt.bytes)
     out = chunk(float(groups) * (q_rows + (2 * kv_len if backward else 0)) * d * dt.bytes, ctx)
-    store = store_stage(out, Q_OUTPUT, ctx, (Dep(4, spread(len(out), n)),))
+    store = store_stage(out, Q_OUTPUT, ctx, (Dep(4, spread_bytes(out, n)),))
     return [loads, qk, exp, stats, pv, store]

@@ -10,7 +10,7 @@ from ..catalog.dtypes import get_dtype
 from ..engine.isa import L_ACT, L_DVE, L_PE_LS, L_PE_MM, OP, Q_INPUT, Q_OUTPUT, Q_WEIGHT
 from .dma import PARTITIONS, chunk, load_stage, store_stage
 from ..program import Op
-from .stages import INPUTS, PREFETCH, CoreContext, Dep, Stage, spread, tile_sizes
+from .stages import INPUTS, PREFETCH, CoreContext, Dep, Stage, spread, spread_bytes, tile_sizes
 
 PSUM_ACC_BYTES = 4  # N2: PSUM accumulates in FP32
 SBUF_ACC_BYTES = 4  # M1 (NKI matmul tutorial): K-blocked partial sums kept in FP32 in SBUF
@@ -184,7 +184,7 @@ def lower_matmul(op: Op, ctx: CoreContext) -> list[Stage]:
                             (Dep(mm_id, last[sel]),), costs.semaphore_latency_s,
                             psum_r=out_elems[sel] * PSUM_ACC_BYTES, sbuf_w=out_elems[sel] * out_b))
     out = chunk(0.0 if resident else float(m) * n * batch * out_b, ctx)
-    deps = tuple(Dep(s, spread(len(out), stages[s].n)) for s in evict_stage_ids)
+    deps = tuple(Dep(s, spread_bytes(out, stages[s].n)) for s in evict_stage_ids)
     stages.append(store_stage(out, Q_OUTPUT, ctx, deps))
     return stages
 

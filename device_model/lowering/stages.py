@@ -90,6 +90,21 @@ def spread(n_from: int, n_to: int) -> np.ndarray:
     return np.minimum(((np.arange(n_from) + 1) * n_to + n_from - 1) // n_from - 1, n_to - 1)
 
 
+def spread_bytes(sizes: np.ndarray, n_to: int) -> np.ndarray:
+    """As `spread`, for transfers of the given sizes that carry the output of `n_to` equal
+    producing instructions: each waits on the one that finishes its last byte. A short last
+    transfer (the remainder of a tensor that is not a whole number of transfers) leaves the
+    long ones before it waiting for nearly all the output, as it would on the chip; `spread`
+    would have let them start halfway."""
+    if n_to <= 0:
+        raise ValueError("empty dependency stage")
+    total = float(np.sum(sizes))
+    if total <= 0:
+        return spread(len(sizes), n_to)
+    done = np.cumsum(sizes) / total
+    return np.clip(np.ceil(done * n_to - 1e-9).astype(np.int64) - 1, 0, n_to - 1)
+
+
 @dataclass(slots=True)
 class LoweredOp:
     """An op ready for scheduling: its stages, and which earlier ops it waits on."""
