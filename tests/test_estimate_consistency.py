@@ -295,3 +295,10 @@ def test_memory_byte_counts_are_integers_that_add_up(argv, capsys):
 def test_microbenchmark_byte_counts_are_integers(spec, capsys):
     r = _json(capsys, ["-w", spec, "-i", "trn2.48xlarge"])
     assert type(r["hbm_read_bytes"]) is int and type(r["hbm_write_bytes"]) is int
+
+
+def test_sequence_parallel_training_needs_seq_divisible_by_tp(capsys):
+    err = _fails(capsys, ["-w", "llama3-8b:mode=train,seq=4097", "-i", "trn2.48xlarge", "--tp", "8"])
+    assert "seq=4097 over tp=8" in err and "sp=off" in err
+    assert _json(capsys, ["-w", "llama3-8b:mode=train,seq=4097,sp=off", "-i", "trn2.48xlarge",
+                          "--tp", "8"])["parallel"]["sp"] is False

@@ -74,6 +74,10 @@ class TrainingPlan:
         self.warnings = (warning,) if warning else ()
         self.inst, self.spec, self.cfg = inst, spec, cfg
         self.shard = make_shard(cfg, lay.tp, spec.sp)
+        if spec.sp and lay.tp > 1 and spec.seq % lay.tp:
+            # NxD and Megatron scatter the sequence in equal parts and refuse otherwise
+            raise SpecError(f"sequence parallelism splits seq={spec.seq} over tp={lay.tp}: give a "
+                            "seq divisible by tp, or sp=off")
         self.tokens = spec.mbs * spec.seq
         tp_group = lay.tp_group
         self.layer = layer_recipe(cfg, self.shard, spec.prec, spec.mbs, spec.seq, spec.seq,
