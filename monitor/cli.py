@@ -132,7 +132,7 @@ def run_loop(collector: Collector, out: BinaryIO, record: BinaryIO | None, count
         report = next(reports, None)
         if report is None:
             return 0
-        if not report.runtimes and not report.system.dump():
+        if collector.quiet:
             continue        # nothing was due (a tick woke up late): no empty report
         line = report.to_json() + b"\n"
         log(2, f"report {written + 1}: {len(report.runtimes)} runtimes, {len(line)} bytes, "

@@ -97,6 +97,9 @@ class Collector:
         self._created = clock()
         self._tracked: dict[int, _Tracked] = {}
         self._system_collected: dict[str, float] = {}
+        # runtime entry -> when a report last said that no runtime runs (see `quiet`)
+        self._idle_collected: dict[str, float] = {}
+        self.quiet = False  # the last collect() had nothing due: no report is owed
         # device group -> pid -> that runtime's device counters when the group was last collected
         self._device_state: dict[str, dict[int, Devices]] = {}
         self.corrupt = 0  # runtime entries reported with an error so far
@@ -172,8 +175,21 @@ class Collector:
         for pid in [p for p in self._tracked if p not in seen]:
             self._forget(pid)
         system = self._system(now, instance, spec, device_samples)
-        return Report(tuple(runtimes), system, instance_info(instance),
-                      hardware_info(instance, spec))
+        report = Report(tuple(runtimes), system, instance_info(instance),
+                        hardware_info(instance, spec))
+        self.quiet = not runtimes and not system.dump() and not self._idle_due(now)
+        return report
+
+    def _idle_due(self, now: float) -> bool:
+        """With no runtime to report, a runtime entry's groups still fall due: AWS's monitor
+        then writes `"neuron_runtime_data": []` on their period, which is how a reader learns
+        that the last runtime exited (and a config without system groups keeps reporting)."""
+        periods = {str(i): min(sel.groups.values())
+                   for i, sel in enumerate(self.config.runtimes) if sel.groups}
+        due = self._due(periods, self._idle_collected, now)
+        for key in due:
+            self._idle_collected[key] = now
+        return bool(due)
 
     def close(self) -> None:
         self._backend.close()

@@ -72,9 +72,38 @@ def test_neuron_monitor_writes_no_report_when_nothing_was_due():
     empty = Report.from_dict({"neuron_runtime_data": [], "system_data": {}})
     t = FakeTime()
     feed = iter([full, empty, full])
+
+    def collect():
+        report = next(feed)
+        fake.quiet = report is empty        # the collector says when nothing was due
+        return report
     fake = SimpleNamespace(config=MonitorConfig.from_dict({"period": "1s"}), removed=0, corrupt=0,
-                           tags={}, collect=lambda: next(feed))
+                           tags={}, collect=collect, quiet=False)
     out = io.BytesIO()
     assert run_loop(fake, out, None, 2, lambda *_: None, sleep=t.sleep, clock=t.clock) == 0
     lines = out.getvalue().splitlines()
     assert len(lines) == 2 and all(b'"pid":1' in line for line in lines)
+
+
+def test_without_runtimes_or_system_groups_a_report_still_comes_every_period(tmp_path):
+    """A config with runtime groups only (`"system_metrics": []`) on a host where no runtime
+    runs: AWS's monitor writes `"neuron_runtime_data": []` each period, which is how a reader
+    learns that the last runtime exited. It wrote nothing, and `--count` never returned."""
+    import io
+
+    import orjson
+
+    from monitor.cli import run_loop
+    from monitor.collector import Collector
+    from monitor.config import MonitorConfig
+    config = MonitorConfig.from_dict({"period": "1s", "system_metrics": [], "neuron_runtimes": [
+        {"metrics": [{"type": "neuroncore_counters"}]}]})
+    t = FakeTime()
+    root = tmp_path / "rt"
+    root.mkdir(mode=0o700)
+    collector = Collector(config, root=root, clock=t.clock)
+    out = io.BytesIO()
+    assert run_loop(collector, out, None, 3, lambda *_: None, sleep=t.sleep, clock=t.clock) == 0
+    reports = [orjson.loads(line) for line in out.getvalue().splitlines()]
+    assert len(reports) == 3 and all(r["neuron_runtime_data"] == [] for r in reports)
+    assert t.now - 100.0 <= 3.5          # one a period, not a report per tick of a busy loop
