@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-a", "--show-all-procs", action="store_true",
                    help="also list processes using a device without a Neuron runtime")
     p.add_argument("-t", "--topology", action="store_true",
-                   help="draw the NeuronLink topology after the table")
+                   help="a short device table, then the NeuronLink topology")
     p.add_argument("-j", "--json-output", action="store_true", help="print JSON")
     p.add_argument("--root", metavar="DIR", type=Path,
                    help="runtime directory of the simulated instance (default: per-user directory)")
@@ -80,9 +80,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.json_output:
             out.buffer.write(render_json(view, show_all=args.show_all_procs))
         else:
-            out.write(render_table(view, wide=args.wide, show_all=args.show_all_procs))
-            if args.topology:
-                out.write("\n" + render_topology(view))
+            out.write(render_table(view, wide=args.wide, show_all=args.show_all_procs,
+                                   topology=args.topology))
+            if args.topology:                    # two blank lines, as AWS's
+                out.write("\n\n" + render_topology(view))
         out.flush()
     except BrokenPipeError:
         silence_stdout()
@@ -115,7 +116,7 @@ def _processes(root: Path | None, show_all: bool, devices: int) -> dict[int, lis
     if show_all:
         me = LsProcess(os.getpid(), _command(os.getpid(), PROG), NOT_A_RUNTIME)
         for device in range(devices):
-            found.setdefault(device, []).insert(0, me)
+            found.setdefault(device, []).append(me)     # after the runtimes, as AWS lists it
     return found
 
 

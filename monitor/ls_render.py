@@ -9,7 +9,11 @@ Three tables:
   PCI BDF | CPU AFFINITY | NUMA NODE (one row per device, full PCI address);
 - ``--wide`` / ``--show-all-procs``: NEURON DEVICE | NEURON CORES | NEURON MEMORY |
   CONNECTED DEVICES | PCI BDF | PID | COMMAND | RUNTIME VERSION (one row per process on the device,
-  short PCI address ``cc:00.0``). Without ``--wide`` commands are cut to 24 characters.
+  short PCI address ``cc:00.0``); commands cut to 40 characters, 80 with ``--wide``;
+- ``--topology``: NEURON DEVICE | NEURON CORES | NEURON MEMORY | CONNECTED DEVICES | PCI BDF,
+  followed by the torus drawing.
+
+Header cells are centred with the odd space on the right, as AWS's tables are.
 
 Everything here is pure: the CLI (ls_cli.py) gathers an ``LsView`` and these functions format it.
 """
@@ -25,9 +29,10 @@ from device_model.catalog.specs import InstanceSpec
 from device_model.catalog.topology import format_cpulist
 
 __all__ = ["LsProcess", "LsDevice", "LsView", "render_table", "render_topology", "render_json",
-           "COMMAND_WIDTH", "NOT_A_RUNTIME", "build_view"]
+           "COMMAND_WIDTH", "WIDE_COMMAND_WIDTH", "NOT_A_RUNTIME", "build_view"]
 
-COMMAND_WIDTH = 24  # neuron-ls cuts commands to this width ("neuron-bench exec --r...")
+COMMAND_WIDTH = 40  # neuron-ls cuts commands to this ("neuron-bench exec --run-as-cc-neff --..."),
+WIDE_COMMAND_WIDTH = 80  # and to this with --wide (neuron-ls.rst examples)
 NOT_A_RUNTIME = "NA"  # RUNTIME VERSION of a process that holds the device without a runtime
 GiB = 1 << 30
 
@@ -70,13 +75,15 @@ class LsView:
 _DEFAULT_HEADERS = (("NEURON", "DEVICE"), ("NEURON", "CORES"), ("NEURON", "CORE IDS"),
                     ("NEURON", "MEMORY"), ("CONNECTED", "DEVICES"), ("PCI", "BDF"),
                     ("CPU", "AFFINITY"), ("NUMA", "NODE"))
-_PROCESS_HEADERS = (("NEURON", "DEVICE"), ("NEURON", "CORES"), ("NEURON", "MEMORY"),
-                    ("CONNECTED", "DEVICES"), ("PCI", "BDF"), ("PID", ""), ("COMMAND", ""),
-                    ("RUNTIME", "VERSION"))
+_TOPOLOGY_HEADERS = (("NEURON", "DEVICE"), ("NEURON", "CORES"), ("NEURON", "MEMORY"),
+                     ("CONNECTED", "DEVICES"), ("PCI", "BDF"))
+_PROCESS_HEADERS = (*_TOPOLOGY_HEADERS, ("PID", ""), ("COMMAND", ""), ("RUNTIME", "VERSION"))
 
 
-def render_table(view: LsView, wide: bool = False, show_all: bool = False) -> str:
-    """The header block and device table, newline-terminated."""
+def render_table(view: LsView, wide: bool = False, show_all: bool = False,
+                 topology: bool = False) -> str:
+    """The header block and device table, newline-terminated (`topology`: the short table that
+    AWS's --topology prints above its drawing)."""
     lines = [f"instance-type: {view.instance_type}", f"instance-id: {view.instance_id}"]
     if view.show_lnc:
         lines.append(f"logical-neuroncore-config: {view.lnc}")
@@ -85,6 +92,8 @@ def render_table(view: LsView, wide: bool = False, show_all: bool = False) -> st
         # Devices spanning several rows need a rule between them to stay readable.
         ruled = show_all or any(len(g) > 1 for g in groups)
         lines += _grid(_PROCESS_HEADERS, groups, ruled)
+    elif topology:
+        lines += _grid(_TOPOLOGY_HEADERS, [[_device_cells(d)] for d in view.devices], ruled=False)
     else:
         groups = [[_default_row(d)] for d in view.devices]
         lines += _grid(_DEFAULT_HEADERS, groups, ruled=False)
@@ -97,17 +106,20 @@ def _default_row(d: LsDevice) -> list[str]:
             str(d.numa_node)]
 
 
+def _device_cells(d: LsDevice) -> list[str]:
+    return [str(d.index), str(len(d.core_ids)), _memory(d.memory_bytes),
+            ", ".join(map(str, d.connected)), d.short_bdf]
+
+
 def _process_rows(d: LsDevice, wide: bool, show_all: bool) -> list[list[str]]:
-    device_cells = [str(d.index), str(len(d.core_ids)), _memory(d.memory_bytes),
-                    ", ".join(map(str, d.connected)), d.short_bdf]
+    device_cells = _device_cells(d)
     procs = [p for p in d.processes if show_all or p.runtime_version != NOT_A_RUNTIME]
     if not procs:
         return [device_cells + ["", "", ""]]
     rows = []
     for i, p in enumerate(procs):
         cells = device_cells if i == 0 else [""] * len(device_cells)
-        command = _printable(p.command)
-        command = command if wide else _cut(command, COMMAND_WIDTH)
+        command = _cut(_printable(p.command), WIDE_COMMAND_WIDTH if wide else COMMAND_WIDTH)
         rows.append(cells + [str(p.pid), command, p.runtime_version])
     return rows
 
@@ -134,7 +146,7 @@ def _grid(headers: Sequence[tuple[str, str]], groups: Sequence[list[list[str]]],
     rule = "+" + "+".join("-" * w for w in widths) + "+"
     out = [rule]
     for line in (0, 1):
-        out.append("|" + "|".join(h[line].center(w) for h, w in zip(headers, widths)) + "|")
+        out.append("|" + "|".join(_centred(h[line], w) for h, w in zip(headers, widths)) + "|")
     out.append(rule)
     for gi, group in enumerate(groups):
         for row in group:
@@ -143,6 +155,11 @@ def _grid(headers: Sequence[tuple[str, str]], groups: Sequence[list[list[str]]],
             out.append(rule)
     out.append(rule)
     return out
+
+
+def _centred(text: str, width: int) -> str:
+    left = (width - len(text)) // 2       # str.center puts an odd space on the left
+    return " " * left + text + " " * (width - len(text) - left)
 
 
 # --------------------------------------------------------------------------- topology
@@ -181,7 +198,7 @@ def _torus_plane(first: int, rows: int, cols: int, width: int) -> list[str]:
         line = [" "] * total
         for x in centres:
             line[x] = char
-        return "".join(line).rstrip()
+        return "".join(line)             # AWS's lines keep their width
 
     out = [marks("*"), marks("│"), marks("▼")]
     for r in range(rows):
@@ -201,7 +218,7 @@ def render_json(view: LsView, show_all: bool = False) -> bytes:
         "numa_node": str(d.numa_node), "connected_to": list(d.connected),
         "nc_count": len(d.core_ids), "logical_neuroncore_config": view.lnc,
         "memory_size": d.memory_bytes, "neuroncore_ids": list(d.core_ids),
-        "neuron_processes": [{"pid": p.pid, "command": p.command,
+        "neuron_processes": [{"pid": p.pid, "command": _cut(p.command, COMMAND_WIDTH),
                               "neuron_runtime_version": p.runtime_version}
                              for p in d.processes
                              if show_all or p.runtime_version != NOT_A_RUNTIME]}

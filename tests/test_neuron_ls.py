@@ -60,6 +60,38 @@ CASES = {
 }
 
 
+# AWS's own examples (neuron-ls.rst, Trn2 section), kept as they print: the same devices and
+# processes must give the same bytes.
+AWS_BENCH = LsProcess(268911, "neuron-bench exec --run-as-cc-neff --warmup none --fixed-instance-"
+                      "count 64 --iterations 100 --report-json model.neff", "2.0.0")
+AWS_SELF = LsProcess(269192, "neuron-ls --show-all-procs", "NA")
+
+
+def aws_view(*procs: LsProcess):
+    return build_view(get_instance("trn2.48xlarge"), 2, "i-aabbccdd123456789",
+                      {d: list(procs) for d in range(16)}, instance_type="trn2n.48xlarge")
+
+
+AWS_EXAMPLES = {
+    "aws_trn2_default.txt": lambda: render_table(aws_view()),
+    "aws_trn2_wide.txt": lambda: render_table(aws_view(AWS_BENCH), wide=True),
+    "aws_trn2_show_all.txt": lambda: render_table(aws_view(AWS_BENCH, AWS_SELF), show_all=True),
+    "aws_trn2_topology.txt": lambda: render_table(aws_view(), topology=True) + "\n\n"
+    + render_topology(aws_view()),
+}
+
+
+@pytest.mark.parametrize("name", sorted(AWS_EXAMPLES))
+def test_output_is_byte_for_byte_aws_example(name):
+    assert AWS_EXAMPLES[name]() == (GOLDEN / name).read_text(encoding="utf-8")
+
+
+def test_json_cuts_commands_as_aws_example_does():
+    (first, *_) = orjson.loads(render_json(aws_view(AWS_BENCH)))
+    assert first["neuron_processes"] == [{"pid": 268911, "neuron_runtime_version": "2.0.0",
+                                          "command": "neuron-bench exec --run-as-cc-neff --..."}]
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_golden(name):
     text = CASES[name]()
@@ -91,7 +123,8 @@ def test_json_fields_and_types():
                      "numa_node": "1", "connected_to": [12, 3, 4, 1], "nc_count": 4,
                      "logical_neuroncore_config": 2, "memory_size": 103079215104,
                      "neuroncore_ids": [0, 1, 2, 3],
-                     "neuron_processes": [{"pid": 113985, "command": TRAIN.command,
+                     "neuron_processes": [{"pid": 113985,
+                                           "command": "neuron-bench exec --run-as-cc-neff --...",
                                            "neuron_runtime_version": "2.0.0"}]}
 
 
@@ -166,7 +199,9 @@ def test_cli_show_all_adds_itself_and_json_agrees(sim):
     assert [p["pid"] for p in devices[1]["neuron_processes"]] == sorted([train, serve])
     assert devices[2]["neuron_processes"] == []
     everything = orjson.loads(neuron_ls(root, "-j", "-a").stdout)
-    assert all(d["neuron_processes"][0]["neuron_runtime_version"] == "NA" for d in everything)
+    # neuron-ls itself after the runtimes, as AWS's example lists it
+    assert all(d["neuron_processes"][-1]["neuron_runtime_version"] == "NA" for d in everything)
+    assert [p["pid"] for p in everything[1]["neuron_processes"][:-1]] == sorted([train, serve])
 
 
 def test_cli_topology(sim):

@@ -51,14 +51,28 @@ def test_trn2_matches_aws_neuron_ls_example(idx, connected, bdf):
     assert pci_bdf(TRN2, i) == f"0000:{bdf}"
 
 
-def test_trn1_pci_addresses_follow_aws_example():
-    assert [pci_bdf(TRN1, i) for i in (0, 1, 10, 15)] == [
-        "0000:00:04.0", "0000:00:05.0", "0000:00:0e.0", "0000:00:13.0"]
+# AWS's trn1.32xlarge NUMA layout (runtime-performance-tips.rst): PCI BDF, CPU affinity, node.
+TRN1_LAYOUT = """\
+0000:10:1c.0 0-31,64-95 0; 0000:10:1d.0 0-31,64-95 0; 0000:a0:1c.0 32-63,96-127 1
+0000:a0:1d.0 32-63,96-127 1; 0000:20:1b.0 0-31,64-95 0; 0000:20:1c.0 0-31,64-95 0
+0000:90:1b.0 32-63,96-127 1; 0000:90:1c.0 32-63,96-127 1; 0000:20:1d.0 0-31,64-95 0
+0000:20:1e.0 0-31,64-95 0; 0000:90:1d.0 32-63,96-127 1; 0000:90:1e.0 32-63,96-127 1
+0000:10:1e.0 0-31,64-95 0; 0000:10:1b.0 0-31,64-95 0; 0000:a0:1e.0 32-63,96-127 1
+0000:a0:1b.0 32-63,96-127 1"""
+# NUMA nodes of trn2 devices 0..15 in AWS's neuron-ls example (node 1: CPUs 48-95,144-191).
+TRN2_NUMA = [1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1]
 
 
-def test_trn2_device0_placement_matches_aws_example():
-    assert numa_node(TRN2, 0) == 1
-    assert cpu_affinity(TRN2, 0) == "48-95,144-191"
+def test_trn1_pci_and_numa_placement_follow_aws_layout():
+    rows = [r.split() for r in TRN1_LAYOUT.replace(";", "\n").split("\n")]
+    assert [[pci_bdf(TRN1, i), cpu_affinity(TRN1, i), str(numa_node(TRN1, i))]
+            for i in range(16)] == rows
+
+
+def test_trn2_numa_placement_matches_aws_example():
+    assert [numa_node(TRN2, i) for i in range(16)] == TRN2_NUMA
+    assert {cpu_affinity(TRN2, i) for i in range(16) if TRN2_NUMA[i]} == {"48-95,144-191"}
+    assert {cpu_affinity(TRN2, i) for i in range(16) if not TRN2_NUMA[i]} == {"0-47,96-143"}
     assert cpu_affinity(SINGLE, 0) == "0-7"
 
 

@@ -12,10 +12,18 @@ from collections.abc import Iterable
 from ..errors import SpecError
 from .specs import InstanceSpec
 
-# PCI buses of trn2 devices 0..15 in AWS's neuron-ls example (neuron-ls.rst, Trn2 section).
+# PCI buses of trn2 devices 0..15 and their NUMA nodes in AWS's neuron-ls example
+# (neuron-ls.rst, Trn2 section: devices 0-3 and 12-15 on node 1, 4-11 on node 0).
 _TRN2_BUSES = (0xCC, 0xB5, 0xB6, 0xCB, 0x6F, 0x58, 0x59, 0x6E,
                0x9B, 0x84, 0x85, 0x9A, 0xF8, 0xE1, 0xE2, 0xF7)
-_TRN1_FIRST_SLOT = 0x04     # neuron-ls.rst, trn1.32xlarge example: 00:04.0 .. 00:13.0
+_TRN2_NUMA = (1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1)
+# trn1.32xlarge devices 0..15 as (bus, slot) and NUMA node: AWS's NUMA layout table
+# (neuron-runtime/explore/runtime-performance-tips.rst, "trn1.32xlarge").
+_TRN1_SLOTS = ((0x10, 0x1C), (0x10, 0x1D), (0xA0, 0x1C), (0xA0, 0x1D),
+               (0x20, 0x1B), (0x20, 0x1C), (0x90, 0x1B), (0x90, 0x1C),
+               (0x20, 0x1D), (0x20, 0x1E), (0x90, 0x1D), (0x90, 0x1E),
+               (0x10, 0x1E), (0x10, 0x1B), (0xA0, 0x1E), (0xA0, 0x1B))
+_TRN1_NUMA = (0, 0, 1, 1, 0, 0, 1, 1, 0, 0, 1, 1, 0, 0, 1, 1)
 _PCI_SLOTS = 32             # a PCI bus has 32 device numbers
 _FALLBACK_BUS = 0x10        # assumption: devices beyond the published tables, unused by them
 _THREADS_PER_CORE = 2       # assumption: SMT on, as the "48-95,144-191" example implies
@@ -126,8 +134,8 @@ def server_of(inst: InstanceSpec, idx: int) -> tuple[int, int]:
 def pci_bdf(inst: InstanceSpec, idx: int) -> str:
     """Stable PCI address "dddd:bb:ss.0"; the domain is the server number in an UltraServer."""
     server, local = server_of(inst, idx)
-    if inst.device.name == "trainium1" and _TRN1_FIRST_SLOT + local < _PCI_SLOTS:
-        bus, slot = 0x00, _TRN1_FIRST_SLOT + local
+    if inst.device.name == "trainium1" and local < len(_TRN1_SLOTS):
+        bus, slot = _TRN1_SLOTS[local]
     elif inst.device.name != "trainium1" and local < len(_TRN2_BUSES):
         bus, slot = _TRN2_BUSES[local], 0x00
     else:
@@ -137,10 +145,13 @@ def pci_bdf(inst: InstanceSpec, idx: int) -> str:
 
 
 def numa_node(inst: InstanceSpec, idx: int) -> int:
-    """NUMA node on the device's own server. Devices fill nodes from the highest down, so that
-    trn2 device 0 is on node 1 as in AWS's neuron-ls example (assumption beyond that row)."""
+    """NUMA node on the device's own server: AWS's published layouts for a two-socket server of
+    16 Trainium1 or Trainium2 devices (trn3 as trn2: assumption); otherwise devices fill nodes
+    from the highest down (assumption)."""
     _, local = server_of(inst, idx)
     per_server = inst.numa_nodes // inst.nodes
+    if per_server == 2 and inst.devices_per_node == 16:
+        return (_TRN1_NUMA if inst.device.name == "trainium1" else _TRN2_NUMA)[local]
     return per_server - 1 - local * per_server // inst.devices_per_node
 
 
