@@ -362,6 +362,11 @@ class NeuronTopApp(App[None]):
             pass
 
     # ------------------------------------------------------------------ actions (tui.keys)
+    def notify(self, message: str, *, markup: bool = False, **options) -> None:
+        """Notifications carry tags, paths and URLs from the data: plain text, not markup (a
+        tag "[/]" would otherwise end the app in a markup error)."""
+        super().notify(message, markup=markup, **options)
+
     def action_help(self) -> None:
         self.push_screen(HelpScreen(__version__))
 

@@ -176,7 +176,9 @@ def _launch(p: Plan, root: Path, seed: int, speed: float, *, interval: float,
 def _spawn(p: Plan, app: AppSpec, index: int, root: Path, seed: int, speed: float, interval: float,
            duration: str | None, parent: int | None) -> subprocess.Popen:
     env = dict(os.environ, NEURON_PROCESS_TAG=app.tag, NEURON_RT_VISIBLE_CORES=format_cores(app.cores))
-    cmd = [sys.executable, "-m", "device_model.runtime", "--instance", p.inst.spec.name,
+    # -P: `-m` would put the caller's working directory first on sys.path, and a numpy.py or
+    # orjson.py left there (a shared /tmp, a downloads folder) would run as the user
+    cmd = [sys.executable, "-P", "-m", "device_model.runtime", "--instance", p.inst.spec.name,
            "--lnc", str(p.inst.lnc), "--workload", app.workload, "--seed", str(seed), "--speed", repr(speed),
            "--app-index", str(index), "--root", str(root), "--interval", repr(interval)]
     for f in p.faults[app.tag]:

@@ -5,6 +5,7 @@ from rich.segment import Segment
 from rich.style import Style
 from textual.cache import FIFOCache
 from textual.geometry import Size
+from textual.markup import escape
 from textual.strip import Strip
 from textual.widget import Widget
 
@@ -30,6 +31,7 @@ class LineWidget(Widget):
         """The section's frame title; the focused section's starts with a mark, so focus reads
         even without colour (NO_COLOR) and with the one-line frames of short terminals."""
         self._title = title
+        title = escape(title)     # titles hold stream data (a core version), never markup
         shown = (self.FOCUS_MARK + title) if self.has_focus else title
         if shown != self.border_title:  # an unchanged title costs no refresh
             self.border_title = shown

@@ -4,6 +4,7 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
+from textual.markup import escape
 from textual.screen import ModalScreen, Screen
 from textual.strip import Strip
 from textual.widgets import Static
@@ -194,7 +195,7 @@ class ProcessScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         view = ProcessDetailView(self.pid, id="detail")
-        view.border_title = f"Process {self.pid or '(pid unknown)'} ({self.tag})"
+        view.border_title = escape(f"Process {self.pid or '(pid unknown)'} ({self.tag})")   # a tag is data
         yield view
         keys = " esc back  o its app  arrows scroll  " + (
             "" if self.readonly else "I/T/K SIGINT/TERM/KILL  ") + "q quit"
@@ -227,7 +228,7 @@ class ConfirmSignal(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static(self.question, id="question")
+            yield Static(self.question, id="question", markup=False)   # it names a tag: data
             yield Static("y: send   n / esc: cancel", id="answers")
 
     def action_answer(self, yes: bool) -> None:

@@ -1,0 +1,58 @@
+"""What a hostile environment or stream must not achieve: a module planted in the working
+directory running inside the simulated runtimes, and a runtime tag read as Textual markup (a
+tag "[/]" ended neuron-top with a markup error; "[link=...]" drew a live link)."""
+from __future__ import annotations
+
+import subprocess
+
+from collector_sim import console_script, stop_instance
+from textual.content import Content
+
+from monitor.report import Report
+from tests.test_tui_support import demo_reports, make_app, run_async, settle
+from tui.widgets.procscreen import ConfirmSignal, ProcessScreen
+
+PAYLOAD = "import pathlib\npathlib.Path(__file__).with_name('ran').write_text('planted code ran')\n"
+
+
+def test_runtimes_do_not_import_modules_planted_in_the_working_directory(tmp_path):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    for name in ("numpy.py", "orjson.py"):
+        (shared / name).write_text(PAYLOAD)
+    (shared / "device_model").mkdir()          # an empty package shadowing ours broke start-up
+    root = tmp_path / "rt"
+    try:
+        out = subprocess.run([*console_script("neuron-sim"), "start", "--root", str(root),
+                              "--instance", "trn1.2xlarge", "--app", "t=demo-train@0"],
+                             cwd=shared, capture_output=True, timeout=120)
+        assert out.returncode == 0, out.stderr.decode()
+    finally:
+        stop_instance(root)
+    assert not (shared / "ran").exists()
+
+
+def tagged(tag: str) -> list[Report]:
+    reports = []
+    for report in demo_reports(3):
+        doc = report.to_dict()
+        doc["neuron_runtime_data"][0]["neuron_runtime_tag"] = tag
+        reports.append(Report.from_dict(doc))
+    return reports
+
+
+@run_async
+async def test_a_tag_that_looks_like_markup_is_shown_as_written():
+    tag = "[/][link=https://example.invalid]x[/link]"
+    app = make_app(tagged(tag))
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot, app, 3)
+        await pilot.press("p", "home", "enter")
+        await pilot.pause()
+        assert isinstance(app.screen, ProcessScreen)
+        title = app.screen.query_one("#detail").border_title   # markup, as Textual draws it
+        assert f"({tag})" in Content.from_markup(title).plain
+        app.notify(f"sent SIGTERM to pid 1 ({tag})")
+        await app.push_screen(ConfirmSignal(f"Send SIGTERM to pid 1 ({tag})?"))
+        await pilot.pause()
+        assert tag in str(app.screen.query_one("#question").render())
