@@ -56,3 +56,17 @@ async def test_a_tag_that_looks_like_markup_is_shown_as_written():
         await app.push_screen(ConfirmSignal(f"Send SIGTERM to pid 1 ({tag})?"))
         await pilot.pause()
         assert tag in str(app.screen.query_one("#question").render())
+
+
+def test_a_profile_path_that_is_not_a_regular_file_is_one_line_not_a_hang(tmp_path):
+    """`neuron-profile view -s /dev/zero` read until memory ran out; a FIFO hung for ever."""
+    import os
+    import sys
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    for path in (fifo, "/dev/zero"):
+        out = subprocess.run([sys.executable, "-m", "profiler.cli", "view", "-s", str(path)],
+                             capture_output=True, timeout=60, text=True)
+        assert out.returncode == 2 and out.stderr.count("\n") == 1
+        assert "not a regular file" in out.stderr

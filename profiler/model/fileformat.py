@@ -16,6 +16,7 @@ the blob area. The file is written to a temporary file in the target's folder, t
 from __future__ import annotations
 
 import os
+import stat
 import struct
 import zlib
 from pathlib import Path
@@ -82,14 +83,30 @@ def save(profile: Profile, path: str | os.PathLike, compress: bool = True) -> Pa
 
 
 def load(path: str | os.PathLike) -> Profile:
+    """A profile file. Only a regular file is read (a FIFO would hang, /dev/zero fill memory),
+    in one read of the size it has; memory running out is a one-line error too."""
     try:
-        data = Path(path).read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         raise ProfileError(f"{path}: no such profile") from None
     except IsADirectoryError:
         raise ProfileError(f"{path}: is a directory, not a profile") from None
     except OSError as e:
         raise ProfileError(f"{path}: cannot read profile ({e.strerror})") from None
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise ProfileError(f"{path}: is a directory, not a profile")
+        if not stat.S_ISREG(info.st_mode):
+            raise ProfileError(f"{path}: not a regular file, not a profile")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(info.st_size + 1)
+    except MemoryError:
+        raise ProfileError(f"{path}: too large to read into memory") from None
+    except OSError as e:
+        raise ProfileError(f"{path}: cannot read profile ({e.strerror})") from None
+    finally:
+        os.close(fd)
     return decode(data, str(path))
 
 
