@@ -8,6 +8,7 @@ whether the descriptor stays open afterwards (a memory-mapped counter file).
 """
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import tempfile
@@ -65,8 +66,19 @@ def replacing(path: str | os.PathLike, *, mode: int = PRIVATE, apply_umask: bool
 
 
 def followed(path: str | os.PathLike) -> Path:
-    """`path`, or the path a symlink there points to: what a writer replaces, keeping the link."""
-    return Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
+    """`path`, or the path a symlink there points to: what a writer replaces, keeping the link.
+    As the kernel's protected_symlinks: a link in a sticky world-writable directory (/tmp) is
+    followed only if this user or the directory's owner made it; another user's link there is
+    a trap that would replace a file of ours (PermissionError)."""
+    if not os.path.islink(path):
+        return Path(path)
+    link = os.lstat(path)
+    folder = os.stat(os.path.dirname(os.path.abspath(path)))
+    shared = folder.st_mode & stat.S_ISVTX and folder.st_mode & stat.S_IWOTH
+    if shared and link.st_uid not in (os.getuid(), folder.st_uid):
+        raise PermissionError(errno.EACCES, f"not following a symlink of uid {link.st_uid} in a "
+                              "shared directory", str(path))
+    return Path(os.path.realpath(path))
 
 
 def _is_stream(path: Path) -> bool:
@@ -108,7 +120,10 @@ def private_dir(path: str | os.PathLike, what: str = "directory", *, create: boo
     path = Path(path)
     try:
         if create:
-            path.mkdir(mode=0o700, parents=True, exist_ok=True)
+            # missing parents 0700 too (mkdir(parents=True) makes them 0777 less the umask)
+            for folder in [*reversed(path.parents), path]:
+                if not folder.exists():
+                    folder.mkdir(mode=0o700, exist_ok=True)
         st = path.lstat()
     except (FileExistsError, NotADirectoryError):     # a file where the directory should be
         raise UnsafeDirError(f"{what} {str(path)!r} is not a directory") from None

@@ -70,3 +70,51 @@ def test_a_profile_path_that_is_not_a_regular_file_is_one_line_not_a_hang(tmp_pa
                              capture_output=True, timeout=60, text=True)
         assert out.returncode == 2 and out.stderr.count("\n") == 1
         assert "not a regular file" in out.stderr
+
+
+def test_a_symlink_another_user_left_in_a_shared_directory_is_not_followed(tmp_path):
+    """`--output-file /tmp/trace.json` where another user had planted that name as a link to a
+    file of ours replaced our file; the kernel's protected_symlinks is not on every host."""
+    import os
+
+    import pytest
+
+    from device_model.fileio import followed, write_atomic
+    if os.getuid() != 0:
+        pytest.skip("planting a link as another user needs root")
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    ours = tmp_path / "ours.txt"
+    ours.write_text("precious")
+    trap = shared / "trace.json"
+    trap.symlink_to(ours)
+    os.lchown(trap, 65534, 65534)
+    with pytest.raises(PermissionError):
+        write_atomic(trap, b"trace")
+    assert ours.read_text() == "precious"
+    mine = shared / "mine.json"             # a link of our own there is followed
+    mine.symlink_to(ours)
+    assert followed(mine) == ours.resolve()
+
+
+def test_a_screenshot_never_writes_through_a_planted_name(tmp_path):
+    from tui.app import write_new_file
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    (tmp_path / "shot.svg").symlink_to(victim)
+    path = write_new_file(str(tmp_path), "shot", ".svg", "<svg/>")
+    assert path.endswith("shot_2.svg") and victim.read_text() == "precious"
+    assert (tmp_path / "shot_2.svg").read_text() == "<svg/>"
+
+
+def test_a_private_directorys_missing_parents_are_private_too(tmp_path):
+    import os
+
+    from device_model.fileio import private_dir
+    old = os.umask(0)
+    try:
+        private_dir(tmp_path / "a" / "b" / "rt")
+    finally:
+        os.umask(old)
+    assert {oct((tmp_path / p).stat().st_mode & 0o777) for p in ("a", "a/b", "a/b/rt")} == {"0o700"}

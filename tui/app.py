@@ -6,6 +6,7 @@ Attributes down, messages up: one background worker iterates the Source and post
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import signal
 import threading
@@ -51,6 +52,21 @@ VIEWS = {"overview": "overview", "engines": "engines-view", "processes": "proces
 REPLAY_MIN_GAP = 0.05  # seconds: a replay shows at most 20 reports a second, whatever --speed says
 SIGNALS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM, "SIGKILL": signal.SIGKILL}
 Lineage = Callable[[int], "tuple[Ancestor, ...] | None"]
+
+
+def write_new_file(folder: str, stem: str, suffix: str, text: str, tries: int = 100) -> str:
+    """`text` in a file of this name that did not exist (`stem_2` and on when it did): never
+    through a symlink someone left in a shared directory, never over another file, 0644."""
+    for n in range(1, tries + 1):
+        path = os.path.join(folder, f"{stem}{suffix}" if n == 1 else f"{stem}_{n}{suffix}")
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        except FileExistsError:
+            continue
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        return path
+    raise FileExistsError(errno.EEXIST, f"{tries} files named {stem}* already exist", folder)
 
 
 def known_pids(report: Report) -> tuple[int, ...]:
@@ -486,9 +502,9 @@ class NeuronTopApp(App[None]):
 
     def action_save_screenshot(self) -> None:
         """An SVG of the screen, in the working directory; the path shows in a notification."""
-        name = time.strftime("neuron-top_%Y%m%d_%H%M%S.svg", time.localtime(self.clock()))
+        stem = time.strftime("neuron-top_%Y%m%d_%H%M%S", time.localtime(self.clock()))
         try:
-            path = self.save_screenshot(name, os.getcwd())
+            path = write_new_file(os.getcwd(), stem, ".svg", self.export_screenshot())
         except OSError as exc:
             self.notify(f"screenshot not saved: {exc.strerror or exc}", severity="error")
             return
