@@ -156,3 +156,17 @@ def _wait_for(condition, timeout: float = 30.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.05)
+
+
+def test_the_prometheus_exporter_keeps_both_processes_of_a_shared_tag():
+    """Two runtimes under one tag (torchrun workers inheriting NEURON_PROCESS_TAG): each pid's
+    neuron_runtime_info stays (the second one's replaced the first's)."""
+    doc = copy.deepcopy(BASE)
+    twin = copy.deepcopy(doc["neuron_runtime_data"][0])
+    twin["pid"] += 1
+    doc["neuron_runtime_data"].append(twin)
+    text = PrometheusExporter(clock=lambda: 1764476000.0).ingest(
+        Report.from_json(orjson.dumps(doc))).text.decode()
+    info = [line for line in text.splitlines() if line.startswith("neuron_runtime_info{")]
+    pids = {twin["pid"] - 1, twin["pid"]}
+    assert len(info) == 2 and all(any(f'pid="{p}"' in line for line in info) for p in pids)
