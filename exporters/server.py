@@ -8,8 +8,10 @@ Bounded against slow or hostile clients: at most ``MAX_CONNECTIONS`` connections
 each). A request must arrive whole within ``REQUEST_TIMEOUT_S`` of its first byte (a client
 trickling a byte at a time is cut off), a connection may wait ``IDLE_TIMEOUT_S`` for its next
 request, and an answer must be taken within ``WRITE_TIMEOUT_S``. When every slot is taken, a new
-connection evicts the one that has waited longest without a complete request, so a scraper that
-sends its request at once is always served, however many slow clients hold connections.
+connection evicts the one that has waited longest without a complete request, or else one that
+has taken over ``SLOW_ANSWER_S`` to read its answer (slow readers with requests pipelined behind
+them), so a scraper that sends its request at once is always served, however many slow clients
+hold connections.
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ IDLE_TIMEOUT_S = 30.0  # a keep-alive connection with no request for this long i
 REQUEST_TIMEOUT_S = 5.0  # from a request's first byte (or the TLS hello) to its last header line
 WRITE_TIMEOUT_S = 10.0  # to take an answer (a body is at most a few hundred kB)
 MAX_CONNECTIONS = 64
+SLOW_ANSWER_S = 1.0  # an answer still being read after this long may be cut off for a new client
 
 
 class _Connection:
@@ -129,7 +132,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self._respond(head=True)
 
     def _respond(self, head: bool) -> None:
-        self.conn.waiting = False  # a whole request: this one is answered, never evicted
+        # a whole request: answered, evicted only if its reader takes over SLOW_ANSWER_S
+        self.conn.waiting, self.conn.since = False, time.monotonic()
         self.connection.settimeout(WRITE_TIMEOUT_S)
         if self.path.split("?", 1)[0] == HEALTH_PATH:
             ok, text = self.server.health()
@@ -190,12 +194,13 @@ class MetricsHTTPServer(http.server.ThreadingHTTPServer):
         with self._lock:
             live = [c for c in self._connections.values() if not c.evicted]
             if len(live) >= self.max_connections:
-                waiting = [c for c in live if c.waiting]
-                if not waiting:
+                slow_since = time.monotonic() - SLOW_ANSWER_S
+                evictable = [c for c in live if c.waiting] or [c for c in live if c.since < slow_since]
+                if not evictable:
                     self.refused += 1
                     self._close(request)
                     return
-                min(waiting, key=lambda c: c.since).evict()
+                min(evictable, key=lambda c: c.since).evict()
                 self.evicted += 1
             self._connections[request] = _Connection(request)
         super().process_request(request, client_address)

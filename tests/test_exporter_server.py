@@ -261,3 +261,40 @@ def test_slow_clients_are_bounded_and_scrapes_go_on(exporter, monkeypatch):
             s.close()
         srv.shutdown()
         srv.server_close()
+
+
+def test_slow_readers_with_pipelined_requests_cannot_lock_scrapers_out(monkeypatch):
+    """Every slot taken by a client that pipelines requests and reads none of the answers: each
+    connection is mid-answer, never 'waiting', so a new scraper was refused. A connection whose
+    answer has not been taken for SLOW_ANSWER_S may now be cut off for a new one."""
+    import socket
+    import sys
+    import time
+
+    from exporters import server as server_mod
+    sys.path.insert(0, str(FIXTURES / "exporter"))
+    from stream_gen import StreamGen
+    monkeypatch.setattr(server_mod, "SLOW_ANSWER_S", 0.3, raising=False)
+    big = PrometheusExporter()
+    big.ingest(Report.from_json(StreamGen(seed=3, runtimes=16, devices=16).line()))
+    assert len(big.current.text) > 1 << 18      # far more than socket buffers hold, x20
+    cap = 4
+    srv = MetricsHTTPServer(("127.0.0.1", 0), lambda: big.current, max_connections=cap)
+    serve_in_thread(srv)
+    hogs: list[socket.socket] = []
+    try:
+        for _ in range(cap):
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 2048)
+            s.connect(("127.0.0.1", srv.port))
+            s.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n" * 20)
+            hogs.append(s)
+        time.sleep(0.6)                      # every slot is now writing an answer nobody reads
+        resp, body = get(srv.port)
+        assert resp.status == 200 and b"neuron" in body
+        assert srv.evicted >= 1
+    finally:
+        for s in hogs:
+            s.close()
+        srv.shutdown()
+        srv.server_close()
