@@ -302,3 +302,17 @@ def test_sequence_parallel_training_needs_seq_divisible_by_tp(capsys):
     assert "seq=4097 over tp=8" in err and "sp=off" in err
     assert _json(capsys, ["-w", "llama3-8b:mode=train,seq=4097,sp=off", "-i", "trn2.48xlarge",
                           "--tp", "8"])["parallel"]["sp"] is False
+
+
+def test_tied_embeddings_are_one_table_in_inference_memory(capsys):
+    """BERT's MLM decoder and GPT-3's output head are the embedding itself: inference held a
+    second vocab x hidden table for them (62 MB on bert-large, served without its head)."""
+    from device_model.workloads.presets import PRESETS
+    for name, argv in (("bert-large", ["-w", "bert-large:mode=infer,batch=1,seq=128", "--cores", "1"]),
+                       ("llama3-8b", ["-w", "llama3-8b:mode=decode,batch=1,in=128,out=128", "--tp", "1",
+                                      "--cores", "1"])):
+        cfg = PRESETS[name]
+        weights = _json(capsys, [*argv, "-i", "trn2.48xlarge"])["memory"]["weights_bytes"]
+        # BF16; bert-large is served without its head (the MLM transform is not loaded either)
+        expected = (cfg.params() - (cfg.head_params() if name.startswith("bert") else 0)) * 2
+        assert weights == pytest.approx(expected, rel=1e-6), name     # (the final norm: 8 KB)

@@ -281,7 +281,10 @@ class InferencePlan:
     def memory(self) -> Memory:
         cfg, sh, spec, prec = self.cfg, self.shard, self.spec, self.spec.prec
         h = cfg.hidden
-        params = (cfg.layers * shard_layer_params(cfg, sh) + 2 * sh.vocab * h
+        # the embedding's shard, and an output head's unless it is the embedding itself (tied:
+        # GPT's, and BERT's MLM decoder, there or not)
+        tables = 1 if cfg.tied_embeddings else 2
+        params = (cfg.layers * shard_layer_params(cfg, sh) + tables * sh.vocab * h
                   + cfg.embedding_params() - cfg.vocab * h)
         weights = params * prec.weight_bytes
         if prec.quant:        # the layers' linear weights narrower, plus a scale per output channel
