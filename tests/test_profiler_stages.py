@@ -179,7 +179,7 @@ def test_the_middle_stages_idle_most_and_every_rank_spans_the_whole_step(mlp):
 def test_aggregate_adds_ranks_up(mlp):
     recs = [summarize(v) for v in rank_views(mlp)]
     agg = summarize_ranks(mlp)
-    assert agg["ranks"] == PP and agg["trace_count"] == recs[0]["trace_count"]
+    assert agg["ranks"] == PP and agg["step_count"] == recs[0]["step_count"]
     assert agg["total_time"] == pytest.approx(sum(r["total_time"] for r in recs))
     assert agg["model_flops"] == pytest.approx(sum(r["model_flops"] for r in recs))
     lo, hi = min(r["mfu_estimated_percent"] for r in recs), max(r["mfu_estimated_percent"] for r in recs)

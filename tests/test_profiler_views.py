@@ -314,3 +314,20 @@ def test_long_operator_names_are_cut_in_the_middle_and_stay_apart(stem, end, wid
         assert fa == a
     if len(end) + 1 <= (width - 3) // 3:
         assert fa != fb
+
+
+def test_summary_counts_mean_what_neuron_explorer_says(mlp):
+    """trace_count is every trace event (instructions, DMA transfers, semaphore updates) and
+    event_count the notifications among them; total_exec_time the device span, never over
+    total_time; byte, FLOP and instruction counts whole numbers (int64 in AWS's schema)."""
+    from profiler.analysis.summary import SUMMARY_ENGINES, summarize
+    s = summarize(mlp)
+    instructions = sum(s[f"{e}_engine_instruction_count"] for e in SUMMARY_ENGINES) + s["dma_transfer_count"]
+    # every engine's instructions and DMA transfers, and the collective cores' besides
+    collective = s["trace_count"] - s["event_count"] - instructions
+    assert s["event_count"] > 0 and 0 < collective <= 2 * s["cc_op_count"]
+    assert 0 < s["total_exec_time"] <= s["total_time"]
+    for key in ("model_flops", "hardware_flops", "hbm_read_bytes", "dma_transfer_total_bytes",
+                "weight_queue_bytes", "matmul_instruction_count"):
+        assert type(s[key]) is int, key
+    assert "weight_size_bytes" not in s      # not the weight queue's bytes again

@@ -73,7 +73,7 @@ def _ops(p: Profile, by: str, steps: int) -> dict[str, dict]:
 
 def diff_profiles(a: Profile, b: Profile, by: str = "name") -> DiffResult:
     sa, sb = summarize_ranks(a), summarize_ranks(b)
-    na, nb = max(1, sa["trace_count"]), max(1, sb["trace_count"])
+    na, nb = max(1, sa["step_count"]), max(1, sb["step_count"])
     engines = [Row(label, {"time": sa[k] / na}, {"time": sb[k] / nb}) for label, k in ENGINE_KEYS]
     metrics = [Row(k, {"value": sa[k] / (1 if "percent" in k else na)},
                    {"value": sb[k] / (1 if "percent" in k else nb)}) for k in METRIC_KEYS]

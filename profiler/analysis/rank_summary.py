@@ -3,7 +3,7 @@
 Per-rank summaries are `summary.summarize` of each rank's view. The aggregate adds every rank's
 extensive figures (times, bytes, FLOPs, counts), so `total_time` is NeuronCore-seconds over the
 captured ranks; each `*_percent` is the time-weighted mean over ranks (the same formula over the
-added figures); `trace_count` stays the steps per rank, so per-step figures are per step of the
+added figures); `step_count` stays the steps per rank, so per-step figures are per step of the
 whole captured job. A single-rank profile aggregates to its own summary.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ from ..model.profile import Profile
 from .ranks import rank_views
 from .summary import OpStat, summarize, top_operators
 
-_SAME = ("instance", "device", "lnc", "peak_flops_bandwidth_ratio", "trace_count", "step_count",
+_SAME = ("instance", "device", "lnc", "peak_flops_bandwidth_ratio", "step_count",
          "forward_only_step_count", "profile_step_count")
 _MEAN = ("step_time_mean",)
 

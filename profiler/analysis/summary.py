@@ -91,7 +91,10 @@ def summarize(profile: Profile) -> dict:
         "adjusted_hardware_flops": adj_hw * lnc,
         "mm_arithmetic_intensity": (hw_flops - transpose) / max(hbm_r + hbm_w, 1.0),
         "peak_flops_bandwidth_ratio": peak / meta["hbm_bw_per_stack"],
-        "trace_count": int(step_sel.sum()), "event_count": int(ins["start"].size),
+        # AWS's counts: every trace event (instructions, DMA transfers, semaphore updates), and
+        # the event notifications among them (the semaphore updates)
+        "trace_count": int(round(rep.weighted(ins, ones))) + _semaphore_updates(profile, steps, step_sel),
+        "event_count": _semaphore_updates(profile, steps, step_sel),
         "mfu_estimated_percent": 100.0 * adj / (peak * t),
         "hfu_estimated_percent": 100.0 * adj_hw / (peak * t),
         "mbu_estimated_percent": 100.0 * (hbm_r + hbm_w) / t / meta["hbm_bw_per_stack"],
@@ -113,14 +116,41 @@ def summarize(profile: Profile) -> dict:
     out["activate_instruction_count"] = int(round(rep.weighted(ins, ones, act)))
     out.update(_cc_metrics(profile, chosen, t))
     busy = merged() if has_ins else float(ops["self_time"][op_mask].sum())
-    out["total_exec_time"] = float(np.sum(steps["host_end"][step_sel] - steps["host_start"][step_sel]))
+    out["total_exec_time"] = _device_span(ops, op_mask, steps["step"][step_sel])
     out["total_active_time"] = busy
     out["total_active_time_percent"] = 100.0 * min(1.0, busy / t)
     thr = profile.table("throttles")
     limited = float(np.sum(thr["duration"] * (1 - thr["ratio"])))
     out["average_utilization_limit_percent"] = 100.0 * (1 - min(1.0, limited / t))
     out.update(_step_metrics(profile, chosen, total_time))
-    return out
+    # byte, FLOP and instruction counts are whole numbers (int64 in AWS's schema)
+    return {k: int(round(v)) if isinstance(v, float) and _is_count(k) else v for k, v in out.items()}
+
+
+def _is_count(key: str) -> bool:
+    return key.endswith(("_bytes", "_flops", "_count")) and "average" not in key
+
+
+def _semaphore_updates(profile: Profile, steps: dict, step_sel: np.ndarray) -> int:
+    """Semaphore updates inside the summarised steps."""
+    times = profile.table("semaphores")["time"]
+    if not times.size:
+        return 0
+    inside = np.zeros(times.size, dtype=bool)
+    for start, end in zip(steps["start"][step_sel], steps["end"][step_sel]):
+        inside |= (times >= start) & (times <= end)
+    return int(inside.sum())
+
+
+def _device_span(ops: dict, op_mask: np.ndarray, chosen: np.ndarray) -> float:
+    """AWS's total_exec_time: from the first operator's start to the last one's end on the
+    device, per summarised step, added up (the launch before it is not in it)."""
+    total = 0.0
+    for step in chosen:
+        sel = op_mask & (ops["step"] == step)
+        if sel.any():
+            total += float(ops["end"][sel].max() - ops["start"][sel].min())
+    return total
 
 
 def _step_metrics(profile: Profile, chosen: np.ndarray, total_time: float) -> dict:
@@ -183,7 +213,6 @@ def _dma_metrics(profile, ins, engines, rep: Repeats, t: float, lnc: int) -> dic
         "input_queue_bytes": queue_bytes("input"),
         "output_queue_bytes": queue_bytes("output"),
         "weight_queue_bytes": queue_bytes("weight"),
-        "weight_size_bytes": queue_bytes("weight"),
     }
 
 
