@@ -234,8 +234,9 @@ def test_an_operator_that_raises_leaves_recording_intact():
         with pytest.raises(RuntimeError):
             F.linear(x3, bad)
         torch.add(w, w)
-    # the failed call is recorded too (it ran until it raised), and recording goes on after it
-    assert labels(record(work)) == ["aten::linear", "aten::linear", "aten::add"]
+    # the failed call is not kept (no kernel ran: it would be costed from its impossible
+    # shapes), as the Python recorder never sees it return, and recording goes on after it
+    assert labels(record(work)) == ["aten::linear", "aten::add"]
     again = record(lambda: torch.mul(w, w))
     assert labels(again) == ["aten::mul"]
 

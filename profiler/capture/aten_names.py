@@ -11,13 +11,14 @@ them. It imports nothing of neuronscope.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 VIEWS = frozenset("""view _unsafe_view reshape t transpose permute expand expand_as slice select unsqueeze
 squeeze detach detach_ alias as_strided split split_with_sizes unbind chunk narrow view_as lift_fresh
 _reshape_alias unfold diagonal flatten empty empty_like empty_strided new_empty new_empty_strided
 _local_scalar_dense item is_same_size size stride numel dim sym_size sym_stride set_ result_type
-_has_compatible_shallow_copy_type""".split()) | frozenset(
+_has_compatible_shallow_copy_type view_as_complex view_as_real _conj conj _neg_view real imag
+resolve_conj resolve_neg""".split()) | frozenset(
     # host-side checks: torch.multinomial's `_assert_async` of its probabilities does no device work
     "_assert_async _assert_scalar _functional_assert_async _assert_tensor_metadata".split())
 UNARY = {"relu": "relu", "relu_": "relu", "gelu": "gelu", "silu": "silu", "silu_": "silu", "tanh": "tanh",
@@ -145,6 +146,21 @@ DTYPES = {"torch.float32": "fp32", "torch.bfloat16": "bf16", "torch.float16": "f
           "torch.int16": "fp16", "torch.uint16": "fp16",
           "torch.int8": "int8", "torch.uint8": "int8", "torch.bool": "int8"}
 WIDTH = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}     # bytes per element
+# A complex tensor runs as its real and imaginary parts: a last dim twice as long, of this type.
+COMPLEX_PARTS = {"torch.complex64": "torch.float32", "torch.complex128": "torch.float64",
+                 "torch.complex32": "torch.float16"}
+
+
+def as_real(call: "AtenCall") -> "AtenCall":
+    """A call on complex tensors as the chip runs it, on their real and imaginary parts (twice
+    the elements, each of the real type); any other call as it is."""
+    part = COMPLEX_PARTS.get(call.dtype)
+    if part is None:
+        return call
+    shapes = tuple((*s[:-1], 2 * s[-1]) if s else (2,) for s in call.shapes)
+    out = COMPLEX_PARTS.get(call.out_dtype, call.out_dtype)
+    return replace(call, shapes=shapes, dtype=part, out_numel=2 * call.out_numel,
+                   out_dtype="" if out == part else out)
 
 
 @dataclass(frozen=True, slots=True)

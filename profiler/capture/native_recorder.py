@@ -16,6 +16,7 @@ import numpy as np
 from .aten_map import (ADAPTIVE_POOLS, BINARY, COLLECTIVES, COMPARISONS, COPIES, KERNELS,
                        NLL_FORWARDS, REDUCE, UNARY, VIEWS, WHOLE_OPS, AtenCall, call_extra,
                        reduce_result)
+from .aten_names import as_real
 from .native.build import NativeUnavailable, load
 from .recording import COLUMNS, Recording, RecorderBase
 
@@ -33,7 +34,9 @@ FLOAT_TYPES = {5: "torch.float16", 6: "torch.float32", 7: "torch.float64", 15: "
                26: "torch.float8_e4m3fnuz"}
 SCALAR_TYPES = {0: "torch.uint8", 1: "torch.int8", 2: "torch.int16", 3: "torch.int32",
                 4: "torch.int64", 11: "torch.bool", **FLOAT_TYPES}
-FLOATING = frozenset(FLOAT_TYPES)
+COMPLEX_TYPES = {8: "torch.complex32", 9: "torch.complex64", 10: "torch.complex128"}
+SCALAR_TYPES.update(COMPLEX_TYPES)
+FLOATING = frozenset(FLOAT_TYPES) | frozenset(COMPLEX_TYPES)
 MASKS = frozenset((0, 11))           # uint8 and bool index tensors select by mask
 
 
@@ -153,8 +156,8 @@ def call_of(label: str, args: list, out_numel: int) -> AtenCall:
         out_dtype = SCALAR_TYPES.get(args[1], "")
     if out_numel < 0:
         out_numel = output_size(name, args)
-    return AtenCall(name, namespace, tuple(shapes), dtype, out_numel,
-                    call_extra(name, args) or extra, "" if out_dtype == dtype else out_dtype)
+    return as_real(AtenCall(name, namespace, tuple(shapes), dtype, out_numel,
+                            call_extra(name, args) or extra, "" if out_dtype == dtype else out_dtype))
 
 
 def _numel(shape) -> int:

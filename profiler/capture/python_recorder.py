@@ -4,6 +4,7 @@ it keeps each call's arguments and result until the step ends (then only their s
 make autograd copy gradients it would otherwise steal."""
 from __future__ import annotations
 
+import functools
 import sys
 import time
 
@@ -12,11 +13,27 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from .aten_map import EMBEDDING_BAG_BACKWARDS, EMBEDDING_BAGS, REDUCE, VIEWS, AtenCall, call_extra
+from .aten_names import as_real
 from .recording import COLUMNS, UNMATCHED_NODE, RecorderBase, Recording
 
 _current_node = torch._C._current_autograd_node
 _seq_nr = torch._C._autograd._get_sequence_nr
 _now = time.perf_counter_ns
+
+
+@functools.lru_cache(maxsize=None)
+def _looked_through(func) -> bool:
+    """An operator whose only kernel forwards to others (CompositeImplicitAutograd, no CPU or
+    CUDA kernel) that the mapper does not keep whole, as the native recorder decides them.
+    Outside inference_mode the dispatcher decomposes it before the mode sees it; under
+    inference_mode it arrives whole (`cross_entropy_loss`), so its callees are recorded."""
+    from .native_recorder import MAPPED, KERNEL, _composite, operator_kinds
+    whole = {line.split("\t")[0] for line in operator_kinds().splitlines()
+             if line.endswith((f"\t{MAPPED}", f"\t{KERNEL}"))}
+    packet = f"{func.namespace}::{func.overloadpacket.__name__}"
+    if packet in whole or func.overloadpacket.__name__ in VIEWS:
+        return False
+    return _composite(torch._C._dispatch_has_kernel_for_dispatch_key, func.name())
 
 
 class Recorder(TorchDispatchMode, RecorderBase):
@@ -33,6 +50,11 @@ class Recorder(TorchDispatchMode, RecorderBase):
         self._compile = None               # torch.compile, while wrapped to say so
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if _looked_through(func):   # inference_mode lets a composite reach the mode undecomposed
+            with self:
+                out = func.decompose(*args, **(kwargs or {}))
+            if out is not NotImplemented:
+                return out
         t0 = _now()
         out = func(*args, **(kwargs or {}))
         t1 = _now()
@@ -141,7 +163,7 @@ def _shapes(args) -> tuple[tuple[tuple[int, ...], ...], str, tuple]:
             dtypes.append(tensors[0].dtype)
         elif isinstance(a, (list, tuple)) and a and isinstance(a[0], int) and not extra:
             extra = (int(a[0]),)
-    dtype = next((d for d in dtypes if d.is_floating_point), dtypes[0] if dtypes else torch.float32)
+    dtype = next((d for d in dtypes if d.is_floating_point or d.is_complex), dtypes[0] if dtypes else torch.float32)
     return tuple(shapes), str(dtype), extra
 
 
@@ -196,4 +218,4 @@ def to_call(func, args, out, kwargs=None) -> AtenCall:
     shapes, dtype, extra = _shapes(args)
     read = schema_args(func, args, kwargs) if name in FULL_ARGS else args
     extra = call_extra(name, read) or extra
-    return AtenCall(name, namespace, shapes, dtype, _numel(out), extra, _out_dtype(out, dtype))
+    return as_real(AtenCall(name, namespace, shapes, dtype, _numel(out), extra, _out_dtype(out, dtype)))

@@ -24,6 +24,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -67,6 +68,7 @@ struct Frame {
   int64_t t0, seq, node_seq, saved_node_seq, callees_at_start;
   NameEntry* entry;
   int32_t sig;
+  int uncaught;                        // exceptions in flight when the call began
   int8_t kind;
   bool kept_below, backward, reenable;
 };
@@ -409,6 +411,7 @@ std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& fn) {
     f.sig = -1;
     f.kind = -1;
   }
+  f.uncaught = std::uncaught_exceptions();
   f.t0 = now_ns();
   st->stack.push_back(f);
   return nullptr;
@@ -433,6 +436,9 @@ void on_exit(const at::RecordFunction& fn, at::ObserverContext*) {
     }
   }
   if (f.reenable) at::enableRecordFunction(true);
+  // A call that raised (a shape error caught by the script, the early stop of a non-reentrant
+  // checkpoint's recompute) ran no kernel: its end callback runs while the exception unwinds.
+  if (std::uncaught_exceptions() > f.uncaught) return;
   bool keep = f.kind == MAPPED || ((f.kind == OTHER) && !f.kept_below);
   if (keep && f.sig >= 0) {
     int64_t out_numel = -1;           // not asked for: worked out from the arguments later

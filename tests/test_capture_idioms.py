@@ -1,0 +1,83 @@
+"""Capture of PyTorch idioms an audit found miscounted: calls that raised costed as work (the
+native recorder; a non-reentrant checkpoint's recompute stops by raising), complex tensors at
+the wrong width with their views costed as copies, and composite operators under
+inference_mode that the Python recorder kept whole with no mapping (`cross_entropy_loss`)."""
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import torch.nn.functional as F  # noqa: E402
+from torch.utils.checkpoint import checkpoint  # noqa: E402
+
+from tests.test_native_recorder import flops_of, simulated  # noqa: E402
+
+KINDS = ["native", "python"]
+
+
+def hbm(rows, prefix: str) -> float:
+    return sum(r + w for name, _, _, r, w in rows if name.startswith(prefix))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_call_that_raised_is_not_costed(kind):
+    a, b, w = torch.randn(512, 1024), torch.randn(2048, 512), torch.randn(1024, 512)
+
+    def work():
+        with torch.no_grad():
+            for _ in range(3):
+                for bad in (lambda: torch.mm(a, b), lambda: F.linear(a, b)):
+                    try:
+                        bad()
+                    except RuntimeError:
+                        pass
+            a @ w
+    assert sum(f for _, _, f, _, _ in simulated(work, kind)) == 2 * 512 * 1024 * 512
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_non_reentrant_checkpoint_recomputes_only_what_its_backward_needs(kind):
+    """The recompute stops (by raising) once the saved tensors it needs exist: the second
+    Linear of a block is not run again, so 12 recomputed matmuls, not 24."""
+    torch.manual_seed(0)
+    blocks = torch.nn.ModuleList(torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.Linear(256, 256))
+                                 for _ in range(4))
+    x = torch.randn(256, 256, requires_grad=True)
+
+    def work():
+        h = x
+        for block in blocks:
+            h = checkpoint(block, h, use_reentrant=False)
+        h.sum().backward()
+    mm = 2 * 256 * 256 * 256
+    rows = simulated(work, kind)
+    total = sum(f for _, _, f, _, _ in rows)
+    # forward 8, recompute 4 (the first Linear of each block), backward 8 x 2 (dx and dW; the
+    # first block's input needs its dx too)
+    assert total == pytest.approx((8 + 4 + 16) * mm, rel=0.02)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_complex_tensors_run_as_their_real_parts_and_their_views_are_free(kind):
+    x = torch.randn(1024, 1024, 2)
+    f = torch.polar(torch.ones(1024, 1024), torch.randn(1024, 1024))
+
+    def work():
+        with torch.no_grad():
+            y = torch.view_as_complex(x) * f          # complex64: 8 bytes per element
+            torch.view_as_real(y)
+    rows = simulated(work, kind)
+    assert hbm(rows, "aten::mul") == 3 * 1024 * 1024 * 8
+    assert hbm(rows, "aten::view_as") == 0
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_cross_entropy_under_inference_mode_is_its_log_softmax_and_nll(kind):
+    logits, target = torch.randn(4096, 1000), torch.randint(0, 1000, (4096,))
+
+    def work():
+        with torch.inference_mode():
+            F.cross_entropy(logits, target)
+    rows = simulated(work, kind)
+    assert hbm(rows, "aten::") >= 2 * 4096 * 1000 * 4          # the logits read, log-probs written
+    assert hbm(rows, "aten::_log_softmax") + hbm(rows, "aten::log_softmax") >= 2 * 4096 * 1000 * 4
