@@ -245,3 +245,21 @@ def test_counts_are_singular_or_plural_and_an_unwritable_folder_is_named(tmp_pat
     assert res.returncode == 2
     assert res.stderr == ("neuron-profile: error: cannot write the profile to '/sys/one.nsprof': "
                           "folder '/sys': permission denied\n")
+
+
+def test_exposed_collectives_evidence_is_per_step(tmp_path, capsys):
+    """The evidence said 'per profiled step' of the total over every summarised step."""
+    from profiler.analysis.advise import advise
+    from profiler.analysis.summary import summarize
+    from profiler.analysis.render import human_time
+    from profiler.model import fileformat
+    path = tmp_path / "dp.nsprof"
+    assert main(["capture", "--workload", "mlp:tokens=512,hidden=1024,layers=2", "--instance",
+                 "trn2.48xlarge", "--dp", "8", "--num-exec", "3", "--detail-steps", "3", "-s", str(path)]) == 0
+    capsys.readouterr()
+    prof = fileformat.load(path)
+    s = summarize(prof)
+    assert s["step_count"] == 3
+    finding = next(f for f in advise(prof) if f.rule == "exposed-collectives")
+    assert f"collectives run {human_time(s['cc_op_time'] / 3)} per step" in finding.evidence[0]
+    assert finding.evidence[1].endswith("over 3 steps")

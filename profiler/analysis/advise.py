@@ -106,10 +106,11 @@ def rule_exposed_collectives(p: Profile, s: dict) -> Finding | None:
         return None
     if exposed / total < EXPOSED_CC_SHARE:
         return None
+    steps = max(1, int(s.get("step_count", 1)))      # the figures are over every summarised step
     return Finding("exposed-collectives", "Collectives not overlapped with compute", exposed / total,
-                   (f"collectives run {human_time(cc_time)} per profiled step, {human_time(exposed)} "
+                   (f"collectives run {human_time(cc_time / steps)} per step, {human_time(exposed / steps)} "
                     f"({exposed / total:.0%} of the step) with no compute engine busy",
-                    count(s['cc_op_count'], 'collective op')),
+                    f"{count(s['cc_op_count'], 'collective op')} over {count(steps, 'step')}"),
                    "overlap gradient all-reduce with the backward pass (bucket gradients and launch each "
                    "bucket as soon as it is ready), or shard optimizer state (reduce-scatter + all-gather)")
 
