@@ -331,3 +331,14 @@ def test_summary_counts_mean_what_neuron_explorer_says(mlp):
                 "weight_queue_bytes", "matmul_instruction_count"):
         assert type(s[key]) is int, key
     assert "weight_size_bytes" not in s      # not the weight queue's bytes again
+
+
+def test_summary_names_the_neuroncore_and_device_as_aws_does():
+    """AWS's summary-text starts `nc_idx N`, `nd_idx M`: here each captured rank's core and its
+    device (four logical cores per trn2 device at LNC=2)."""
+    from profiler.analysis.ranks import rank_views
+    from profiler.analysis.summary import summarize
+    prof = capture_workload("mlp:layers=8", instance("trn2.48xlarge"), Placement(tp=4, pp=4, dp=1),
+                            num_exec=1, ranks="stages")
+    got = [(summarize(v)["nc_idx"], summarize(v)["nd_idx"]) for v in rank_views(prof)]
+    assert got == [(0, 0), (4, 1), (8, 2), (12, 3)]

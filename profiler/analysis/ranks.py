@@ -51,7 +51,8 @@ def rank_view(profile: Profile, entry: dict) -> Profile:
     tables["ops"]["host"] = _rebased(tables["ops"]["host"], host0)
     meta = {k: v for k, v in profile.meta.items() if k != "ranks"}
     rank = int(entry["rank"])
-    meta.update({"rank": rank, "pipeline_stage": int(entry.get("stage", 0)),
+    meta.update({"rank": rank, "core": int(entry.get("core", 0)), "node": int(entry.get("node", 0)),
+                 "pipeline_stage": int(entry.get("stage", 0)),
                  "pipeline_stages": int(entry.get("stages", 1)), "device_pid": rank,
                  "host_pid": HOST_PID_BASE + rank, "rank_label": rank_label(entry),
                  "host_name": f"Host ({rank_label(entry)})",

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from device_model.errors import SpecError
+from device_model.catalog.specs import get_instance
 from device_model.engine.isa import E_DMA, E_GPSIMD, E_SCALAR, E_SYNC, E_TENSOR, E_VECTOR, ENGINES, LANES
 
 from ..model.profile import BUSY_ENGINES, PHASES, Profile
@@ -83,8 +85,10 @@ def summarize(profile: Profile) -> dict:
     adj_hw = total("adj_hw_flops") / lnc if has_ins else adj
     hbm_r, hbm_w = total("hbm_r"), total("hbm_w")
     peak = float(meta["tensor_peak_flops_bf16"])
+    core = _core_of(meta)
     out: dict[str, float | int | str] = {
         "instance": meta["instance"], "device": meta["device"], "lnc": lnc,
+        "nc_idx": core, "nd_idx": core // _cores_per_device(meta, lnc),
         "total_time": total_time,
         "neuroncore_cycle_count": int(round(total_time * meta["clocks_hz"]["base"])),
         "model_flops": model_flops, "hardware_flops": hw_flops, "transpose_flops": transpose,
@@ -125,6 +129,21 @@ def summarize(profile: Profile) -> dict:
     out.update(_step_metrics(profile, chosen, total_time))
     # byte, FLOP and instruction counts are whole numbers (int64 in AWS's schema)
     return {k: int(round(v)) if isinstance(v, float) and _is_count(k) else v for k, v in out.items()}
+
+
+def _core_of(meta: dict) -> int:
+    """The NeuronCore the profile (or this rank's view of it) ran on, on its instance."""
+    if "core" in meta:
+        return int(meta["core"])
+    ranks = meta.get("ranks") or [{}]
+    return int(ranks[0].get("core", 0))
+
+
+def _cores_per_device(meta: dict, lnc: int) -> int:
+    try:
+        return max(1, get_instance(str(meta["instance"])).device.logical_cores(lnc))
+    except (SpecError, KeyError):       # an instance this catalog does not know
+        return 1
 
 
 def _is_count(key: str) -> bool:
