@@ -88,11 +88,33 @@ def _step_window(text: str) -> tuple[int, int | None]:
     return lo, hi
 
 
+# AWS's formats and options for Neuron Explorer's database and web UI, which a file-based
+# profile has no use for: named in one line rather than "invalid choice" or "unrecognized".
+WEB_UI = ("the database and web UI of AWS's Neuron Explorer are not part of this tool: use "
+          "--output-format perfetto or chrome for a timeline, summary-text for the figures")
+
+
+def _output_format(text: str) -> str:
+    if text in FORMATS:
+        return text
+    if text in ("db", "parquet"):
+        raise argparse.ArgumentTypeError(f"{text}: {WEB_UI}")
+    raise argparse.ArgumentTypeError(f"{text!r}: one of {', '.join(FORMATS)}")
+
+
+class _WebUiOption(argparse.Action):
+    def __call__(self, parser, namespace, values, option_string=None):
+        parser.error(f"{option_string}: {WEB_UI}")
+
+
 def _view_parser(sub) -> None:
     v = sub.add_parser("view", help="summaries and traces of a profile")
     v.add_argument("-s", "--session-file", required=True, metavar="PROFILE")
-    v.add_argument("--output-format", default="summary-text", choices=FORMATS, metavar="FORMAT",
+    v.add_argument("--output-format", default="summary-text", type=_output_format, metavar="FORMAT",
                    help="one of " + ", ".join(FORMATS))
+    for option in ("--db-endpoint", "--db-bucket", "--db-org", "--db-token", "--port"):
+        v.add_argument(option, action=_WebUiOption, nargs="?", help=argparse.SUPPRESS)
+    v.add_argument("--ingest-only", action=_WebUiOption, nargs=0, help=argparse.SUPPRESS)
     v.add_argument("--output-file", metavar="F", help="- for stdout; default: stdout for "
                    "summaries, <profile>.json for chrome (a folder <profile>_trace of one "
                    "rank_<r>.json per rank for several ranks, unless F ends in .json or .json.gz), "

@@ -161,7 +161,7 @@ def test_truncated_profile_is_one_line_exit_2(profiles, tmp_path):
 @pytest.mark.parametrize("argv, needle", [
     (["view", "-s", "/nonexistent.nsprof"], "no such profile"),
     (["view", "-s", "README.md"], "not a neuron-profile file"),
-    (["view", "-s", "x", "--output-format", "db"], "invalid choice"),
+    (["view", "-s", "x", "--output-format", "db"], "Neuron Explorer are not part of this tool"),
     (["capture", "--workload", "nosuch"], "unknown workload"),
     (["capture", "--workload", "matmul:m=0,k=1,n=1"], "bad value"),
     (["capture", "--workload", "matmul:m=64,k=64,n=64", "--instance", "trn9.large"], "unknown instance"),
@@ -263,3 +263,14 @@ def test_exposed_collectives_evidence_is_per_step(tmp_path, capsys):
     finding = next(f for f in advise(prof) if f.rule == "exposed-collectives")
     assert f"collectives run {human_time(s['cc_op_time'] / 3)} per step" in finding.evidence[0]
     assert finding.evidence[1].endswith("over 3 steps")
+
+
+@pytest.mark.parametrize("args", [["--output-format", "db"], ["--output-format", "parquet"],
+                                  ["--db-endpoint", "http://localhost:8086"], ["--ingest-only"]])
+def test_aws_web_ui_formats_and_options_are_named_in_one_line(profiles, args, capsys):
+    a, _ = profiles
+    with pytest.raises(SystemExit) as exit_:
+        main(["view", "-s", str(a), *args])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "Neuron Explorer are not part of this tool" in err
+    assert "perfetto" in err.splitlines()[-1]
