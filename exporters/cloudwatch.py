@@ -14,6 +14,7 @@ are added, their gauges sent as one array of values); dimension values as CloudW
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Iterator
 
 import orjson
@@ -38,6 +39,7 @@ def unit_of(spec: mt.MetricSpec) -> str:
     return CLOUDWATCH_UNITS.get(spec.unit, "None")
 
 
+@functools.lru_cache(maxsize=1 << 16)      # per sample and label: the same few values each report
 def dimension_value(value: str) -> str | None:
     """`value` as a CloudWatch dimension value, or None for no dimension (AWS's "None"
     placeholder, an empty or blank value). Characters outside printable ASCII become Python's
@@ -59,6 +61,7 @@ class EmfEncoder:
         self._exclude = frozenset(exclude)
         self._context: Context | None = None
         self._instance: Dims = ()
+        self._rewritten: set[str] = set()       # label values already said to be rewritten
 
     def records(self, report: Report, problems: list[Problem]) -> Iterator[dict]:
         ctx = self._context_for(report, problems)
@@ -97,14 +100,14 @@ class EmfEncoder:
         self._context = self._context.with_hardware_of(report.hardware)
         return self._context
 
-    @staticmethod
-    def _dimensions(labels: tuple[str, ...], key: tuple[str, ...], problems: list[Problem]) -> Dims:
+    def _dimensions(self, labels: tuple[str, ...], key: tuple[str, ...], problems: list[Problem]) -> Dims:
         dims = []
         for name, raw in zip(labels, key):
             value = dimension_value(raw)
             if value is None:
                 continue
-            if value != raw:
+            if value != raw and raw not in self._rewritten:     # said once per value
+                self._rewritten.add(raw)
                 problems.append(Problem("dimension_value", f"{name} {raw[:60]!r} is not a CloudWatch "
                                         f"dimension value: written as '{value[:60]}'"))
             dims.append((name, value))
