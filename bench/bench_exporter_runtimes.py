@@ -13,7 +13,8 @@ import pathlib
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "exporter"))
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "fixtures" / "exporter"))
 from benchlib import fmt, timed  # noqa: E402
 from exporters.exporter import PrometheusExporter  # noqa: E402
 from exporters.state import MetricState  # noqa: E402
@@ -63,8 +64,9 @@ def main() -> None:
         MetricState.apply = ours_apply
         exporter = PrometheusExporter(clock=lambda: 0.0)
         exporter.ingest(reports[-1])
-        print(f"{n:>8} {exporter.state.series_count():>7}  {fmt(ours, unit=' ms'):>24}  {fmt(base, unit=' ms'):>24}  "
-              f"{sorted(base)[RUNS // 2] / sorted(ours)[RUNS // 2]:.2f}x")
+        ratio = sorted(base)[RUNS // 2] / sorted(ours)[RUNS // 2]
+        print(f"{n:>8} {exporter.state.series_count():>7}  {fmt(ours, unit=' ms'):>24}  "
+              f"{fmt(base, unit=' ms'):>24}  {ratio:.2f}x")
 
 
 if __name__ == "__main__":

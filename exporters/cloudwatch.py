@@ -100,7 +100,8 @@ class EmfEncoder:
         self._context = self._context.with_hardware_of(report.hardware)
         return self._context
 
-    def _dimensions(self, labels: tuple[str, ...], key: tuple[str, ...], problems: list[Problem]) -> Dims:
+    def _dimensions(self, labels: tuple[str, ...], key: tuple[str, ...],
+                    problems: list[Problem]) -> Dims:
         dims = []
         for name, raw in zip(labels, key):
             value = dimension_value(raw)
@@ -108,8 +109,8 @@ class EmfEncoder:
                 continue
             if value != raw and raw not in self._rewritten:     # said once per value
                 self._rewritten.add(raw)
-                problems.append(Problem("dimension_value", f"{name} {raw[:60]!r} is not a CloudWatch "
-                                        f"dimension value: written as '{value[:60]}'"))
+                problems.append(Problem("dimension_value", f"{name} {raw[:60]!r} is not a "
+                                        f"CloudWatch dimension value: written as '{value[:60]}'"))
             dims.append((name, value))
         return tuple(dims)
 

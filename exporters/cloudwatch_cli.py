@@ -65,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
         problem = (f"--namespace {args.namespace!r}: 1-255 characters of letters, digits, spaces "
                    "and . - _ / # :")
     elif args.namespace.startswith("AWS/"):
-        problem = f"--namespace {args.namespace!r}: AWS/ namespaces are AWS's own, CloudWatch refuses it"
+        problem = (f"--namespace {args.namespace!r}: AWS/ namespaces are AWS's own, CloudWatch "
+                   "refuses it")
     elif unknown_metrics := sorted(set(exclude) - set(mt.BY_NAME)):
         problem = f"--exclude: no metric named {', '.join(unknown_metrics)}"
     elif args.config is not None and not args.collect:
@@ -90,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    signal.signal(signal.SIGHUP, lambda *_: out.reopen_later())
+    if args.output is not None:      # to stdout a hangup still ends it, as by default
+        signal.signal(signal.SIGHUP, lambda *_: out.reopen_later())
     try:
         return _run(reports, EmfEncoder(args.namespace, time.time, exclude), out)
     except KeyboardInterrupt:

@@ -195,7 +195,8 @@ class MetricsHTTPServer(http.server.ThreadingHTTPServer):
             live = [c for c in self._connections.values() if not c.evicted]
             if len(live) >= self.max_connections:
                 slow_since = time.monotonic() - SLOW_ANSWER_S
-                evictable = [c for c in live if c.waiting] or [c for c in live if c.since < slow_since]
+                evictable = ([c for c in live if c.waiting]
+                             or [c for c in live if c.since < slow_since])
                 if not evictable:
                     self.refused += 1
                     self._close(request)

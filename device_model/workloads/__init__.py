@@ -47,10 +47,9 @@ def register(workload: Workload) -> Workload:
 def _micro_placement(name: str, pl: Placement, *, cores: bool, nodes: bool) -> Placement:
     """A microbenchmark's placement: its own options place it, so parallel degrees (and
     `--cores`/`--nodes` where they mean nothing to it) are refused, not ignored."""
-    given = [flag for flag, value, allowed in (("--tp", pl.tp, False), ("--pp", pl.pp, False),
-                                               ("--dp", pl.dp, False), ("--cores", pl.cores, cores),
-                                               ("--nodes", pl.nodes if pl.nodes != 1 else None, nodes))
-             if value is not None and not allowed]
+    flags = (("--tp", pl.tp, False), ("--pp", pl.pp, False), ("--dp", pl.dp, False),
+             ("--cores", pl.cores, cores), ("--nodes", pl.nodes if pl.nodes != 1 else None, nodes))
+    given = [flag for flag, value, allowed in flags if value is not None and not allowed]
     if given:
         where = "ranks= places its ranks" if not cores else "it runs on --cores logical cores"
         raise SpecError(f"{name} takes no {'/'.join(given)}: {where}")

@@ -108,8 +108,9 @@ def rule_exposed_collectives(p: Profile, s: dict) -> Finding | None:
         return None
     steps = max(1, int(s.get("step_count", 1)))      # the figures are over every summarised step
     return Finding("exposed-collectives", "Collectives not overlapped with compute", exposed / total,
-                   (f"collectives run {human_time(cc_time / steps)} per step, {human_time(exposed / steps)} "
-                    f"({exposed / total:.0%} of the step) with no compute engine busy",
+                   (f"collectives run {human_time(cc_time / steps)} per step, "
+                    f"{human_time(exposed / steps)} ({exposed / total:.0%} of the step) with no "
+                    "compute engine busy",
                     f"{count(s['cc_op_count'], 'collective op')} over {count(steps, 'step')}"),
                    "overlap gradient all-reduce with the backward pass (bucket gradients and launch each "
                    "bucket as soon as it is ready), or shard optimizer state (reduce-scatter + all-gather)")

@@ -12,7 +12,8 @@ from ..model.profile import Profile
 from .ranks import rank_views
 from .summary import OpStat, summarize, top_operators
 
-_SAME = ("instance", "device", "lnc", "nc_idx", "nd_idx", "peak_flops_bandwidth_ratio", "step_count",
+_SAME = ("instance", "device", "lnc", "nc_idx", "nd_idx", "peak_flops_bandwidth_ratio",
+         "step_count",
          "forward_only_step_count", "profile_step_count")
 _MEAN = ("step_time_mean",)
 

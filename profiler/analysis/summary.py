@@ -86,6 +86,7 @@ def summarize(profile: Profile) -> dict:
     hbm_r, hbm_w = total("hbm_r"), total("hbm_w")
     peak = float(meta["tensor_peak_flops_bf16"])
     core = _core_of(meta)
+    semaphores = _semaphore_updates(profile, steps, step_sel)
     out: dict[str, float | int | str] = {
         "instance": meta["instance"], "device": meta["device"], "lnc": lnc,
         "nc_idx": core, "nd_idx": core // _cores_per_device(meta, lnc),
@@ -97,8 +98,8 @@ def summarize(profile: Profile) -> dict:
         "peak_flops_bandwidth_ratio": peak / meta["hbm_bw_per_stack"],
         # AWS's counts: every trace event (instructions, DMA transfers, semaphore updates), and
         # the event notifications among them (the semaphore updates)
-        "trace_count": int(round(rep.weighted(ins, ones))) + _semaphore_updates(profile, steps, step_sel),
-        "event_count": _semaphore_updates(profile, steps, step_sel),
+        "trace_count": int(round(rep.weighted(ins, ones))) + semaphores,
+        "event_count": semaphores,
         "mfu_estimated_percent": 100.0 * adj / (peak * t),
         "hfu_estimated_percent": 100.0 * adj_hw / (peak * t),
         "mbu_estimated_percent": 100.0 * (hbm_r + hbm_w) / t / meta["hbm_bw_per_stack"],
@@ -128,7 +129,8 @@ def summarize(profile: Profile) -> dict:
     out["average_utilization_limit_percent"] = 100.0 * (1 - min(1.0, limited / t))
     out.update(_step_metrics(profile, chosen, total_time))
     # byte, FLOP and instruction counts are whole numbers (int64 in AWS's schema)
-    return {k: int(round(v)) if isinstance(v, float) and _is_count(k) else v for k, v in out.items()}
+    return {k: int(round(v)) if isinstance(v, float) and _is_count(k) else v
+            for k, v in out.items()}
 
 
 def _core_of(meta: dict) -> int:

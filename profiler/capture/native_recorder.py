@@ -157,7 +157,8 @@ def call_of(label: str, args: list, out_numel: int) -> AtenCall:
     if out_numel < 0:
         out_numel = output_size(name, args)
     return as_real(AtenCall(name, namespace, tuple(shapes), dtype, out_numel,
-                            call_extra(name, args) or extra, "" if out_dtype == dtype else out_dtype))
+                            call_extra(name, args) or extra,
+                            "" if out_dtype == dtype else out_dtype))
 
 
 def _numel(shape) -> int:

@@ -163,7 +163,8 @@ def _shapes(args) -> tuple[tuple[tuple[int, ...], ...], str, tuple]:
             dtypes.append(tensors[0].dtype)
         elif isinstance(a, (list, tuple)) and a and isinstance(a[0], int) and not extra:
             extra = (int(a[0]),)
-    dtype = next((d for d in dtypes if d.is_floating_point or d.is_complex), dtypes[0] if dtypes else torch.float32)
+    dtype = next((d for d in dtypes if d.is_floating_point or d.is_complex),
+                 dtypes[0] if dtypes else torch.float32)
     return tuple(shapes), str(dtype), extra
 
 
@@ -218,4 +219,5 @@ def to_call(func, args, out, kwargs=None) -> AtenCall:
     shapes, dtype, extra = _shapes(args)
     read = schema_args(func, args, kwargs) if name in FULL_ARGS else args
     extra = call_extra(name, read) or extra
-    return as_real(AtenCall(name, namespace, shapes, dtype, _numel(out), extra, _out_dtype(out, dtype)))
+    return as_real(AtenCall(name, namespace, shapes, dtype, _numel(out), extra,
+                            _out_dtype(out, dtype)))

@@ -195,7 +195,8 @@ class ProcessScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         view = ProcessDetailView(self.pid, id="detail")
-        view.border_title = escape(f"Process {self.pid or '(pid unknown)'} ({self.tag})")   # a tag is data
+        # a tag is data, never markup
+        view.border_title = escape(f"Process {self.pid or '(pid unknown)'} ({self.tag})")
         yield view
         keys = " esc back  o its app  arrows scroll  " + (
             "" if self.readonly else "I/T/K SIGINT/TERM/KILL  ") + "q quit"
