@@ -130,6 +130,8 @@ def _command(pid: int, fallback: str) -> str:
     # Show console scripts by name ("neuron-ls -a", not "/usr/bin/python3 /…/neuron-ls -a").
     if len(argv) > 1 and os.path.basename(argv[0]).startswith("python"):
         argv = argv[1:]
+        while len(argv) > 1 and argv[0].startswith("-") and argv[0] != "-m":   # -P, -u, -X opt
+            argv = argv[2:] if argv[0] in ("-X", "-W") else argv[1:]
         if argv[0] == "-m" and len(argv) > 1:
             argv = argv[1:]
     argv = [os.path.basename(argv[0]), *argv[1:]]
