@@ -42,7 +42,7 @@ def place_ranks(inst: Instance, ranks: int, nodes: int = 1) -> CollectiveGroup:
     """Spread the ranks evenly over `nodes` instances (more if one cannot hold its share), and
     fill each instance's logical cores device by device (nccom-test's placement)."""
     per_device = inst.device.logical_cores(inst.lnc)
-    per_node = per_device * inst.spec.devices     # an UltraServer's servers: one NeuronLink domain
+    per_node = inst.logical_cores      # an UltraServer's servers: one NeuronLink domain
     nodes = max(nodes, math.ceil(ranks / per_node))
     if nodes > ranks:
         raise SpecError(f"{ranks} ranks cannot be spread over {nodes} nodes")
@@ -62,7 +62,7 @@ def _metrics(run) -> dict:
 def estimate_matmul(inst: Instance, opts: dict, cores: int) -> dict:
     """One matmul on a logical core; `cores` of them at once (throughput scales, time not)."""
     check_dtype(inst.spec, opts["dtype"])
-    available = inst.spec.logical_cores(inst.lnc)
+    available = inst.logical_cores
     if not 1 <= cores <= available:
         raise SpecError(f"--cores {cores}: {inst.spec.name} has {available} logical cores at "
                         f"LNC={inst.lnc}")
@@ -79,7 +79,7 @@ def check_ranks(inst: Instance, ranks: int, nodes: int) -> None:
     alone, its bandwidth its buffer over that), and `nodes` instances that hold them all."""
     if ranks < 2:
         raise SpecError(f"a collective needs ranks >= 2 (ranks={ranks} moves nothing)")
-    per_node = inst.device.logical_cores(inst.lnc) * inst.spec.devices
+    per_node = inst.logical_cores
     need = math.ceil(ranks / per_node)
     if need > nodes:
         raise SpecError(f"{ranks} ranks need {need} nodes of {inst.spec.name} ({per_node} "

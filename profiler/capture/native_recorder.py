@@ -32,10 +32,9 @@ T_NONE, T_TENSOR, T_TENSORS, T_INTS, T_INT, T_DOUBLE, T_BOOL, T_OTHER, T_OPT_TEN
 FLOAT_TYPES = {5: "torch.float16", 6: "torch.float32", 7: "torch.float64", 15: "torch.bfloat16",
                23: "torch.float8_e5m2", 24: "torch.float8_e4m3fn", 25: "torch.float8_e5m2fnuz",
                26: "torch.float8_e4m3fnuz"}
-SCALAR_TYPES = {0: "torch.uint8", 1: "torch.int8", 2: "torch.int16", 3: "torch.int32",
-                4: "torch.int64", 11: "torch.bool", **FLOAT_TYPES}
 COMPLEX_TYPES = {8: "torch.complex32", 9: "torch.complex64", 10: "torch.complex128"}
-SCALAR_TYPES.update(COMPLEX_TYPES)
+SCALAR_TYPES = {0: "torch.uint8", 1: "torch.int8", 2: "torch.int16", 3: "torch.int32",
+                4: "torch.int64", 11: "torch.bool", **FLOAT_TYPES, **COMPLEX_TYPES}
 FLOATING = frozenset(FLOAT_TYPES) | frozenset(COMPLEX_TYPES)
 MASKS = frozenset((0, 11))           # uint8 and bool index tensors select by mask
 

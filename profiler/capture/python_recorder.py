@@ -21,17 +21,23 @@ _seq_nr = torch._C._autograd._get_sequence_nr
 _now = time.perf_counter_ns
 
 
+@functools.lru_cache(maxsize=1)
+def _kept_whole() -> frozenset[str]:
+    """Operators the native recorder keeps whole (MAPPED or KERNEL in its table)."""
+    from .native_recorder import KERNEL, MAPPED, operator_kinds
+    return frozenset(line.split("\t")[0] for line in operator_kinds().splitlines()
+                     if line.endswith((f"\t{MAPPED}", f"\t{KERNEL}")))
+
+
 @functools.lru_cache(maxsize=None)
 def _looked_through(func) -> bool:
     """An operator whose only kernel forwards to others (CompositeImplicitAutograd, no CPU or
     CUDA kernel) that the mapper does not keep whole, as the native recorder decides them.
     Outside inference_mode the dispatcher decomposes it before the mode sees it; under
     inference_mode it arrives whole (`cross_entropy_loss`), so its callees are recorded."""
-    from .native_recorder import MAPPED, KERNEL, _composite, operator_kinds
-    whole = {line.split("\t")[0] for line in operator_kinds().splitlines()
-             if line.endswith((f"\t{MAPPED}", f"\t{KERNEL}"))}
+    from .native_recorder import _composite
     packet = f"{func.namespace}::{func.overloadpacket.__name__}"
-    if packet in whole or func.overloadpacket.__name__ in VIEWS:
+    if packet in _kept_whole() or func.overloadpacket.__name__ in VIEWS:
         return False
     return _composite(torch._C._dispatch_has_kernel_for_dispatch_key, func.name())
 
