@@ -270,6 +270,21 @@ def test_efa_is_shared_by_every_core_running_its_own_collective():
     assert shared.seconds == pytest.approx(2 * alone.seconds, rel=0.05)
 
 
+def test_a_ring_crosses_each_chip_boundary_once_however_many_of_its_ranks_a_chip_holds():
+    """KangaRing passes data between a chip's own ranks through HBM and crosses to the next chip
+    once, so a chip's links carry one rank's traffic, not every rank's. Before, 8 LNC=2 ranks on
+    two trn2 chips took 1.9x as long as 16 on four (the links split four ways)."""
+    trn2 = instance("trn2.48xlarge", lnc=2)
+    one_chip, two, four, sixteen = (_allreduce(256 << 20, CollectiveGroup(4 * d, 4, d), trn2)
+                                    for d in (1, 2, 4, 16))
+    assert {c.algorithm for c in (two, four, sixteen)} == {"kangaring"}
+    assert one_chip.seconds < two.seconds < four.seconds < sixteen.seconds
+    assert two.busbw == pytest.approx(one_chip.busbw, rel=0.1)      # both DMA-bound
+    # concurrent groups on a chip still share its links
+    shared = _allreduce(256 << 20, CollectiveGroup(8, 4, 2, active_per_device=16), trn2)
+    assert shared.seconds > 1.5 * two.seconds
+
+
 def test_group_footprint_sets_links_and_mesh_hops():
     from device_model.engine.collectives import footprint, intra_algorithm
     assert footprint(2, "torus2d") == (1, 1)

@@ -4,10 +4,10 @@
 Bandwidth. The same DMA engines move collective data on and off chip (C4), so one per-rank rate
 bounds every collective: `cc_dma_fraction` of the rank's DMA bandwidth (its physical cores'
 engines), calibrated on C1's 1 GiB bus bandwidth and checked on C3's for NC-v2, on J2's prefill
-for NC-v3 (`cc_dma_fraction_v3`, checked on the held-out HJ1). NeuronLink (the links
-inside the group's footprint, shared by every rank of the chip running a collective of the same
-kind) and EFA (the NICs of the group's chips on each node, shared by the concurrent groups) can
-only lower it.
+for NC-v3 (`cc_dma_fraction_v3`, checked on the held-out HJ1). NeuronLink (the links inside
+the group's footprint, shared by every rank of the chip running a collective of the same kind
+for Mesh and RDH, by the concurrent groups for a ring) and EFA (the NICs of the group's chips
+on each node, shared by the concurrent groups) can only lower it.
 
 Latency. Intra-node algorithms follow C2: Mesh below 1 MB (2 steps per phase, each step as long
 as the farthest hop in the group's torus footprint), recursive halving-doubling to 56 MB, then
@@ -100,9 +100,15 @@ def dma_rate(device: DeviceSpec, costs: CostParams, lnc: int) -> float:
     return device.dma_bw_per_core * lnc * costs.cc_fraction(device)
 
 
-def _link_rate(device: DeviceSpec, group: CollectiveGroup, links: int, costs: CostParams) -> float:
+def _link_rate(device: DeviceSpec, group: CollectiveGroup, links: int, costs: CostParams,
+               ring: bool) -> float:
+    """Per-rank NeuronLink rate. Mesh and RDH send most of every rank's data to other chips, so
+    each rank on a chip takes its share of the links. A ring crosses to the next chip once per
+    chip: its ranks on one chip pass data among themselves through HBM, so only the concurrent
+    groups share the links (as they share EFA)."""
     link_bw = device.neuronlink_bw / device.neuronlink_links
-    return links * link_bw * costs.cc_link_efficiency / group.active
+    sharing = group.active / group.ranks_per_device if ring else group.active
+    return links * link_bw * costs.cc_link_efficiency / sharing
 
 
 def _efa_rate(device: DeviceSpec, group: CollectiveGroup, costs: CostParams) -> float:
@@ -194,7 +200,8 @@ def collective_cost(kind: str, nbytes: float, group: CollectiveGroup, device: De
         links, far = footprint(group.devices, group.topology)
         steps = 1 if kind == "send_recv" else steps_per_phase * phases
         hop = far if algo == "mesh" else 1      # mesh sends straight to every rank
-        rate = min(r_dma, _link_rate(device, group, min(links, algo_links), costs))
+        rate = min(r_dma, _link_rate(device, group, min(links, algo_links), costs,
+                                      ring=algo == "kangaring"))
         t = steps * hop * costs.cc_alpha_intra_s + moved / rate
     t += costs.cc_launch_s
     algbw = nbytes / t if t > 0 else 0.0
