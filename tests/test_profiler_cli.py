@@ -45,9 +45,12 @@ def test_view_formats(profiles, tmp_path, capsys):
         assert (tmp_path / name).stat().st_size > 1000
 
 
-def test_json_labels_are_the_trace_rows_of_the_same_instructions(profiles, tmp_path):
+def test_json_labels_are_the_trace_rows_of_the_same_instructions_by_aws_track_names(profiles,
+                                                                                   tmp_path):
     """`view --output-format json` labels each instruction with the row the Chrome and Perfetto
-    traces put it on: a DMA transfer with its queue (`qSyncIO0`, ...), not a lane called DMA."""
+    traces put it on: a DMA transfer with its queue (`qSyncIO0`, ...), not a lane called DMA; an
+    engine's row by the name AWS's JSON and Neuron Explorer give it (`TensorMatrix`, where the
+    web timeline says `TensorMatrixE`). Operator records are timed in ns as instructions are."""
     from profiler.export.tracks import instruction_tids
     from profiler.model import fileformat
     a, _ = profiles
@@ -55,8 +58,19 @@ def test_json_labels_are_the_trace_rows_of_the_same_instructions(profiles, tmp_p
     labels = [r["label"] for r in orjson.loads((tmp_path / "a.json").read_bytes())["instruction"]]
     tids, threads = instruction_tids(fileformat.load(a))
     named = {t.tid: t.name for t in threads}
-    assert labels == [named[t] for t in tids.tolist()]
-    assert "qSyncIO0" in labels and "TensorMatrixE" in labels and "DMA" not in labels
+    assert labels == [named[t].removesuffix("E") if named[t].endswith("E") else named[t]
+                      for t in tids.tolist()]
+    assert {"qSyncIO0", "TensorMatrix", "Tensor", "Vector", "Scalar"} <= set(labels)
+    assert "DMA" not in labels and "TensorMatrixE" not in labels
+    doc = orjson.loads((tmp_path / "a.json").read_bytes())
+    op, ins = doc["operator"][0], doc["instruction"][0]
+    assert {"timestamp", "duration"} <= set(op) and not {"start", "end"} & set(op)
+    for record in (op, ins):
+        assert all(isinstance(record[k], int) for k in ("timestamp", "duration"))
+    profile = fileformat.load(a)
+    ops = profile.table("ops")
+    assert op["timestamp"] == round(ops["start"][0] * 1e9)
+    assert op["duration"] == round(ops["end"][0] * 1e9) - round(ops["start"][0] * 1e9)
 
 
 def test_default_trace_file_names(profiles, tmp_path):

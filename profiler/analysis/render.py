@@ -78,10 +78,17 @@ def summary_json(profile: Profile, limit: int | None = 50) -> bytes:
     return orjson.dumps(doc, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY) + b"\n"
 
 
+def json_label(row: str, lanes: list[str]) -> str:
+    """AWS's name for a timeline row in its JSON and Neuron Explorer (`TensorMatrix`, `Vector`,
+    `Sync`: the schema's `timeline_track` and engine names), where the web timeline and the traces
+    say `TensorMatrixE`, `VectorE`; DMA queues keep their names."""
+    return row[:-1] if row in lanes and row.endswith("E") else row
+
+
 def profile_json(profile: Profile) -> bytes:
     """AWS's `--output-format json` shape: `summary` plus one record per instruction (timestamps
-    and durations in ns, `label` the timeline row) and, beyond AWS, the operator records. With
-    several captured ranks: one summary per rank, and records carry their `rank`."""
+    and durations in ns, `label` the timeline track) and, beyond AWS, the operator records (also
+    in ns). With several captured ranks: one summary per rank, and records carry their `rank`."""
     views = rank_views(profile)
     if len(views) == 1:
         return orjson.dumps(_profile_doc(profile), option=orjson.OPT_SERIALIZE_NUMPY) + b"\n"
@@ -94,6 +101,13 @@ def profile_json(profile: Profile) -> bytes:
     return orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY) + b"\n"
 
 
+def _ns_span(rows: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Start and duration in integer ns, the duration as the difference of the rounded ends (so
+    back-to-back records stay back to back)."""
+    start = np.rint(rows["start"] * 1e9).astype(np.int64)
+    return start, np.rint(rows["end"] * 1e9).astype(np.int64) - start
+
+
 def _profile_doc(profile: Profile) -> dict:
     ins = profile.table("instructions")
     ops = profile.table("ops")
@@ -101,20 +115,21 @@ def _profile_doc(profile: Profile) -> dict:
     opcodes = np.array(meta["opcodes"], dtype=object)
     rows, row_names = profile.timeline_rows()
     names = np.array(profile.strings, dtype=object)
-    start_ns = np.rint(ins["start"] * 1e9).astype(np.int64)
-    dur_ns = np.rint(ins["end"] * 1e9).astype(np.int64) - start_ns
-    instruction = {"timestamp": start_ns, "duration": dur_ns, "label": np.array(row_names, dtype=object)[rows].tolist(),
+    start_ns, dur_ns = _ns_span(ins)
+    labels = np.array([json_label(r, meta["lane_rows"]) for r in row_names], dtype=object)
+    instruction = {"timestamp": start_ns, "duration": dur_ns, "label": labels[rows].tolist(),
                    "opcode": opcodes[ins["opcode"]].tolist(),
                    "hlo_name": names[ops["name_s"][ins["op"]]].tolist() if ins["op"].size else [],
                    "hbm_read_bytes": ins["hbm_r"], "hbm_write_bytes": ins["hbm_w"], "flops": ins["flops"]}
     keys = list(instruction)
     records = [dict(zip(keys, vals)) for vals in zip(*(
         v.tolist() if isinstance(v, np.ndarray) else v for v in instruction.values()))]
+    op_start, op_dur = _ns_span(ops)
     operators = [{"name": profile.strings[n], "kind": profile.strings[k], "phase": PHASES[p], "step": st,
-                  "start": s, "end": e, "module": profile.strings[m]}
-                 for n, k, p, st, s, e, m in zip(ops["name_s"].tolist(), ops["kind_s"].tolist(),
+                  "timestamp": s, "duration": d, "module": profile.strings[m]}
+                 for n, k, p, st, s, d, m in zip(ops["name_s"].tolist(), ops["kind_s"].tolist(),
                                                   ops["phase"].tolist(), ops["step"].tolist(),
-                                                  ops["start"].tolist(), ops["end"].tolist(),
+                                                  op_start.tolist(), op_dur.tolist(),
                                                   ops["module_s"].tolist())]
     return {"summary": [summarize(profile)], "instruction": records, "operator": operators,
             "metadata": meta}
