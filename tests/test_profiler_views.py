@@ -342,3 +342,51 @@ def test_summary_names_the_neuroncore_and_device_as_aws_does():
                             num_exec=1, ranks="stages")
     got = [(summarize(v)["nc_idx"], summarize(v)["nd_idx"]) for v in rank_views(prof)]
     assert got == [(0, 0), (4, 1), (8, 2), (12, 3)]
+
+
+def test_perfetto_slices_carry_their_args(mlp, tmp_path):
+    """Clicking a slice shows what it did: an instruction its operator (`hlo_name`, as AWS's
+    device trace names it), FLOPs and HBM bytes; an operator span its kind, phase, step and
+    module. Before, slices carried no args at all."""
+    pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
+    path = tmp_path / "mlp.pftrace"
+    write_perfetto(mlp, str(path))
+    arg_names, strings, begins = {}, {}, []
+    for p in pb.Trace.FromString(path.read_bytes()).packet:
+        for e in p.interned_data.debug_annotation_names:
+            arg_names[e.iid] = e.name
+        for e in p.interned_data.debug_annotation_string_values:
+            strings[e.iid] = e.str.decode()
+        if p.HasField("track_event") and p.track_event.type == 1:
+            begins.append(p.track_event)
+
+    def args(event):
+        return {arg_names[a.name_iid]: strings[a.string_value_iid]
+                if a.HasField("string_value_iid") else a.int_value
+                for a in event.debug_annotations}
+
+    ins, ops = mlp.table("instructions"), mlp.table("ops")
+    read = [args(e) for e in begins]
+    on_ins = [a for a in read if "hlo_name" in a]
+    on_ops = [a for a in read if "phase" in a]
+    assert len(on_ins) == ins["start"].size and len(on_ops) == ops["start"].size
+    op_names = [mlp.strings[i] for i in ops["name_s"].tolist()]
+    assert {a["hlo_name"] for a in on_ins} <= set(op_names)
+    assert sum(a["flops"] for a in on_ins) == pytest.approx(float(ins["flops"].sum()), rel=1e-3)
+    assert sum(a["hbm_bytes"] for a in on_ins) == pytest.approx(
+        float((ins["hbm_r"] + ins["hbm_w"]).sum()), rel=1e-3)
+    assert sorted(a["step"] for a in on_ops) == sorted(ops["step"].tolist())
+    assert {a["phase"] for a in on_ops} <= {"forward", "backward", "optimizer", "other"}
+    assert {a["kind"] for a in on_ops} == {mlp.strings[i] for i in ops["kind_s"].tolist()}
+
+
+def test_perfetto_args_encode_negative_and_wide_values():
+    """A negative int arg takes protobuf's ten-byte int64 form; wide values widen the record."""
+    pb = pytest.importorskip("perfetto.protos.perfetto.trace.perfetto_trace_pb2")
+    from profiler.export.perfetto import Arg, _records
+    values = np.array([-1, 0, 5, 1 << 40], np.int64)
+    rec = _records(np.arange(4, dtype=np.int64), np.ones(4, np.int64), np.full(4, 20),
+                   np.ones(4, np.int64), args=(Arg("step", values), Arg("flops", values[::-1])))
+    trace = pb.Trace.FromString(rec.tobytes())
+    got = [[a.int_value for a in p.track_event.debug_annotations] for p in trace.packet]
+    assert got == [[v, w] for v, w in zip(values.tolist(), values[::-1].tolist())]

@@ -11,7 +11,10 @@ Tracks: one process per NeuronCore with a thread per engine lane / DMA queue (AW
 process with its threads. Flows go from each host call to the first operator span it launched
 and from each operator span to its first instruction, as flow ids on the slices themselves.
 Slices are written in the order trace processor must read them (`SliceStream`), so one that
-starts where another ends on the same track is its sibling, not its child.
+starts where another ends on the same track is its sibling, not its child. Slices carry args
+(debug annotations with interned names and string values): an instruction its operator
+(`hlo_name`, as AWS's device trace names it), FLOPs and HBM bytes; an operator span its kind,
+phase, step and module.
 A profile of several captured ranks gives one NeuronCore process and one host process per rank;
 each rank's track uuids and flow ids live in their own range.
 """
@@ -21,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..model.profile import Profile
+from ..model.profile import PHASES, Profile
 from ..analysis.ranks import rank_views
 from .tracks import (DEVICE_PID, OP_TID_BASE, counters, host_pid, instruction_layout, op_rows, to_ns)
 from .traceio import write_atomic
@@ -70,8 +73,34 @@ def _minimal_varint(v: int) -> bytes:
             return bytes(out)
 
 
+# Interned debug annotation names (InternedData.debug_annotation_names), by iid.
+ARG_NAMES = ("hlo_name", "flops", "hbm_bytes", "kind", "phase", "step", "module")
+_ARG_IID = {name: iid for iid, name in enumerate(ARG_NAMES, start=1)}
+_INT_VALUE, _STRING_VALUE_IID = 4, 17                   # DebugAnnotation fields
+
+
+@dataclass(frozen=True, slots=True)
+class Arg:
+    """One debug annotation of every event of a batch: `values` are integers, written as
+    `int_value` (a negative one as protobuf writes an int64: ten bytes), or iids of interned
+    strings (`string=True`)."""
+    name: str
+    values: np.ndarray
+    string: bool = False
+
+    @property
+    def width(self) -> int:
+        if not self.values.size:
+            return 1
+        return 10 if self.values.min() < 0 else _varint_width(self.values.max())
+
+    def encoded_len(self, width: int) -> int:
+        return 1 + 1 + len(_key(_STRING_VALUE_IID if self.string else _INT_VALUE, 0)) + width
+
+
 def _records(ts: np.ndarray, kind: np.ndarray, track: np.ndarray, name_iid: np.ndarray | None = None,
-             flows: tuple[np.ndarray, ...] = (), double: np.ndarray | None = None) -> np.ndarray:
+             flows: tuple[np.ndarray, ...] = (), double: np.ndarray | None = None,
+             args: tuple[Arg, ...] = ()) -> np.ndarray:
     """Fixed-layout TracePackets holding one TrackEvent each, one row of bytes per event (all
     optional parts present for every row of the batch, or for none; `flows`: 0, 1 or 2 flow ids
     per event)."""
@@ -80,12 +109,12 @@ def _records(ts: np.ndarray, kind: np.ndarray, track: np.ndarray, name_iid: np.n
         return np.zeros((0, 0), dtype=np.uint8)
     w_ts, w_track = _varint_width(ts.max()), _varint_width(track.max())
     w_name = _varint_width(name_iid.max()) if name_iid is not None else 0
+    w_args = [a.width for a in args]
+    arg_lens = [a.encoded_len(w) for a, w in zip(args, w_args)]
     ev_len = 2 + 1 + w_track + (1 + w_name if name_iid is not None else 0) \
-        + 10 * len(flows) + (10 if double is not None else 0)
+        + 10 * len(flows) + (10 if double is not None else 0) + sum(2 + k for k in arg_lens)
     pkt_len = 1 + w_ts + 2 + 2 + 1 + _varint_width(ev_len) + ev_len
     rec = 1 + _varint_width(pkt_len) + pkt_len
-    if _varint_width(ev_len) != 1 or _varint_width(pkt_len) != 1:
-        raise ValueError("track event record too long")       # never: the layout is ~60 bytes
     buf = np.zeros((n, rec), dtype=np.uint8)
     pos = 0
 
@@ -104,10 +133,10 @@ def _records(ts: np.ndarray, kind: np.ndarray, track: np.ndarray, name_iid: np.n
         buf[:, pos: pos + 8] = values.astype(dtype).view(np.uint8).reshape(n, 8)
         pos += 8
 
-    const(_key(1, 2) + bytes([pkt_len]))
+    const(_key(1, 2) + _minimal_varint(pkt_len))
     const(_key(8, 0)); var(ts, w_ts)                                      # timestamp
     const(_key(10, 0) + bytes([SEQ_ID]) + _key(13, 0) + bytes([SEQ_NEEDS_STATE]))
-    const(_key(11, 2) + bytes([ev_len]))                                  # track_event
+    const(_key(11, 2) + _minimal_varint(ev_len))                          # track_event
     const(_key(9, 0)); var(kind, 1)                                       # type
     const(_key(11, 0)); var(track, w_track)                               # track_uuid
     if name_iid is not None:
@@ -116,6 +145,10 @@ def _records(ts: np.ndarray, kind: np.ndarray, track: np.ndarray, name_iid: np.n
         const(_key(47, 1)); fixed64(flow, "<u8")                          # flow_ids
     if double is not None:
         const(_key(44, 1)); fixed64(double, "<f8")                        # double_counter_value
+    for a, w, length in zip(args, w_args, arg_lens):                      # debug_annotations
+        const(_key(4, 2) + bytes([length]) + _key(1, 0) + bytes([_ARG_IID[a.name]])
+              + _key(_STRING_VALUE_IID if a.string else _INT_VALUE, 0))
+        var(a.values, w)
     assert pos == rec
     return buf
 
@@ -138,14 +171,16 @@ class SliceStream:
     parts: list = field(default_factory=list)      # (records, sort keys, least significant first)
 
     def add(self, start: np.ndarray, dur: np.ndarray, track: np.ndarray, name_iid: np.ndarray,
-            flows: tuple[np.ndarray, ...] = ()) -> int:
-        """Slices; the BEGIN carries the name and the flow ids, the END only the track."""
+            flows: tuple[np.ndarray, ...] = (), args: tuple[Arg, ...] = ()) -> int:
+        """Slices; the BEGIN carries the name, the flow ids and the args, the END only the
+        track."""
         n = start.size
         if n == 0:
             return 0
         order = np.arange(n, dtype=np.int64) + sum(len(r) for r, _ in self.parts)
         end = start + dur
-        self.parts.append((_records(start, np.full(n, SLICE_BEGIN), track, name_iid, flows),
+        self.parts.append((_records(start, np.full(n, SLICE_BEGIN), track, name_iid, flows,
+                                    args=args),
                            (order, -dur, np.ones(n, np.int64), start)))
         self.parts.append((_records(end, np.full(n, SLICE_END), track),
                            (-order, -start, np.where(dur > 0, 0, 2), end)))
@@ -209,7 +244,9 @@ def _descriptors(profile: Profile, threads, n_op_rows: int, counter_names, host_
     return trace.SerializeToString()
 
 
-def _interned(names: list[str]) -> bytes:
+def _interned(names: list[str], values: list[str]) -> bytes:
+    """Event names, debug annotation names and debug annotation string values, each by iid
+    from 1 (`values` as the string args' iids count them)."""
     pb = _pb()
     trace = pb.Trace()
     p = trace.packet.add()
@@ -219,6 +256,12 @@ def _interned(names: list[str]) -> bytes:
     for iid, name in enumerate(names, start=1):
         e = p.interned_data.event_names.add()
         e.iid, e.name = iid, name
+    for iid, name in enumerate(ARG_NAMES, start=1):
+        e = p.interned_data.debug_annotation_names.add()
+        e.iid, e.name = iid, name
+    for iid, value in enumerate(values, start=1):
+        e = p.interned_data.debug_annotation_string_values.add()
+        e.iid, e.str = iid, value.encode()
     return trace.SerializeToString()
 
 
@@ -242,6 +285,8 @@ def perfetto_chunks(profile: Profile, index: int = 0) -> tuple[list[bytes], int]
     ops, host, ins = profile.table("ops"), profile.table("host"), profile.table("instructions")
     n_str = len(profile.strings)
     names = list(profile.strings) + list(meta["opcodes"])
+    # string args' iids: the profile's strings, the phases, then "" for an instruction of no op
+    values = list(profile.strings) + list(meta.get("phases", PHASES)) + [""]
     opcode_iid0 = n_str + 1
     lay = instruction_layout(profile)
     stream = SliceStream()
@@ -267,14 +312,21 @@ def perfetto_chunks(profile: Profile, index: int = 0) -> tuple[list[bytes], int]
     launch_flow = flow_id + np.uint64(1 << 40)
     # instructions
     ins_flow = flow_id[np.where(first_ins, op_of_ins, 0)] if n_ops else np.zeros(0, np.uint64)
+    ins_args = _instruction_args(ins, ops, lay.order, none_iid=len(values))
     for sel, flows in _by_flows((first_ins, ins_flow)):
         count += stream.add(lay.start_ns[sel], lay.dur_ns[sel], u + _TRACK_BASE + lay.tid[sel],
-                            opcode_iid0 + ins["opcode"][lay.order][sel].astype(np.int64), flows)
+                            opcode_iid0 + ins["opcode"][lay.order][sel].astype(np.int64), flows,
+                            tuple(Arg(a.name, a.values[sel], a.string) for a in ins_args))
     # operator spans
     rows = op_rows(o_start, o_end)
+    op_args = (Arg("kind", ops["kind_s"].astype(np.int64) + 1, True),
+               Arg("phase", ops["phase"].astype(np.int64) + n_str + 1, True),
+               Arg("step", ops["step"].astype(np.int64)),
+               Arg("module", ops["module_s"].astype(np.int64) + 1, True))
     for sel, flows in _by_flows((launched, launch_flow), (has_ins, flow_id)):
         count += stream.add(o_start[sel], (o_end - o_start)[sel], u + _OP_TRACK_BASE + rows[sel],
-                            ops["name_s"][sel].astype(np.int64) + 1, flows)
+                            ops["name_s"][sel].astype(np.int64) + 1, flows,
+                            tuple(Arg(a.name, a.values[sel], a.string) for a in op_args))
     # host events
     host_tids = sorted(set(host["tid"].tolist()))
     tid_index = {t: i for i, t in enumerate(host_tids)}
@@ -284,7 +336,7 @@ def perfetto_chunks(profile: Profile, index: int = 0) -> tuple[list[bytes], int]
     for sel, flows in _by_flows((launch, h_flow)):
         count += stream.add(h_start[sel], np.maximum(h_end - h_start, 0)[sel], h_track[sel],
                             host["name_s"][sel].astype(np.int64) + 1, flows)
-    chunks = ([_interned(names)] if index == 0 else []) + [stream.tobytes()]
+    chunks = ([_interned(names, values)] if index == 0 else []) + [stream.tobytes()]
     cnts = counters(profile)
     for i, c in enumerate(cnts):
         chunks.append(track_events(c.times_ns, np.full(c.times_ns.size, COUNTER),
@@ -293,6 +345,18 @@ def perfetto_chunks(profile: Profile, index: int = 0) -> tuple[list[bytes], int]
     chunks.insert(0, _descriptors(profile, lay.threads, int(rows.max()) + 1 if rows.size else 0,
                                   [(c.name, c.unit) for c in cnts], host_tids, u))
     return chunks, count
+
+
+def _instruction_args(ins: dict, ops: dict, order: np.ndarray, none_iid: int) -> tuple[Arg, ...]:
+    """An instruction's operator (AWS's `hlo_name` arg; `none_iid` for one of no operator),
+    FLOPs and HBM bytes, in `order`."""
+    op = ins["op"][order].astype(np.int64)
+    hlo = np.full(op.size, none_iid, np.int64)
+    has_op = op >= 0
+    hlo[has_op] = ops["name_s"].astype(np.int64)[op[has_op]] + 1
+    flops = np.rint(ins["flops"][order].astype(np.float64)).astype(np.int64)
+    hbm = np.rint((ins["hbm_r"] + ins["hbm_w"])[order].astype(np.float64)).astype(np.int64)
+    return Arg("hlo_name", hlo, True), Arg("flops", flops), Arg("hbm_bytes", hbm)
 
 
 def write_perfetto(profile: Profile, path: str) -> int:
