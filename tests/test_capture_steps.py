@@ -7,6 +7,9 @@ small real PyTorch scripts run under `neuron-profile capture -- python ...`.
   its own, not merged into the next iteration;
 - other work after the last optimizer step with no forward pass is the last step's tail, while
   an evaluation (a forward pass) stays a step;
+- an evaluation between training steps (the trained model in eval mode, then back in training
+  mode) is a step of its own, while another model run in eval mode inside a step (a frozen
+  teacher) is part of it;
 - `step_count`, `step_time_mean` cover the summarised (instruction-level) steps, as `total_time`,
   FLOPs and the operator table do."""
 from __future__ import annotations
@@ -155,6 +158,45 @@ def test_work_after_the_last_optimizer_step_without_a_forward_is_its_tail(tmp_pa
     lerp = [s for s, n in zip(prof.table("ops")["step"].tolist(), prof.text(prof.table("ops")["name_s"]))
             if "lerp" in n]
     assert lerp and set(lerp) == {3}
+
+
+EVAL_BETWEEN_STEPS = """
+import torch, torch.nn as nn, torch.nn.functional as F
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 64))
+teacher = nn.Sequential(nn.Linear(64, 64)).eval()
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+model.train()
+for it in range(4):
+    x = torch.randn(8, 64)
+    with torch.no_grad():
+        target = teacher(x)                              # a frozen teacher: part of the step
+    loss = F.mse_loss(model(x), target)
+    opt.zero_grad(); loss.backward(); opt.step()
+    if it == 1:
+        model.eval()
+        with torch.no_grad():
+            for _ in range(3):
+                model(torch.randn(8, 64))
+        model.train()
+print("done")
+"""
+
+
+@pytest.mark.parametrize("recorder", ["native", "python"])
+def test_an_evaluation_between_training_steps_is_a_step_of_its_own(tmp_path, recorder):
+    _, prof = capture(tmp_path, EVAL_BETWEEN_STEPS, recorder=recorder)
+    assert prof.table("steps")["step"].tolist() == [1, 2, 3, 4, 5]    # was 4: eval in step 3
+    # two Linear layers per forward: the training steps' one forward, the evaluation's three
+    forwards = linear_forwards(prof)
+    teacher = 1                                           # the teacher's Linear, in each step
+    assert forwards == {1: 2 + teacher, 2: 2 + teacher, 3: 6, 4: 2 + teacher, 5: 2 + teacher}
+    ops = prof.table("ops")
+    phases = {s: set(ops["phase"][ops["step"] == s].tolist()) for s in range(1, 6)}
+    # the evaluation: forward work (and its inputs' creation, phase other), no backward or update
+    assert 0 in phases[3] and not {1, 2} & phases[3]
+    assert all({0, 1, 2} <= phases[s] for s in (1, 2, 4, 5))
+    assert summarize(prof)["forward_only_step_count"] == 1
 
 
 def test_summary_step_figures_cover_the_summarised_steps(tmp_path):

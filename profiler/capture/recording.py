@@ -146,7 +146,14 @@ class _Hooks:
     never run), so an overflowing iteration is a step of its own rather than merged into the
     next; the skip is a `GradScaler.step#<Optimizer> (skipped: inf/NaN gradients)` span. Its
     `update()` right after the step (no module's forward, no autograd graph since) goes back into
-    the step just ended: it is that iteration's tail, not the next one's start."""
+    the step just ended: it is that iteration's tail, not the next one's start.
+
+    An evaluation between training steps is a step of its own: when a model that ran in eval
+    mode (`module.training` False, as `model.eval()` sets it) since the last step ended, with no
+    training forward of it since, is put back in training mode (`model.train()`) or starts a
+    forward in it, the evaluation's step ends there. Before, it folded into the next training
+    step. A different module run in eval mode
+    (a frozen teacher, an EMA copy, a reference model) is part of the step it runs in."""
 
     def __init__(self, rec: "RecorderBase") -> None:
         self.rec = rec
@@ -164,6 +171,9 @@ class _Hooks:
         self._forward_since = False       # a module's forward began since a step ended
         self._scaler_busy = False         # inside a patched GradScaler method (subclasses nest)
         self._scalers: list = []          # (class, name, original) patched
+        self._train = None                 # (Module, its original train) patched
+        self._evaluated: set[int] = set()  # root modules run in eval mode since a step ended
+        self._trained: set[int] = set()    # ... and in training mode
 
     def install(self) -> None:
         import torch
@@ -177,6 +187,7 @@ class _Hooks:
                         opt.register_optimizer_step_post_hook(self._opt_post)]
         self._patch_dataloader()
         self._patch_grad_scalers()
+        self._patch_train(mod.Module)
 
     def remove(self) -> None:
         for h in self.handles:
@@ -184,6 +195,7 @@ class _Hooks:
         self.handles = []
         self._unpatch_dataloader()
         self._unpatch_grad_scalers()
+        self._unpatch_train()
 
     def _id(self, module) -> int:
         mid = self.ids.get(id(module))
@@ -201,6 +213,8 @@ class _Hooks:
         if self._compiling():
             return
         rec = self.rec
+        if not rec.module_stack:
+            self._root_forward(module)
         self._forward_since = True
         mid = self._id(module)
         rec.module_stack.append((mid, _now()))
@@ -216,6 +230,24 @@ class _Hooks:
                 rec.recording.spans.append((rec.recording.modules[mid], "python_function",
                                             threading.get_ident(), t0, _now(), rec.step))
         rec.set_module(rec.module_stack[-1][0] if rec.module_stack else 0)
+
+    def _root_forward(self, module) -> None:
+        """A forward with no module's forward around it: an evaluation of this model since the
+        step ended, and none of its training forwards, makes that evaluation a step (class
+        docstring)."""
+        key = id(module)
+        if not module.training:
+            self._evaluated.add(key)
+            return
+        self._end_evaluation(key)
+        self._trained.add(key)
+
+    def _end_evaluation(self, key: int) -> None:
+        if key in self._evaluated and key not in self._trained and not self.rec.explicit_steps:
+            self.rec.end_step()
+            self._evaluated.clear()
+            self._trained.clear()
+            self._tail_step = None
 
     def _join(self, optimizer) -> None:
         """Whether this optimizer's step joins the step the previous one ended (reopening it)."""
@@ -256,6 +288,8 @@ class _Hooks:
             rec.end_step()
             self._tail_step = rec.step
             self._forward_since = False
+            self._evaluated.clear()
+            self._trained.clear()
 
     def _patch_grad_scalers(self) -> None:
         """Wrap GradScaler.step and .update (see the class docstring) on each GradScaler class
@@ -329,6 +363,26 @@ class _Hooks:
                     rec.end_step()
                     hooks._tail_step = rec.step
         return update
+
+    def _patch_train(self, cls) -> None:
+        """`Module.train(True)` on a model evaluated since the step ended ends the evaluation's
+        step (class docstring), so the next iteration's data loading is not the evaluation's."""
+        original = cls.train
+
+        @functools.wraps(original)
+        def train(module, mode=True):
+            if mode and not module.training and not self._compiling():
+                self._end_evaluation(id(module))
+            return original(module, mode)
+        train.__wrapped_original__ = original
+        cls.train = train
+        self._train = (cls, original)
+
+    def _unpatch_train(self) -> None:
+        if getattr(self, "_train", None):
+            cls, original = self._train
+            cls.train = original
+            self._train = None
 
     def _patch_dataloader(self) -> None:
         from torch.utils.data import dataloader
