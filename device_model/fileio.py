@@ -81,6 +81,14 @@ def followed(path: str | os.PathLike) -> Path:
     return Path(os.path.realpath(path))
 
 
+def open_append(path: str | os.PathLike, buffering: int = -1) -> BinaryIO:
+    """`path` opened for appending, created 0600: through a symlink as `>>` goes, but not another
+    user's link in a shared sticky directory (`followed`), whatever the kernel's
+    protected_symlinks setting."""
+    fd = os.open(followed(path), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, PRIVATE)
+    return os.fdopen(fd, "ab", buffering=buffering)
+
+
 def _is_stream(path: Path) -> bool:
     """An existing path that is neither a regular file nor a directory."""
     try:

@@ -23,7 +23,7 @@ from exporters.exporter import package_version
 from exporters.extract import Problem
 from monitor.live import InputError, collector_reports
 from monitor.sources import default_stdin, stdin_stream
-from monitor.stdout import silence_stdout
+from monitor.stdout import open_append, silence_stdout
 
 PROG = "neuron-monitor-cloudwatch"
 # CloudWatch namespaces: 1-255 characters of letters, digits and . - _ / # : (no leading colon).
@@ -120,8 +120,7 @@ class Output:
         self._file: IO[bytes] = sys.stdout.buffer if path is None else self._open()
 
     def _open(self) -> IO[bytes]:
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        return os.fdopen(fd, "ab")
+        return open_append(self.path)
 
     def reopen_later(self) -> None:
         self._reopen = self.path is not None

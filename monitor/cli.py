@@ -27,7 +27,7 @@ from monitor.config import MonitorConfig
 from monitor.errors import ConfigError
 from monitor.loop import collect_every
 from monitor.report import Report
-from monitor.stdout import silence_stdout, write_all
+from monitor.stdout import open_append, silence_stdout, write_all
 from device_model.cliargs import positive_int as _positive
 
 __all__ = ["main", "build_parser", "run_loop"]
@@ -211,8 +211,7 @@ def _write(out: BinaryIO, line: bytes, record: BinaryIO | None) -> int | None:
 
 def _open_record(path: Path) -> BinaryIO:
     # Appending keeps earlier recordings; a recording is replayable line by line at any point.
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
-    fh = os.fdopen(fd, "ab", buffering=0)
+    fh = open_append(path, buffering=0)
     fh.path = os.fspath(path)  # type: ignore[attr-defined]  (errors name it, not "fd 3")
     return fh
 

@@ -7,7 +7,9 @@ import os
 import sys
 from typing import BinaryIO
 
-__all__ = ["write_all", "silence_stdout"]
+from device_model.fileio import open_append
+
+__all__ = ["write_all", "silence_stdout", "open_append"]
 
 
 def write_all(out: BinaryIO, data: bytes) -> None:

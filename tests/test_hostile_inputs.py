@@ -98,6 +98,36 @@ def test_a_symlink_another_user_left_in_a_shared_directory_is_not_followed(tmp_p
     assert followed(mine) == ours.resolve()
 
 
+def test_appending_writers_do_not_follow_a_planted_link_in_a_shared_directory(tmp_path):
+    """`neuron-monitor --record` and `neuron-monitor-cloudwatch --output` append, and appended
+    through another user's link in a sticky directory; a link of our own there still works."""
+    import os
+    import sys
+
+    import pytest
+    if os.getuid() != 0:
+        pytest.skip("planting a link as another user needs root")
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    ours = tmp_path / "ours.txt"
+    ours.write_text("precious")
+    trap = shared / "out.jsonl"
+    trap.symlink_to(ours)
+    os.lchown(trap, 65534, 65534)
+    commands = ([sys.executable, "-m", "monitor.cli", "--count", "1", "--record", str(trap)],
+                [sys.executable, "-m", "exporters.cloudwatch_cli", "--emf", "--output", str(trap)])
+    for command in commands:
+        out = subprocess.run(command, input="{}\n", capture_output=True, text=True, timeout=60)
+        assert out.returncode != 0 and out.stderr.count("\n") == 1, out.stderr
+        assert "not following a symlink" in out.stderr
+        assert ours.read_text() == "precious"
+    mine = shared / "mine.jsonl"
+    mine.symlink_to(ours)
+    out = subprocess.run(commands[0][:-1] + [str(mine)], capture_output=True, timeout=60)
+    assert out.returncode == 0 and ours.read_text().startswith("precious{")
+
+
 def test_a_screenshot_never_writes_through_a_planted_name(tmp_path):
     from tui.app import write_new_file
     victim = tmp_path / "victim"
