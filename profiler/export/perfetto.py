@@ -313,10 +313,10 @@ def perfetto_chunks(profile: Profile, index: int = 0) -> tuple[list[bytes], int]
     # instructions
     ins_flow = flow_id[np.where(first_ins, op_of_ins, 0)] if n_ops else np.zeros(0, np.uint64)
     ins_args = _instruction_args(ins, ops, lay.order, none_iid=len(values))
-    for sel, flows in _by_flows((first_ins, ins_flow)):
+    for sel, flows, args in _with_args(_by_flows((first_ins, ins_flow)), ins_args):
         count += stream.add(lay.start_ns[sel], lay.dur_ns[sel], u + _TRACK_BASE + lay.tid[sel],
                             opcode_iid0 + ins["opcode"][lay.order][sel].astype(np.int64), flows,
-                            tuple(Arg(a.name, a.values[sel], a.string) for a in ins_args))
+                            args)
     # operator spans
     rows = op_rows(o_start, o_end)
     op_args = (Arg("kind", ops["kind_s"].astype(np.int64) + 1, True),
@@ -345,6 +345,27 @@ def perfetto_chunks(profile: Profile, index: int = 0) -> tuple[list[bytes], int]
     chunks.insert(0, _descriptors(profile, lay.threads, int(rows.max()) + 1 if rows.size else 0,
                                   [(c.name, c.unit) for c in cnts], host_tids, u))
     return chunks, count
+
+
+def _with_args(batches, args: tuple[Arg, ...]):
+    """Each (selection, flows) batch split by which of its int args are non-zero, with the args
+    it carries: a zero count (a DMA transfer's FLOPs, a compute instruction's HBM bytes) is left
+    out, as a trace viewer shows a missing arg. String args always go."""
+    for sel, flows in batches:
+        rows = np.flatnonzero(sel)
+        bits = {}                                  # an optional arg's position: its bit
+        combo = np.zeros(rows.size, np.int64)
+        for i, a in enumerate(args):
+            if not a.string:
+                bits[i] = len(bits)
+                combo |= (a.values[rows] != 0).astype(np.int64) << bits[i]
+        for c in np.unique(combo).tolist():
+            mine = combo == c
+            part = np.zeros_like(sel)
+            part[rows[mine]] = True
+            kept = tuple(Arg(a.name, a.values[part], a.string) for i, a in enumerate(args)
+                         if i not in bits or c >> bits[i] & 1)
+            yield part, tuple(f[mine] for f in flows), kept
 
 
 def _instruction_args(ins: dict, ops: dict, order: np.ndarray, none_iid: int) -> tuple[Arg, ...]:
