@@ -72,14 +72,12 @@ def test_a_profile_path_that_is_not_a_regular_file_is_one_line_not_a_hang(tmp_pa
         assert "not a regular file" in out.stderr
 
 
-def test_a_symlink_another_user_left_in_a_shared_directory_is_not_followed(tmp_path):
-    """`--output-file /tmp/trace.json` where another user had planted that name as a link to a
-    file of ours replaced our file; the kernel's protected_symlinks is not on every host."""
+def _planted_link(tmp_path, name: str):
+    """A sticky world-writable folder holding `name`, another user's link to a file of ours:
+    (the folder, the link, our file). Skips unless root (only root can plant as another)."""
     import os
 
     import pytest
-
-    from device_model.fileio import followed, write_atomic
     if os.getuid() != 0:
         pytest.skip("planting a link as another user needs root")
     shared = tmp_path / "tmp"
@@ -87,9 +85,19 @@ def test_a_symlink_another_user_left_in_a_shared_directory_is_not_followed(tmp_p
     shared.chmod(0o1777)
     ours = tmp_path / "ours.txt"
     ours.write_text("precious")
-    trap = shared / "trace.json"
+    trap = shared / name
     trap.symlink_to(ours)
     os.lchown(trap, 65534, 65534)
+    return shared, trap, ours
+
+
+def test_a_symlink_another_user_left_in_a_shared_directory_is_not_followed(tmp_path):
+    """`--output-file /tmp/trace.json` where another user had planted that name as a link to a
+    file of ours replaced our file; the kernel's protected_symlinks is not on every host."""
+    import pytest
+
+    from device_model.fileio import followed, write_atomic
+    shared, trap, ours = _planted_link(tmp_path, "trace.json")
     with pytest.raises(PermissionError):
         write_atomic(trap, b"trace")
     assert ours.read_text() == "precious"
@@ -101,20 +109,9 @@ def test_a_symlink_another_user_left_in_a_shared_directory_is_not_followed(tmp_p
 def test_appending_writers_do_not_follow_a_planted_link_in_a_shared_directory(tmp_path):
     """`neuron-monitor --record` and `neuron-monitor-cloudwatch --output` append, and appended
     through another user's link in a sticky directory; a link of our own there still works."""
-    import os
     import sys
 
-    import pytest
-    if os.getuid() != 0:
-        pytest.skip("planting a link as another user needs root")
-    shared = tmp_path / "tmp"
-    shared.mkdir()
-    shared.chmod(0o1777)
-    ours = tmp_path / "ours.txt"
-    ours.write_text("precious")
-    trap = shared / "out.jsonl"
-    trap.symlink_to(ours)
-    os.lchown(trap, 65534, 65534)
+    shared, trap, ours = _planted_link(tmp_path, "out.jsonl")
     commands = ([sys.executable, "-m", "monitor.cli", "--count", "1", "--record", str(trap)],
                 [sys.executable, "-m", "exporters.cloudwatch_cli", "--emf", "--output", str(trap)])
     for command in commands:
