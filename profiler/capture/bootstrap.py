@@ -23,6 +23,7 @@ CHILD_FILES = (
     "profiler/capture/aten_layers.py",
     "profiler/capture/aten_map.py",
     "profiler/capture/aten_names.py",
+    "profiler/capture/hooks.py",
     "profiler/capture/native/__init__.py",
     "profiler/capture/native/build.py",
     "profiler/capture/native/recorder.cpp",
