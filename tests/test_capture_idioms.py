@@ -81,3 +81,40 @@ def test_cross_entropy_under_inference_mode_is_its_log_softmax_and_nll(kind):
     rows = simulated(work, kind)
     assert hbm(rows, "aten::") >= 2 * 4096 * 1000 * 4          # the logits read, log-probs written
     assert hbm(rows, "aten::_log_softmax") + hbm(rows, "aten::log_softmax") >= 2 * 4096 * 1000 * 4
+
+
+class _Square(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, = ctx.saved_tensors
+        return 2 * x * grad
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_custom_function_applied_to_the_inputs_is_forward_work(kind):
+    """A custom autograd Function applied before any module's forward is a forward pass: the
+    native recorder labelled its work `other` (its calls carry no autograd sequence number),
+    the Python recorder `forward`."""
+    from profiler.capture.recording import FORWARD, OTHER
+    from profiler.capture.to_profile import resolve_phases
+    from tests.test_native_recorder import record
+    layer = torch.nn.Linear(64, 64)
+
+    def work():
+        x = torch.randn(32, 64, requires_grad=True)
+        layer(_Square.apply(x)).sum().backward()
+    recording = record(work, kind)
+    cols = recording.table()
+    phase, _ = resolve_phases(recording, cols)
+    names = [recording.labels[s] for s in cols["sig"].tolist()]
+    first_mul = names.index("aten::mul")
+    assert phase[first_mul] == FORWARD
+    assert phase[names.index("aten::randn" if kind == "python" else "aten::normal_")] == OTHER
+    assert "_Square.apply" in [s[0] for s in recording.spans]
+    assert torch.autograd.Function.apply.__func__.__name__ == "apply"
+    assert not hasattr(torch.autograd.Function.apply.__func__, "__wrapped_original__")

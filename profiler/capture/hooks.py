@@ -59,8 +59,14 @@ class Hooks:
     mode (`module.training` False, as `model.eval()` sets it) since the last step ended, with no
     training forward of it since, is put back in training mode (`model.train()`) or starts a
     forward in it, the evaluation's step ends there. Before, it folded into the next training
-    step. A different module run in eval mode
-    (a frozen teacher, an EMA copy, a reference model) is part of the step it runs in."""
+    step. A different module run in eval mode (a frozen teacher, an EMA copy, a reference model)
+    is part of the step it runs in.
+
+    A custom autograd Function applied with gradients on is a forward pass as a module's forward
+    is: its `apply` is a `python_function` span (`<Function>.apply`). Without it, a Function
+    applied before any module's forward in a step (to the inputs) had its work labelled `other`
+    by the native recorder, whose calls inside the Function's forward carry no autograd
+    sequence number to tie them to the Function's backward."""
 
     def __init__(self, rec: "RecorderBase") -> None:
         self.rec = rec
@@ -78,7 +84,7 @@ class Hooks:
         self._forward_since = False       # a module's forward began since a step ended
         self._scaler_busy = False         # inside a patched GradScaler method (subclasses nest)
         self._scalers: list = []          # (class, name, original) patched
-        self._train = None                 # (Module, its original train) patched
+        self._patched: list = []           # (owner, name, original attribute) patched
         self._evaluated: set[int] = set()  # root modules run in eval mode since a step ended
         self._trained: set[int] = set()    # ... and in training mode
 
@@ -95,6 +101,7 @@ class Hooks:
         self._patch_dataloader()
         self._patch_grad_scalers()
         self._patch_train(mod.Module)
+        self._patch_function_apply(torch)
 
     def remove(self) -> None:
         for h in self.handles:
@@ -102,7 +109,9 @@ class Hooks:
         self.handles = []
         self._unpatch_dataloader()
         self._unpatch_grad_scalers()
-        self._unpatch_train()
+        for owner, name, original in reversed(self._patched):
+            setattr(owner, name, original)
+        self._patched = []
 
     def _id(self, module) -> int:
         mid = self.ids.get(id(module))
@@ -282,14 +291,32 @@ class Hooks:
                 self._end_evaluation(id(module))
             return original(module, mode)
         train.__wrapped_original__ = original
+        self._patched.append((cls, "train", original))
         cls.train = train
-        self._train = (cls, original)
 
-    def _unpatch_train(self) -> None:
-        if getattr(self, "_train", None):
-            cls, original = self._train
-            cls.train = original
-            self._train = None
+    def _patch_function_apply(self, torch) -> None:
+        """`Function.apply` (a classmethod every custom autograd Function inherits) records a
+        span when gradients are on (class docstring). Dynamo recognises `apply` by its name, so
+        a compiled region's Functions compile as before."""
+        cls = torch.autograd.Function
+        raw = cls.__dict__.get("apply")
+        if not isinstance(raw, classmethod):      # another torch's layout: leave it alone
+            return
+        original, rec, grad_enabled = raw.__func__, self.rec, torch.is_grad_enabled
+
+        @functools.wraps(original)
+        def apply(fn_cls, *args, **kwargs):
+            if self._compiling() or not grad_enabled() or not rec.keeps(rec.step):
+                return original(fn_cls, *args, **kwargs)
+            t0 = _now()
+            try:
+                return original(fn_cls, *args, **kwargs)
+            finally:
+                rec.recording.spans.append((f"{fn_cls.__name__}.apply", "python_function",
+                                            threading.get_ident(), t0, _now(), rec.step))
+        apply.__wrapped_original__ = original
+        self._patched.append((cls, "apply", raw))
+        cls.apply = classmethod(apply)
 
     def _patch_dataloader(self) -> None:
         from torch.utils.data import dataloader
