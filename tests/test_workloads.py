@@ -305,8 +305,17 @@ def test_fp8_matmuls_are_faster_on_trn2_not_on_trn1():
 
 
 def test_a_model_that_does_not_fit_is_refused_with_the_excess():
-    with pytest.raises(SpecError, match=r"does not fit: needs .* over by \d+\.\d GiB"):
+    with pytest.raises(SpecError, match=r"does not fit: needs .* over by \d+\.\d GiB") as err:
         _train("llama3-70b:seq=8192", TRN1)
+    assert "gradients" in str(err.value) and "KV cache" not in str(err.value)
+
+
+def test_an_inference_that_does_not_fit_names_only_the_parts_it_has():
+    """Inference keeps no gradients or optimizer state: the refusal listed them as 0.0 GiB."""
+    with pytest.raises(SpecError, match=r"does not fit: needs .* \(weights [\d.]+, activations "
+                                        r"[\d.]+, KV cache [\d.]+, reserved [\d.]+\) but"):
+        estimate("llama3.1-70b:mode=decode,batch=1,in=1024,out=256",
+                 instance("trn2.48xlarge"), Placement(tp=4))
 
 
 def test_a_small_shortfall_is_said_in_mib_not_as_zero_gib():

@@ -67,12 +67,15 @@ def layer_activation_bytes(cfg: ModelConfig, sh: Shard, prec: Precision, batch: 
 def check_fits(name: str, mem: Memory, hint: str) -> None:
     if mem.total > mem.capacity:
         over = mem.total - mem.capacity
+        # the parts this run has: inference keeps no gradients or optimizer state, training
+        # no KV cache
+        parts = ", ".join(f"{label} {value / GiB:.1f}" for label, value in (
+            ("weights", mem.weights), ("gradients", mem.gradients), ("optimizer", mem.optimizer),
+            ("activations", mem.activations), ("KV cache", mem.kv_cache),
+            ("reserved", mem.reserved)) if value > 0 or label == "weights")
         raise SpecError(
-            f"{name} does not fit: needs {mem.total / GiB:.1f} GiB per core (weights "
-            f"{mem.weights / GiB:.1f}, gradients {mem.gradients / GiB:.1f}, optimizer "
-            f"{mem.optimizer / GiB:.1f}, activations {mem.activations / GiB:.1f}, KV cache "
-            f"{mem.kv_cache / GiB:.1f}, reserved {mem.reserved / GiB:.1f}) but HBM holds "
-            f"{mem.capacity / GiB:.1f} GiB; over by {_amount(over)} "
+            f"{name} does not fit: needs {mem.total / GiB:.1f} GiB per core ({parts}) but HBM "
+            f"holds {mem.capacity / GiB:.1f} GiB; over by {_amount(over)} "
             f"({_share(over / mem.capacity)}); {hint}")
 
 
