@@ -58,6 +58,42 @@ def test_usage_errors_are_one_line_exit_2(args, message):
     assert "Traceback" not in result.stderr
 
 
+def test_a_stream_piped_in_without_the_dash_is_read_as_the_stream(tmp_path):
+    """`neuron-monitor | neuron-top` (no `-`) started the simulated instance and took the
+    stream's text for key presses; it is the stream, as with `-`. /dev/null is no stream."""
+    import json
+    stream = tmp_path / "one.jsonl"
+    stream.write_text(json.dumps(json.loads(AWS_EXAMPLE.read_text())) + "\n")
+    with stream.open() as fh:
+        piped = run_cli("-1", stdin=fh)
+    with stream.open() as fh:
+        dashed = run_cli("-1", "-", stdin=fh)
+    assert piped.returncode == 0 and piped.stdout == dashed.stdout
+    assert "i-0011223344556677a" in piped.stdout and "· stdin" in piped.stdout
+    assert "demo" not in piped.stdout
+
+
+def test_the_screen_takes_no_keys_from_a_piped_stream_without_a_terminal(tmp_path):
+    """Without /dev/tty the screen is refused in one line rather than reading its keys from the
+    piped text, for a replay as for a stream: stdout a terminal (a pty), but in a new session
+    that has no controlling terminal."""
+    import pty
+    junk = tmp_path / "keys.txt"
+    junk.write_text("qqqq\n")
+    for args in (["--replay", str(AWS_EXAMPLE)], []):
+        master, slave = pty.openpty()
+        try:
+            with junk.open() as fh:
+                out = subprocess.run([sys.executable, "-m", "tui.cli", *args], stdin=fh,
+                                     stdout=slave, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                                     timeout=60, start_new_session=True)
+        finally:
+            os.close(slave)
+            os.close(master)
+        assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+        assert "no terminal for keyboard input" in out.stderr
+
+
 def test_unknown_flag_exits_2():
     result = run_cli("--bogus")
     assert result.returncode == 2 and "Traceback" not in result.stderr

@@ -6,6 +6,7 @@ import math
 import os
 import pathlib
 import shutil
+import stat
 import sys
 
 from tui import __version__
@@ -55,6 +56,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def piped_stdin() -> bool:
+    """stdin is a pipe, socket or file: data, not a keyboard (a terminal or /dev/null is not)."""
+    try:
+        mode = os.fstat(0).st_mode
+    except (OSError, ValueError):
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISREG(mode) or stat.S_ISSOCK(mode)
+
+
+def keyboard_from_tty() -> None:
+    """Give the UI the terminal (/dev/tty) as fd 0 when stdin is data: the screen reads its
+    keys from fd 0, and would take a piped stream's text for key presses."""
+    if not piped_stdin():
+        return
+    try:
+        tty_fd = os.open("/dev/tty", os.O_RDWR)
+    except OSError:
+        raise UsageError("no terminal for keyboard input (/dev/tty); run neuron-top in a "
+                         "terminal") from None
+    os.dup2(tty_fd, 0)
+    os.close(tty_fd)
+
+
 def _stdin_source(keyboard: bool = True):
     """Take the data stream off fd 0 and give the keyboard (/dev/tty) to the UI instead."""
     from monitor.sources import StreamSource
@@ -65,14 +89,20 @@ def _stdin_source(keyboard: bool = True):
         return StreamSource(os.dup(0), "stdin")
     data_fd = os.dup(0)
     try:
-        tty_fd = os.open("/dev/tty", os.O_RDWR)
-    except OSError:
+        keyboard_from_tty()
+    except UsageError:
         os.close(data_fd)
-        raise UsageError("no terminal for keyboard input (/dev/tty); run neuron-top in a "
-                         "terminal") from None
-    os.dup2(tty_fd, 0)
-    os.close(tty_fd)
+        raise
     return StreamSource(data_fd, "stdin")
+
+
+def imply_stdin(args: argparse.Namespace) -> None:
+    """`neuron-monitor | neuron-top`, without the '-': a stream piped in with no other source
+    named is read as with '-' (it used to start the simulated instance and take the stream's
+    text for key presses)."""
+    named = (args.stream, args.input, args.replay)
+    if all(n is None for n in named) and not args.demo and piped_stdin():
+        args.stream = "-"
 
 
 def _readable_file(name: str) -> pathlib.Path:
@@ -122,6 +152,8 @@ def make_source(args: argparse.Namespace, signals: ExitSignals | None = None):
     name = args.input if args.input is not None else args.stream
     if name == "-":
         return _stdin_source(keyboard=not (args.once or args.json))
+    if not (args.once or args.json):
+        keyboard_from_tty()                      # a file, a recording or the demo: keys from here
     if name is not None:
         path = _readable_file(name)
         return StreamSource(os.open(path, os.O_RDONLY), name)  # named as given: /dev/null, not null
@@ -153,7 +185,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{PROG}: -1 and --json print one host's report; the fleet view (--prometheus) "
                   "has no one-shot output: query Prometheus for the series", file=sys.stderr)
             return 2
+        try:
+            keyboard_from_tty()
+        except UsageError as exc:
+            print(f"{PROG}: {exc}", file=sys.stderr)
+            return 2
         return fleet_cli.run(url, args, PROG)
+    imply_stdin(args)
     try:
         check_args(args)
         check_output(args)
