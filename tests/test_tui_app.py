@@ -104,6 +104,34 @@ async def test_space_pauses_and_resumes():
 
 
 @run_async
+async def test_while_paused_the_graphs_stay_with_the_report_shown():
+    """A report that arrives while paused goes into the history, but the graphs on screen (a
+    process's detail, its history's last point) stay with the paused report: the detail's
+    heading and its history's last value were from two reports."""
+    from tui.messages import ReportArrived
+    from tui.widgets.procscreen import ProcessDetailView
+    reports = demo_reports(8)
+    app = make_app(reports[:4])
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot, app, 4)
+        await pilot.press("p", "end", "space")
+        shown = app.report
+        for report in reports[4:]:
+            app.post_message(ReportArrived(report, app.malformed, FIXED_NOW))
+        await pilot.pause()
+        await pilot.press("enter")                      # opened after reports came in, paused
+        await pilot.pause()
+        assert isinstance(app.screen, ProcessScreen) and app.paused
+        assert app.report is shown and app.history.core_util.count == 8
+        detail = app.screen.query_one(ProcessDetailView).detail
+        cores = [u for _, u, _ in detail.cores]
+        assert float(detail.history[0][1][-1]) == sum(cores) / len(cores)
+        assert detail.history[0][1].size == 4
+        await pilot.press("escape", "space")            # resumed: the newest report and history
+        assert app.report is reports[-1] and app.shown_history is app.history
+
+
+@run_async
 async def test_views_o_e_p_and_core_keys():
     app = make_app()
     async with app.run_test(size=(160, 50)) as pilot:

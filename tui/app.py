@@ -6,6 +6,7 @@ Attributes down, messages up: one background worker iterates the Source and post
 from __future__ import annotations
 
 import asyncio
+import copy
 import errno
 import os
 import signal
@@ -105,6 +106,7 @@ class NeuronTopApp(App[None]):
         self.clock = clock
         self.stale_after = stale_after
         self.history = History(history_length)
+        self.paused_history: History | None = None  # the history as of the report shown, paused
         self.hold = GroupHold()  # a group not due in this report shows its last reading
         self.report: Report | None = None
         self.pending: Report | None = None  # newest report held back while paused
@@ -308,7 +310,7 @@ class NeuronTopApp(App[None]):
             grid = core_grid(report, runtimes, own_cores_only=self.tab != ALL_TAB)
             groups = None
             if self.size.width >= HISTORY_MIN_WIDTH:  # narrower, no history column: no cost
-                groups = [(r.tag, cores, self.history.runtime_series(runtime_key(r)))
+                groups = [(r.tag, cores, self.shown_history.runtime_series(runtime_key(r)))
                           for r in runtimes if (cores := tuple(sorted(r.neuroncore_counters.cores))
                                                 if r.neuroncore_counters else ())]
             self.query_one(CoreGridView).show(grid, self.show_flops, self.core, groups)
@@ -324,7 +326,7 @@ class NeuronTopApp(App[None]):
                 self.query_one(MemoryTreeView).show(build_tree(runtimes, memory[1]))
             self.call_after_refresh(self.query_one(Overview).fit)   # once laid out anew
         elif self.view == "engines":
-            self.query_one(EngineView).show(report, self.history, self.core,
+            self.query_one(EngineView).show(report, self.shown_history, self.core,
                                             None if self.tab == ALL_TAB else runtimes)
         else:
             rows = process_rows(report, self.sort_key, self.sort_reverse, self.filter_text)
@@ -332,9 +334,18 @@ class NeuronTopApp(App[None]):
             self.query_one(ProcessTable).show(rows, self.sort_key, self.sort_reverse,
                                               self.filter_text, tree)
 
+    @property
+    def shown_history(self) -> History:
+        """The history up to the report on screen: reports that arrive while paused go on
+        filling `history`, but the graphs stay with the paused report (its figures and its
+        graph's last point are one reading)."""
+        return self.paused_history if self.paused and self.paused_history is not None \
+            else self.history
+
     def _refresh_detail(self) -> None:
         if self.detail_tag is not None and isinstance(self.screen, ProcessScreen):
-            detail = process_detail(self.report, self.detail_pid, self.history, self.detail_tag)
+            detail = process_detail(self.report, self.detail_pid, self.shown_history,
+                                    self.detail_tag)
             self.screen.query_one(ProcessDetailView).show(detail)
 
     def _update_status(self) -> None:
@@ -388,6 +399,7 @@ class NeuronTopApp(App[None]):
 
     def action_pause(self) -> None:
         self.paused = not self.paused
+        self.paused_history = copy.deepcopy(self.history) if self.paused else None
         if not self.paused and self.pending is not None:
             report, self.pending = self.pending, None
             self.show_report(report)
