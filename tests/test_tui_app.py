@@ -192,6 +192,28 @@ async def test_process_sort_reverse_filter_and_pick():
 
 
 @run_async
+async def test_the_sort_is_named_by_its_column_and_a_hidden_one_says_so():
+    """The footer named the sort by its field (`host_bytes`), and at 80 columns rows reordered
+    by a column not on screen with nothing to say so."""
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, app, 6)
+        await pilot.press("p")
+        table = app.query_one(ProcessTable)
+        shown = {key for (key, *_), _ in table._columns(table.size.width)}
+        assert "host_bytes" not in shown and "utilization" in shown
+        footer = text(table)
+        assert "sorted by PID, lowest first" in footer
+        while app.sort_key != "host_bytes":
+            await pilot.press("s")
+        assert "sorted by HOST MEM (not shown at this width)" in " ".join(text(table).split())
+        while app.sort_key != "utilization":
+            await pilot.press("s")
+        footer = " ".join(text(table).split())
+        assert "sorted by NC UTIL," in footer and "not shown" not in footer
+
+
+@run_async
 async def test_help_lists_every_key_and_closes():
     app = make_app()
     async with app.run_test(size=(160, 50)) as pilot:

@@ -42,7 +42,7 @@ def app_commands(app: Commandable) -> Iterator[SystemCommand]:
         yield SystemCommand(f"App: {tab}", f"show Neuron Apps tab {number}", partial(app.set_tab, tab))
     for key, title, *_ in COLUMNS:
         if key != "status":
-            yield SystemCommand(f"Sort processes by {title}", f"sort the process table by {key}",
+            yield SystemCommand(f"Sort processes by {title}", f"sort the process table by {title}",
                                 partial(app.sort_by_command, key))
     yield SystemCommand("Reverse the sort order", "processes: reverse the sort order",
                         app.action_reverse)

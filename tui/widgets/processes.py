@@ -7,7 +7,7 @@ from textual.message import Message
 from textual.strip import Strip
 
 from tui.fmt import fit, wrap_words
-from tui.procs import ProcessRow, fit_columns
+from tui.procs import COLUMNS, ProcessRow, fit_columns
 from tui.procs import cell_text as _cell
 from tui.ptree import TreeLine
 from tui.widgets.base import LineWidget, strip
@@ -112,7 +112,11 @@ class ProcessTable(LineWidget, can_focus=True):
         order = "highest first" if self.reverse else "lowest first"
         if self.sort_key == "tag":
             order = "Z to A" if self.reverse else "A to Z"
-        footer = (f"{count} runtime{'s' if count != 1 else ''} · sorted by {self.sort_key}, {order}"
+        titles = {key: title for key, title, *_ in COLUMNS}
+        by = titles.get(self.sort_key, self.sort_key)
+        if not any(key == self.sort_key for (key, *_), _ in columns):
+            by += " (not shown at this width)"
+        footer = (f"{count} runtime{'s' if count != 1 else ''} · sorted by {by}, {order}"
                   f"{f' · filter: {self.query}' if self.query else ''}"
                   " · s: next sort column · r: reverse · /: filter (tag:, pid:) · enter: details"
                   " · t: tree of parents · I/T/K: SIGINT/SIGTERM/SIGKILL")
