@@ -69,6 +69,23 @@ async def test_tab_keys_a_d_and_digits():
 
 
 @run_async
+async def test_an_app_tab_scrolls_its_own_devices_into_view():
+    """At 80x24 the grid shows a few device rows; choosing an app's tab brought its first
+    core's row in at the bottom, under other apps' idle rows."""
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, app, 6)
+        grid = app.query_one(CoreGridView)
+        await pilot.press("3")
+        assert app.tab == "bert-large-infer" and app.core == 32
+        assert grid.top_row == 32 // grid.grid.cores_per_device         # ND8 on top
+        await pilot.press("1")                          # all: scrolled up, the selection kept
+        row = 1 + app.core // grid.grid.cores_per_device
+        assert app.tab == "all" and grid.top_row < 32 // grid.grid.cores_per_device
+        assert grid.top_row < row < grid.top_row + grid.size.height
+
+
+@run_async
 async def test_tree_enter_arrows_and_x():
     app = make_app()
     async with app.run_test(size=(160, 50)) as pilot:

@@ -107,6 +107,7 @@ class NeuronTopApp(App[None]):
         self.stale_after = stale_after
         self.history = History(history_length)
         self.paused_history: History | None = None  # the history as of the report shown, paused
+        self._tab_changed = False  # the grid brings the new tab's first core to its top
         self.hold = GroupHold()  # a group not due in this report shows its last reading
         self.report: Report | None = None
         self.pending: Report | None = None  # newest report held back while paused
@@ -294,6 +295,7 @@ class NeuronTopApp(App[None]):
     def set_tab(self, tab: str) -> None:
         self.tab = tab
         self._follow_tab()
+        self._tab_changed = True
         self.refresh_views()
 
     def refresh_views(self) -> None:
@@ -313,7 +315,10 @@ class NeuronTopApp(App[None]):
                 groups = [(r.tag, cores, self.shown_history.runtime_series(runtime_key(r)))
                           for r in runtimes if (cores := tuple(sorted(r.neuroncore_counters.cores))
                                                 if r.neuroncore_counters else ())]
-            self.query_one(CoreGridView).show(grid, self.show_flops, self.core, groups)
+            cores = tab_cores(report, self.tab) if self._tab_changed else ()
+            self.query_one(CoreGridView).show(grid, self.show_flops, self.core, groups,
+                                              top_core=min(cores) if cores else None)
+            self._tab_changed = False
             self.query_one(VcpuPanel).show(vcpu_usage(report, runtimes))
             self.query_one(MemorySummaryView).show(memory_summary(runtimes))
             # Device memory changes rarely: skip the rebuild unless the bytes do (not the period,

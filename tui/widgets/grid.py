@@ -60,10 +60,16 @@ class CoreGridView(LineWidget, can_focus=True):
         self._styles: dict = {}
 
     def show(self, grid: CoreGrid, show_flops: bool, selected: int,
-             groups: list[Group] | None = None) -> None:
+             groups: list[Group] | None = None, top_core: int | None = None) -> None:
+        """`top_core`: scroll that core's row to the top (an app tab just chosen: its own
+        devices come into view, not the rows above them), the selection still kept in view."""
         self.grid, self.show_flops, self.selected = grid, show_flops, selected
         self.groups = groups or []
         self.set_title(self.heading())
+        if top_core is not None and self.size.height > 1:
+            self.top_row = max(0, top_core // grid.cores_per_device)
+            self.invalidate(layout=True)
+            self.clamp_scroll(self.size.height)
         self._keep_selected_visible()
         self.invalidate(layout=True)
 
