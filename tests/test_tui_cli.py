@@ -71,6 +71,8 @@ def test_a_stream_piped_in_without_the_dash_is_read_as_the_stream(tmp_path):
     assert piped.returncode == 0 and piped.stdout == dashed.stdout
     assert "i-0011223344556677a" in piped.stdout and "· stdin" in piped.stdout
     assert "demo" not in piped.stdout
+    # a core no runtime reports is idle, 0.00% as on the screen (it read "-")
+    assert "ND1    [  0.00%]" in piped.stdout and "[      -]" not in piped.stdout
 
 
 def test_the_screen_takes_no_keys_from_a_piped_stream_without_a_terminal(tmp_path):

@@ -73,9 +73,9 @@ def _grid_lines(report: Report, show_flops: bool, width: int) -> list[str]:
 
 
 def _grid_cell(grid: CoreGrid, core: int, show_flops: bool) -> str:
-    if not grid.in_use[core]:
-        value = "-"
-    elif show_flops:
+    # A core no runtime reports is idle: 0.00%, as the screen and the average show it (a core
+    # whose stream lacks a figure is N/A instead)
+    if show_flops:
         flops = float(grid.flops[core])
         value = tflops(None if flops != flops else flops)
     else:
