@@ -145,6 +145,12 @@ def test_default_mix_is_llama_training_and_inference(root: Path):
     (["start", "--app", "a=matmul:m=1,k=1,n=1@0", "--inject", "mem_ecc_corrected@3s,device=9"], "no app runs on device 9"),
     (["start", "--speed", "-1"], "must be in (0, 1e6]"),
     (["run", "--duration", "soon"], "bad --duration 'soon'"),
+    # the runtimes ended at once and the launcher said "error: exit status 0"
+    (["run", "--duration", "0"], "--duration '0' must be more than 0"),
+    (["run", "--duration", ""], "bad --duration ''"),
+    # numpy's and the instance file's tracebacks
+    (["start", "--seed", "-1"], "'-1' must be in 0 .. 2**63-1"),
+    (["start", "--seed", str(1 << 64)], "must be in 0 .. 2**63-1"),
 ])
 def test_bad_input_exits_2_with_one_line(root: Path, args, needle):
     r = sim(*args[:1], "--root", str(root), *args[1:])

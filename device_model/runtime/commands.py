@@ -31,6 +31,17 @@ def _speed(text: str) -> float:
     return value
 
 
+def _seed(text: str) -> int:
+    """A seed the random generators and the instance file both take: 0 .. 2**63 - 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if not 0 <= value < 1 << 63:
+        raise argparse.ArgumentTypeError(f"{text!r} must be in 0 .. 2**63-1")
+    return value
+
+
 def add_commands(sub) -> None:
     for name, helptext in (("start", "start a simulated instance and its runtimes in the background"),
                            ("run", "run a simulated instance in the foreground (Ctrl-C stops it)")):
@@ -39,7 +50,8 @@ def add_commands(sub) -> None:
         p.add_argument("--lnc", type=int, choices=(1, 2), help="logical NeuronCore config")
         p.add_argument("--app", action="append", default=[], metavar="TAG=SPEC@CORES", help=APP_HELP)
         p.add_argument("--inject", action="append", default=[], metavar="FAULT@TIME", help=INJECT_HELP)
-        p.add_argument("--seed", type=int, default=0, help="seed of every random draw (default 0)")
+        p.add_argument("--seed", type=_seed, default=0,
+                       help="seed of every random draw, 0 .. 2**63-1 (default 0)")
         p.add_argument("--speed", type=_speed, default=1.0, help="simulated seconds per wall second")
         p.add_argument("--root", type=Path, help="runtime directory (default: per-user)")
         p.add_argument("--interval", type=float, default=0.1, help=argparse.SUPPRESS)
@@ -56,8 +68,8 @@ def _start(args, foreground: bool):
     if not 0.001 <= args.interval <= 60:
         raise SpecError(f"--interval {args.interval!r} must be between 0.001 and 60 seconds")
     duration = getattr(args, "duration", None)
-    if duration:
-        parse_duration(duration, "--duration")
+    if duration is not None and parse_duration(duration, "--duration") <= 0:
+        raise SpecError(f"--duration {duration!r} must be more than 0")
     inst = instance(args.instance, args.lnc)
     root = runtime_dir(args.root)
     return launch(plan(inst, args.app, args.inject), root, args.seed, args.speed, interval=args.interval,
