@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from monitor.promql import Matcher, render_selector
+from monitor.promql import Matcher, duration, render_selector
 
 __all__ = ["QUERIES", "HISTORY_QUERY", "RECORDED", "RECORDED_WINDOW", "RECORDED_PROBE",
            "EXTENSION_PANELS", "expand"]
@@ -75,15 +75,11 @@ RECORDED_PROBE = "count(instance_id:neuroncore_utilization_ratio:sum)"
 EXTENSION_PANELS = ("engines", "hbm", "power", "modelled", "flops", "mfu")
 
 
-def _duration(seconds: float) -> str:
-    return f"{int(seconds)}s" if seconds >= 1 else f"{int(seconds * 1000)}ms"
-
-
 def expand(template: str, matchers: tuple[Matcher, ...] = (), *, lookback: float = 900.0,
            window: float = 300.0, rate: float = 60.0) -> str:
     """A QUERIES template with its placeholders filled in."""
     expr = (template.replace("$SEL", render_selector(matchers))
-            .replace("$LOOKBACK", _duration(lookback)).replace("$WINDOW", _duration(window))
-            .replace("$RATE", _duration(rate)))
+            .replace("$LOOKBACK", duration(lookback)).replace("$WINDOW", duration(window))
+            .replace("$RATE", duration(rate)))
     expr = re.sub(r",\s*}", "}", expr)
     return expr.replace("{}", "")

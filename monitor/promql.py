@@ -24,7 +24,7 @@ import numpy as np
 import orjson
 
 __all__ = ["PrometheusError", "Sample", "Series", "PrometheusClient", "Matcher", "parse_selector",
-           "render_selector", "check_url", "parse_duration", "label_count"]
+           "render_selector", "check_url", "parse_duration", "duration", "label_count"]
 
 MAX_BODY = 64 * 1024 * 1024  # a bounded query never returns more; anything larger is refused
 
@@ -82,6 +82,13 @@ def check_url(url: str) -> str:
         raise ValueError(f"{url!r}: give the server's base URL, without ?query or #fragment")
     return urllib.parse.urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
 
+
+
+def duration(seconds: float) -> str:
+    """Prometheus's duration text: whole seconds as `300s`, else whole milliseconds (`500ms`;
+    it refuses `0.5s`, and `1e+06s` from a float's short form), at least 1 ms."""
+    ms = max(1, round(seconds * 1000))
+    return f"{ms // 1000}s" if ms % 1000 == 0 else f"{ms}ms"
 
 class PrometheusClient:
     """The HTTP API of one server. Thread-safe: each thread keeps its own connection to the
@@ -247,7 +254,7 @@ class PrometheusClient:
         if at is not None:
             params["time"] = f"{at:.3f}"
         if self.timeout:
-            params["timeout"] = f"{self.timeout:g}s"
+            params["timeout"] = duration(self.timeout)
         data = self._get("/api/v1/query", params)
         if not isinstance(data, dict):
             raise PrometheusError("not_prometheus", f"{self.url}: /api/v1/query answered without data")
@@ -263,9 +270,10 @@ class PrometheusClient:
                                "/api/v1/query")
 
     def query_range(self, expr: str, start: float, end: float, step: float) -> list[Series]:
-        params = {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"}
+        params = {"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}",
+                  "step": duration(step)}
         if self.timeout:
-            params["timeout"] = f"{self.timeout:g}s"
+            params["timeout"] = duration(self.timeout)
         data = self._get("/api/v1/query_range", params)
         if not isinstance(data, dict) or data.get("resultType") != "matrix":
             raise PrometheusError("query", f"range query did not return a matrix: {expr[:80]}")

@@ -51,3 +51,13 @@ def test_killed_exporter_is_down_within_three_scrapes_and_comes_back(fleet, flee
         fleet_prometheus.wait_for(f'up{{instance="{target}"}} == 0', timeout=3 * 1.0 + 3)
         assert len(fleet_prometheus.query(f'up{{job="{JOB}"}} == 1')) == len(fleet.targets) - 1
     fleet_prometheus.wait_for(f'up{{instance="{target}"}} == 1', timeout=30)
+
+
+def test_every_duration_the_client_sends_is_one_both_servers_take(fleet_server):
+    """`--query-timeout 0.5` sent `timeout=0.5s`, which Prometheus refuses ("cannot parse"); a
+    window or step of a million seconds went as `1e+06s`."""
+    from monitor.promql import PrometheusClient
+    for seconds in (0.25, 0.5, 1.5, 5.0):
+        client = PrometheusClient(fleet_server.base_url, timeout=seconds)
+        assert client.query("vector(1)")
+        client.query_range("vector(1)", 1_000_000.0, 2_000_000.0, 1e6)

@@ -43,6 +43,12 @@ def test_version_and_help():
     (["--prometheus", "http://127.0.0.1:1", "--window=inf"], "--window must be > 0 and finite"),
     (["--prometheus", "http://127.0.0.1:1", "--scrape-interval=nan"],
      "--scrape-interval must be > 0 and finite"),
+    # finite but huge: overflowed the clock, the socket's timeout or the query text (tracebacks)
+    (["--prometheus", "http://127.0.0.1:1", "--window=1e308"], "--window must be between"),
+    (["--prometheus", "http://127.0.0.1:1", "--refresh=1e308"], "--refresh must be between"),
+    (["--prometheus", "http://127.0.0.1:1", "--query-timeout=1e308"],
+     "--query-timeout must be between"),
+    (["--prometheus", "http://127.0.0.1:1", "--window=1e-5"], "--window must be between 0.001"),
     (["stream.jsonl"], "unexpected argument"),
     (["-"], "stdin is a terminal"),
 ])

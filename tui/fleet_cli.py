@@ -12,6 +12,11 @@ import os
 import sys
 
 ENV = "NEURONSCOPE_PROMETHEUS"
+# (least, most) seconds of each duration flag: Prometheus takes durations from 1 ms, and a huge
+# one overflowed the clock or the socket's timeout (tracebacks); a refresh under 0.1 s would
+# only hammer the server
+LIMITS = {"window": (0.001, 365 * 86400.0), "refresh": (0.1, 86400.0),
+          "query_timeout": (0.01, 3600.0), "scrape_interval": (0.001, 86400.0)}
 
 
 def add_arguments(parser: argparse.ArgumentParser, sources) -> None:
@@ -47,11 +52,14 @@ def build(url: str, args: argparse.Namespace):
     from monitor.fleet import FleetConfig, FleetQuery
     from monitor.promql import PrometheusClient, PrometheusError, parse_selector, render_selector
 
-    for name in ("window", "refresh", "query_timeout", "scrape_interval"):
+    for name, (least, most) in LIMITS.items():
         value = getattr(args, name)
         # float() takes "inf" and "nan": neither is a duration (an infinite window or refresh)
         if value is not None and not (math.isfinite(value) and value > 0):
             raise ValueError(f"--{name.replace('_', '-')} must be > 0 and finite, got {value:g}")
+        if value is not None and not least <= value <= most:
+            raise ValueError(f"--{name.replace('_', '-')} must be between {least:g} and "
+                             f"{most:g} seconds, got {value:g}")
     try:
         matchers = parse_selector(args.selector)
     except ValueError as exc:
