@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     if sys.stdout is None:      # started with stdout closed (`>&-`)
         return _fail("stdout is closed: nowhere to write the reports", 2)
     try:
-        config = (MonitorConfig.from_file(args.config_file) if args.config_file
+        config = (MonitorConfig.from_file(args.config_file) if args.config_file is not None
                   else MonitorConfig.default())
         if args.root is not None and not os.path.lexists(args.root):  # looking must not create it
             return _fail(f"no simulated instance at {args.root}", 1)

@@ -183,9 +183,13 @@ class Collector:
     def _idle_due(self, now: float) -> bool:
         """With no runtime to report, a runtime entry's groups still fall due: AWS's monitor
         then writes `"neuron_runtime_data": []` on their period, which is how a reader learns
-        that the last runtime exited (and a config without system groups keeps reporting)."""
+        that the last runtime exited (and a config without system groups keeps reporting). A
+        config that selects no group at all reports the instance on its `period` (it wrote
+        nothing, for ever)."""
         periods = {str(i): min(sel.groups.values())
                    for i, sel in enumerate(self.config.runtimes) if sel.groups}
+        if not periods and not self.config.system_groups:
+            periods = {"period": self.config.period}
         due = self._due(periods, self._idle_collected, now)
         for key in due:
             self._idle_collected[key] = now

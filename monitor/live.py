@@ -117,7 +117,8 @@ def collector_reports(config_path: pathlib.Path | None, clock: Callable[[], floa
     from monitor.config import MonitorConfig
 
     try:
-        config = MonitorConfig.from_file(config_path) if config_path else MonitorConfig.default()
+        config = (MonitorConfig.from_file(config_path) if config_path is not None
+                  else MonitorConfig.default())
         collector = Collector(config)
     except (OSError, ValueError) as exc:
         # The message as the other tools print it (first line, not repr-quoted).

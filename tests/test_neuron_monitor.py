@@ -176,10 +176,32 @@ def test_malformed_config_exits_2_naming_the_field(tmp_path, content, field):
     assert err.count("\n") == 1 and field in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("content", [b'{"period": "1s"}', b'{"period": "1s", "system_metrics": []}',
+                                     b'{"period": "1s", "neuron_runtimes": [{"metrics": []}]}'])
+def test_a_config_that_selects_nothing_reports_the_instance_on_its_period(sim, tmp_path, content):
+    """It ran for ever and wrote nothing; the exporter's in-process collector already reported
+    the instance. Now both do, on the config's period."""
+    root, _ = sim
+    started = time.monotonic()
+    out = subprocess.run([*console_script("neuron-monitor"), "-c", config(tmp_path, content),
+                          "--root", str(root), "--count", "2"],
+                         capture_output=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    reports = [orjson.loads(line) for line in out.stdout.splitlines()]
+    assert len(reports) == 2 and time.monotonic() - started < 15
+    for report in reports:
+        assert report["neuron_runtime_data"] == [] and "instance_info" in report
+        assert "neuron_hardware_info" in report
+
+
 def test_missing_config_file_and_bad_flags_are_usage_errors(tmp_path):
     out = subprocess.run([*console_script("neuron-monitor"), "-c", str(tmp_path / "nope.json")],
                          capture_output=True, timeout=30)
     assert out.returncode == 2 and b"nope.json" in out.stderr and b"Traceback" not in out.stderr
+    # an empty name is a file that cannot be read, not "no config" (it ran the default one)
+    out = subprocess.run([*console_script("neuron-monitor"), "-c", "", "--count", "1"],
+                         capture_output=True, timeout=30)
+    assert out.returncode == 2 and b"cannot read config" in out.stderr and out.stdout == b""
     out = subprocess.run([*console_script("neuron-monitor"), "--count", "0"],
                          capture_output=True, timeout=30)
     assert out.returncode == 2
