@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from device_model.catalog.costs import DEFAULT_COSTS
 from device_model.errors import SpecError
-from device_model.catalog.overrides import (DEVICE_FIELDS, DOC_BEGIN, DOC_END, Catalog, Overrides, apply,
+from device_model.catalog.overrides import (_RANGES, DEVICE_FIELDS, DOC_BEGIN, DOC_END, Catalog, Overrides, apply,
                                     catalog_markdown, load_overrides, parse_overrides)
 from device_model.catalog.specs import DEVICES, INSTANCES, get_device, get_instance
 
@@ -120,6 +120,10 @@ BAD = [
     ("[device.trainium2]\nmx_speedup = -1", ["'mx_speedup'", "must be >= 0"]),
     ("[device.trainium2]\ntensor_hz = nan", ["'tensor_hz'", "finite"]),
     ("[device.trainium2]\nhbm_bw = inf", ["'hbm_bw'", "finite"]),
+    # positive but no physical clock or bandwidth: divided by zero or gave NaN figures
+    ("[device.trainium2]\ntensor_hz = 1e-308", ["'tensor_hz'", "between 1e+06 and 1e+11 Hz"]),
+    ("[device.trainium2]\nhbm_bw = 1e-300", ["'hbm_bw'", "between 1e+06 and 1e+16 bytes/s"]),
+    ('[instance."trn2.48xlarge"]\nefa_bw = 1e30', ["'efa_bw'", "bytes/s"]),
     ("[device.trainium2]\nphysical_cores = 7.5", ["'physical_cores'", "integer"]),
     ("[device.trainium2]\ndefault_lnc = 3", ["[device.trainium2]", "default_lnc=3"]),
     ("[device.trainium2]\nphysical_cores = 6", ["[device.trainium2]", "hbm_stacks"]),
@@ -175,8 +179,11 @@ def test_any_float_is_accepted_or_named_in_the_error(name, value):
     except SpecError as exc:
         assert name in str(exc) and str(exc).startswith("h.toml: [device.trainium3]")
         zero_ok = name == "mx_speedup" and value == 0
-        assert not (math.isfinite(value) and (value > 0 or zero_ok)) or name == "idle_watts" \
-            or name == "tdp_watts"        # idle <= tdp is a cross-field invariant
+        physical = next(((lo, hi) for suffix, lo, hi, _ in _RANGES if name.endswith(suffix)),
+                        (0.0, math.inf))
+        in_range = physical[0] <= value <= physical[1]
+        assert not (math.isfinite(value) and (value > 0 or zero_ok) and in_range) \
+            or name == "idle_watts" or name == "tdp_watts"   # idle <= tdp: a cross-field rule
     else:
         assert getattr(catalog.device("trainium3"), name) == value
         assert getattr(catalog.instance("trn3-ultraserver").device, name) == value

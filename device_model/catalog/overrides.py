@@ -35,6 +35,9 @@ _ZERO_OK = ({"mx_speedup", "cc_launch_s", "generation_start_s", "weight_prefetch
             | {f.name for f in fields(CostParams) if getattr(DEFAULT_COSTS, f.name) == 0})
 _ANY_SIGN = {"ambient_c"}
 _RATIO_SUFFIXES = ("_fraction", "_ratio", "_efficiency")
+# Physical ranges by unit (name suffix): a clock of 1e-308 Hz or a bandwidth of 1e-300 B/s is
+# positive, and divided the model by zero or filled it with NaN
+_RANGES = (("_hz", 1e6, 1e11, "Hz"), ("_bw", 1e6, 1e16, "bytes/s"))
 
 
 def _numeric_fields(cls: type) -> dict[str, type]:
@@ -150,6 +153,9 @@ def _check_value(name: str, value: object, kind: type) -> tuple[str, object]:
         return f"got {value!r}, must be {bound}", None
     if name.endswith(_RATIO_SUFFIXES) and value > 1:
         return f"got {value!r}, must be a ratio <= 1", None
+    for suffix, least, most, unit in _RANGES:
+        if name.endswith(suffix) and not least <= value <= most:
+            return f"got {value!r}, must be between {least:g} and {most:g} {unit}", None
     return "", value
 
 
