@@ -78,6 +78,9 @@ def test_operator_level_for_all_steps_instruction_level_for_chosen(prof):
     (lambda b: b"NSPROFv9" + b[8:], "not supported"),
     (lambda b: b"", "bad magic"),
     (lambda b: b + b"extra", "truncated"),
+    # cut just after the magic: it said "format b'v1' is not supported (this tool reads v1)"
+    (lambda b: b[:8], "truncated profile \\(8 bytes: no header\\)"),
+    (lambda b: b[:9], "truncated profile"),
 ])
 def test_damaged_files_are_rejected_with_one_line(blob, damage, message):
     with pytest.raises(ProfileError, match=message) as info:

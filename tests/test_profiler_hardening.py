@@ -91,19 +91,30 @@ def test_bad_header_values_are_one_line_never_a_traceback(small, which, key, val
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(which=st.integers(0, 1), data=st.data(),
-       value=st.sampled_from([math.nan, math.inf, -math.inf, -1, -2**31, 2**31 - 1, 255, 1e300, 0, 7]),
+       value=st.sampled_from([math.nan, math.inf, -math.inf, -1, -2**31, 2**31 - 1, 255, 1e300, 0, 7,
+                              2e19]),
        retype=st.booleans())
 def test_bad_column_values_are_one_line_never_a_traceback(small, which, data, value, retype):
     p = small[which]
     name = data.draw(st.sampled_from(sorted(SCHEMA)))
     col = data.draw(st.sampled_from(sorted(SCHEMA[name])))
+    _with_value(p, name, col, value, retype, data)
+
+
+def test_a_count_past_int64_is_written_not_a_traceback(small):
+    """An instruction's FLOPs of 2e19 (float32 holds it) made the JSON views raise: the summary
+    rounded the total to an integer orjson cannot write."""
+    _with_value(small[0], "instructions", "flops", 2e19, False, None)
+
+
+def _with_value(p, name: str, col: str, value, retype: bool, data) -> None:
     tables = {t: dict(cols) for t, cols in p.tables.items()}
     arr = tables[name][col].copy()
     if retype:      # a damaged file's column in another dtype: values may wrap, as on disk
         with np.errstate(all="ignore"):
             arr = arr.astype(data.draw(st.sampled_from(["<f8", "<i4", "|u1", "<i8"])))
     if arr.size:
-        i = data.draw(st.integers(0, arr.size - 1))
+        i = data.draw(st.integers(0, arr.size - 1)) if data is not None else 0
         with np.errstate(all="ignore"):
             arr[i] = np.array(value).astype(arr.dtype) if arr.dtype.kind != "f" else value
     tables[name][col] = arr

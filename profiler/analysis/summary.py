@@ -128,9 +128,10 @@ def summarize(profile: Profile) -> dict:
     limited = float(np.sum(thr["duration"] * (1 - thr["ratio"])))
     out["average_utilization_limit_percent"] = 100.0 * (1 - min(1.0, limited / t))
     out.update(_step_metrics(profile, chosen, total_time))
-    # byte, FLOP and instruction counts are whole numbers (int64 in AWS's schema)
-    return {k: int(round(v)) if isinstance(v, float) and _is_count(k) else v
-            for k, v in out.items()}
+    # byte, FLOP and instruction counts are whole numbers (int64 in AWS's schema); one past
+    # int64 (a damaged or hand-made profile) stays a float, which JSON writers take
+    return {k: int(round(v)) if isinstance(v, float) and _is_count(k) and abs(v) < 2.0 ** 63
+            else v for k, v in out.items()}
 
 
 def _core_of(meta: dict) -> int:

@@ -111,6 +111,8 @@ def load(path: str | os.PathLike) -> Profile:
 
 
 def _header(data: bytes, where: str) -> tuple[dict, int]:
+    if data[: len(MAGIC)] == MAGIC and len(data) < len(MAGIC) + 4:
+        raise ProfileError(f"{where}: truncated profile ({len(data)} bytes: no header)")
     if len(data) < len(MAGIC) + 4 or data[: len(MAGIC)] != MAGIC:
         if data[:6] == b"NSPROF":
             raise ProfileError(f"{where}: profile format {data[6:8]!r} is not supported (this tool reads v1)")
