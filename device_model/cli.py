@@ -139,7 +139,7 @@ def _run(args, side: str = "") -> dict:
 
 def cmd_estimate(args) -> int:
     result = _run(args)
-    if args.vs:
+    if args.vs is not None:          # `--vs ''` is a usage error, not "no comparison"
         other = _run(apply_vs(args, args.vs), side=f"with --vs {args.vs}")
         if args.json:
             out = {"a": result, "b": other, "ratio": ratios(result, other)}

@@ -19,6 +19,13 @@ from .model.profile import ProfileError
 FORMATS = ("summary-text", "summary-json", "json", "chrome", "perfetto")
 
 
+
+def _path_text(text: str) -> str:
+    """A path option's text: an empty one is a usage error (it fell back to the default)."""
+    if not text:
+        raise argparse.ArgumentTypeError("an empty path")
+    return text
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="neuron-profile",
                                 description="Capture Trainium runs on the chip model and analyse them.")
@@ -46,7 +53,7 @@ def _capture_parser(sub) -> None:
                     "`--`, e.g. `neuron-profile capture -s out.nsprof -- python train.py`, or a "
                     "torchrun job, every worker a rank: `-- torchrun --nproc-per-node 2 train.py`. "
                     "Workloads: " + "; ".join(f"{k} ({v})" for k, v in available().items()))
-    c.add_argument("-s", "--session-file", default=DEFAULT_SESSION, metavar="OUT",
+    c.add_argument("-s", "--session-file", default=DEFAULT_SESSION, metavar="OUT", type=_path_text,
                    help=f"profile to write (default {DEFAULT_SESSION})")
     c.add_argument("--workload", "-w", metavar="SPEC", help="NAME[:key=value,...], e.g. mlp:layers=4")
     c.add_argument("--instance", "-i", default="trn2.48xlarge", metavar="TYPE")
@@ -115,7 +122,7 @@ def _view_parser(sub) -> None:
     for option in ("--db-endpoint", "--db-bucket", "--db-org", "--db-token", "--port"):
         v.add_argument(option, action=_WebUiOption, nargs="?", help=argparse.SUPPRESS)
     v.add_argument("--ingest-only", action=_WebUiOption, nargs=0, help=argparse.SUPPRESS)
-    v.add_argument("--output-file", metavar="F", help="- for stdout; default: stdout for "
+    v.add_argument("--output-file", metavar="F", type=_path_text, help="- for stdout; default: stdout for "
                    "summaries, <profile>.json for chrome (a folder <profile>_trace of one "
                    "rank_<r>.json per rank for several ranks, unless F ends in .json or .json.gz), "
                    "<profile>.pftrace for perfetto")

@@ -36,6 +36,11 @@ def test_vs_on_a_microbenchmark_compares_side_by_side(spec, capsys):
     assert "gpsimd active" in out and "\u2013" in out     # two zeros: no ratio
 
 
+def test_an_empty_vs_is_a_usage_error_not_no_comparison(capsys):
+    code, out, err = _run(["estimate", "-w", "matmul:m=512,k=512,n=512", "--vs", ""], capsys)
+    assert code == 2 and out == "" and "--vs '': expected KEY=VALUE" in err
+
+
 def test_a_ratio_of_two_zeros_is_a_dash(capsys):
     code, out, _ = _run(["estimate", "-w", "mlp:hidden=512,layers=1,batch=64", "--vs", "batch=128"], capsys)
     assert code == 0

@@ -183,6 +183,9 @@ def test_truncated_profile_is_one_line_exit_2(profiles, tmp_path):
      "larger than --num-exec"),
     (["capture"], "nothing to capture"),
     (["diff", "/nonexistent"], "required"),
+    # an empty path fell back to the default name
+    (["view", "-s", "x", "--output-format", "chrome", "--output-file", ""], "an empty path"),
+    (["capture", "-s", "", "--workload", "matmul:m=64,k=64,n=64"], "an empty path"),
 ])
 def test_bad_input_exit_2(argv, needle):
     res = run(*argv)

@@ -50,6 +50,7 @@ def test_version_and_help():
      "--query-timeout must be between"),
     (["--prometheus", "http://127.0.0.1:1", "--window=1e-5"], "--window must be between 0.001"),
     (["stream.jsonl"], "unexpected argument"),
+    (["--input", ""], "--input: an empty path"),          # read as '.': "is a directory"
     (["-"], "stdin is a terminal"),
 ])
 def test_usage_errors_are_one_line_exit_2(args, message):

@@ -130,7 +130,9 @@ def check_args(args: argparse.Namespace) -> None:
         _positive_finite("--stale-after", args.stale_after)
     if args.stream is not None and args.stream != "-":
         raise UsageError(f"unexpected argument {args.stream!r}; use --input FILE or '-' for stdin")
-    for name in (args.input, args.replay):
+    for flag, name in (("--input", args.input), ("--replay", args.replay)):
+        if name == "":
+            raise UsageError(f"{flag}: an empty path")   # it read as '.': "is a directory"
         if name is not None and name != "-":
             _readable_file(name)
 
