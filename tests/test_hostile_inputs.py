@@ -145,3 +145,26 @@ def test_a_private_directorys_missing_parents_are_private_too(tmp_path):
     finally:
         os.umask(old)
     assert {oct((tmp_path / p).stat().st_mode & 0o777) for p in ("a", "a/b", "a/b/rt")} == {"0o700"}
+
+
+def test_control_characters_in_a_profiles_names_never_reach_the_terminal(tmp_path):
+    """An operator named with an escape sequence (a title change, a screen clear) was printed
+    as is by `neuron-profile view` and `diff`; it shows as `\\x1b...` now."""
+    import sys
+
+    from device_model import instance
+    from profiler.capture.builtin import capture_workload
+    from profiler.model import fileformat
+    from profiler.model.profile import Profile
+    p = capture_workload("matmul:m=128,k=128,n=128", instance("trn2.48xlarge"), num_exec=1)
+    strings = list(p.strings)
+    for i in set(p.table("ops")["name_s"].tolist()):
+        strings[i] = "evil\x1b]0;pwned\x07\x1b[2J" + strings[i]
+    path = tmp_path / "evil.nsprof"
+    path.write_bytes(fileformat.encode(Profile(p.meta, strings, p.tables)))
+    for args in (["view", "-s", str(path)], ["diff", str(path), str(path)]):
+        out = subprocess.run([sys.executable, "-m", "profiler.cli", *args], capture_output=True,
+                             text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        assert "\x1b" not in out.stdout and "\x07" not in out.stdout
+        assert "evil\\x1b]0;pwned\\x07\\x1b[2J" in out.stdout

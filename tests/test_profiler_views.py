@@ -306,13 +306,15 @@ def test_fixed_width_records_are_valid_json_with_exact_values(rows):
 @settings(max_examples=200, deadline=None)
 def test_long_operator_names_are_cut_in_the_middle_and_stay_apart(stem, end, width):
     """Two names that differ only at the end (`...q_proj.dx`, `...k_proj.dx`) read differently in
-    the top-operators table, cut or not, and every name fits its column."""
+    the top-operators table, cut or not, and every name fits its column. Control characters
+    are written as escapes (`\\x1b`) before the cut."""
     a, b = stem + "a" + end, stem + "b" + end
     fa, fb = render.fit_name(a, width), render.fit_name(b, width)
     assert len(fa) <= width and len(fb) <= width
-    if len(a) <= width:
-        assert fa == a
-    if len(end) + 1 <= (width - 3) // 3:
+    assert fa.isprintable() and fb.isprintable()
+    if len(render.printable(a)) <= width:
+        assert fa == render.printable(a)
+    if len(render.printable(end)) + 1 <= (width - 3) // 3:
         assert fa != fb
 
 

@@ -14,7 +14,7 @@ import orjson
 from device_model.engine.isa import COMPUTE_ENGINES
 
 from ..model.profile import Profile
-from .render import fit_name, human_count, human_time
+from .render import fit_name, human_count, human_time, printable
 from .rank_summary import summarize_ranks, top_operators_ranks
 from .summary import ENGINE_LABEL
 
@@ -85,7 +85,8 @@ def diff_profiles(a: Profile, b: Profile, by: str = "name") -> DiffResult:
 
 
 def diff_text(d: DiffResult, limit: int = 20) -> str:
-    lines = [f"A: {d.a_label}", f"B: {d.b_label}", "", "per step, per engine (active time)",
+    lines = [f"A: {printable(d.a_label)}", f"B: {printable(d.b_label)}", "",
+             "per step, per engine (active time)",
              f"{'engine':<10} {'A':>12} {'B':>12} {'B/A':>8}"]
     for r in d.engines:
         lines.append(f"{r.name:<10} {human_time(r.a['time']):>12} {human_time(r.b['time']):>12} "

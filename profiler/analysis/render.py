@@ -9,10 +9,19 @@ from .ranks import rank_keys, rank_views
 from .summary import OpStat, summarize, top_operators
 
 
+def printable(text: str) -> str:
+    """`text` with control characters (an escape sequence in a damaged or hostile profile's
+    operator names would reach the terminal) written as Python escapes: `\\x1b`."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+                   for c in text)
+
+
 def _fmt_value(v) -> str:
     if isinstance(v, float):
         return f"{v:.6g}"
-    return str(v)
+    return printable(str(v))
 
 
 def human_time(seconds: float) -> str:
@@ -32,6 +41,7 @@ def human_count(x: float, unit: str = "") -> str:
 def fit_name(name: str, width: int) -> str:
     """`name` in `width` columns, cut in the middle: operator names that differ tend to differ at
     the end (`layers.3.mlp.up.dx`, `..._attention_backward`), which cutting the end would hide."""
+    name = printable(name)
     if len(name) <= width:
         return name
     tail = (width - 3) // 3
@@ -58,7 +68,7 @@ def summary_text(profile: Profile, limit: int = 15) -> str:
         return "\n".join(summary_text(v, limit) for v in views)
     summary = {**rank_keys(profile), **summarize(profile)}
     lines = [f"{k} {_fmt_value(v)}" for k, v in summary.items()]
-    lines += [f"note {n}" for n in profile.meta.get("notes", ())]      # e.g. what torch.compile hid
+    lines += [f"note {printable(str(n))}" for n in profile.meta.get("notes", ())]      # e.g. what torch.compile hid
     lines += ["", "top operators (self time over the summarised steps)", ops_table(top_operators(profile, limit))]
     return "\n".join(lines) + "\n"
 
