@@ -170,6 +170,8 @@ def test_named_bad_header_fields(small, tmp_path, meta_change, message):
 def test_nan_step_start_and_out_of_range_opcode_and_phase(small, tmp_path):
     p = small[0]
     for table, col, value, message in [("steps", "start", np.nan, "steps.start holds a value that is not finite"),
+                                       # it gave dma_active_time_percent -104386
+                                       ("instructions", "end", -1.0, "an instruction ends before it starts"),
                                        ("instructions", "opcode", 250, "instructions.opcode holds a value out of range"),
                                        ("ops", "phase", 9, "ops.phase holds a value out of range")]:
         tables = {t: dict(c) for t, c in p.tables.items()}

@@ -147,6 +147,8 @@ def _check_refs(profile: Profile, where: str) -> None:
         raise ProfileError(f"{where}: instructions without operators")
     if ops["start"].size and (ops["end"] < ops["start"]).any():
         raise ProfileError(f"{where}: an operator ends before it starts")
+    if ins["start"].size and (ins["end"] < ins["start"]).any():   # a negative DMA active time
+        raise ProfileError(f"{where}: an instruction ends before it starts")
     th = profile.tables["throttles"]["ratio"]
     if th.size and ((th < 0) | (th > 1)).any():
         raise ProfileError(f"{where}: column throttles.ratio holds a value out of range")
