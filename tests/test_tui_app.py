@@ -231,6 +231,35 @@ async def test_the_sort_is_named_by_its_column_and_a_hidden_one_says_so():
 
 
 @run_async
+async def test_small_prompts_and_hints_say_what_holds():
+    """At 80 columns the filter's hint was cut ("…enter applies, es"); with the tree on, the
+    footer still offered "t: tree of parents"; a source that ended with no report left the
+    grid "waiting for the first report"."""
+    from collections import Counter
+
+    from textual.widgets import Input
+
+    from tui.messages import SourceEnded
+    app = make_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, app, 6)
+        await pilot.press("p", "slash")
+        box = app.query_one("#filter", Input)
+        assert len(box.placeholder) <= box.content_region.width
+        await pilot.press("escape", "t")
+        footer = " ".join(text(app.query_one(ProcessTable)).split())
+        assert "t: flat list" in footer and "tree of parents" not in footer
+    empty = make_app([])
+    async with empty.run_test(size=(80, 24)) as pilot:
+        await pilot.pause()
+        empty.post_message(SourceEnded(Counter(), FIXED_NOW))
+        await pilot.pause()
+        grid = empty.query_one(CoreGridView)
+        assert "no report: the source ended" in text(grid) + grid.border_title
+        assert "waiting" not in text(grid) + grid.border_title
+
+
+@run_async
 async def test_help_lists_every_key_and_closes():
     app = make_app()
     async with app.run_test(size=(160, 50)) as pilot:

@@ -140,7 +140,8 @@ class NeuronTopApp(App[None]):
                 yield EngineView(id="engines")
             with Vertical(id="processes-view"):
                 yield ProcessTable(id="procs")
-                yield Input(placeholder="filter: pid:N, tag:TEXT or any text, commas for several; "
+                # fits an 80-column terminal's input box whole (its end was cut: "es")
+                yield Input(placeholder="pid:N, tag:TEXT or any text, commas for several; "
                                         "enter applies, esc clears",
                             id="filter")
         yield AppsBar(id="apps")
@@ -268,6 +269,12 @@ class NeuronTopApp(App[None]):
     def on_source_ended(self, message: SourceEnded) -> None:
         self.ended = message
         self.malformed = message.malformed
+        if self.report is None:     # no report will come: not "waiting for the first report"
+            grid, engines = self.query_one(CoreGridView), self.query_one(EngineView)
+            grid.waiting = engines.waiting = "no report: the source ended"
+            grid.set_title(grid.heading())
+            grid.invalidate(layout=True)
+            engines.invalidate(layout=True)
         self._update_status()
         self._update_banner()
 

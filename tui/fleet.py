@@ -92,7 +92,7 @@ class FleetScreen(Screen):
     def compose(self) -> ComposeResult:
         yield self.header
         yield self.table
-        yield Input(placeholder="filter by instance id, type, AZ, up/down or runtime tag; "
+        yield Input(placeholder="instance id, type, AZ, up/down or runtime tag; "
                                 "enter applies, esc clears", id="fleet-filter")
         yield KeyFooter(id="fleet-footer", view="fleet")
 

@@ -41,6 +41,7 @@ class EngineView(LineWidget):
         super().__init__(id=id)
         self.report: Report | None = None
         self.history: History | None = None
+        self.waiting = "waiting for the first report"   # the app says when none will come
         self.core = 0
         self.runtimes: tuple[RuntimeReport, ...] | None = None
         self._heights: dict[str, int] = {}
@@ -63,7 +64,7 @@ class EngineView(LineWidget):
     def build_lines(self, width: int) -> list[Strip]:
         report, history = self.report, self.history
         if report is None or history is None:
-            return [strip([("waiting for the first report…", self.style_of("engines--muted"))])]
+            return [strip([(f"{self.waiting}…", self.style_of("engines--muted"))])]
         per_device = core_layout(report)[1]
         device = self.core // per_device
         share = self._share(report)

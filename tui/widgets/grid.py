@@ -58,6 +58,7 @@ class CoreGridView(LineWidget, can_focus=True):
         # a few rows (its own height is content-sized: Textual never shrinks it to fit).
         self.max_rows: int | None = None
         self._styles: dict = {}
+        self.waiting = "waiting for the first report"   # the app says when none will come
 
     def show(self, grid: CoreGrid, show_flops: bool, selected: int,
              groups: list[Group] | None = None, top_core: int | None = None) -> None:
@@ -85,7 +86,7 @@ class CoreGridView(LineWidget, can_focus=True):
     def heading(self) -> str:
         grid = self.grid
         if grid is None:
-            return "NeuronCore Utilization (waiting for the first report)"
+            return f"NeuronCore Utilization ({self.waiting})"
         version = f"NeuronCore {grid.core_version} " if grid.core_version else "NeuronCore "
         if self.show_flops:
             total = grid.total_flops
@@ -114,7 +115,7 @@ class CoreGridView(LineWidget, can_focus=True):
     def build_lines(self, width: int) -> list[Strip]:
         grid = self.grid
         if grid is None:
-            return [strip([("waiting for the first report…", self.style_of("coregrid--idle"))])]
+            return [strip([(f"{self.waiting}…", self.style_of("coregrid--idle"))])]
         col = self.column_width(width)
         # Resolve each component style once per build, not once per cell.
         self._styles = {name: self.style_of(name) for name in self.COMPONENT_CLASSES}

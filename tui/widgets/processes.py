@@ -119,7 +119,8 @@ class ProcessTable(LineWidget, can_focus=True):
         footer = (f"{count} runtime{'s' if count != 1 else ''} · sorted by {by}, {order}"
                   f"{f' · filter: {self.query}' if self.query else ''}"
                   " · s: next sort column · r: reverse · /: filter (tag:, pid:) · enter: details"
-                  " · t: tree of parents · I/T/K: SIGINT/SIGTERM/SIGKILL")
+                  f" · t: {'flat list' if self.parents_tree is not None else 'tree of parents'}"
+                  " · I/T/K: SIGINT/SIGTERM/SIGKILL")
         lines.append(Strip.blank(0))
         lines += [strip([(part, self.style_of("procs--muted"))])
                   for part in wrap_words(footer, width, 3)]
