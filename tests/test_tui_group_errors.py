@@ -71,6 +71,15 @@ def test_dash_1_shows_the_failed_groups_as_n_a():
     assert " 0B" not in my_app and "N/A" in my_app
 
 
+def test_dash_1_at_80_columns_names_every_failed_group():
+    """The line of failed groups was cut at 80 columns ("· neuron_r…"); it wraps, as on screen."""
+    narrow = overview_text(load(GROUP_ERROR), width=80)
+    assert max(len(line) for line in narrow.splitlines()) <= 80
+    for group in ("memory_used failed", "neuron_runtime_vcpu_usage failed",
+                  "neuron_hw_counters failed"):
+        assert group in " ".join(narrow.split())
+
+
 @run_async
 async def test_the_process_screen_shows_n_a_and_each_failed_groups_error():
     app = make_app([load(GROUP_ERROR)])

@@ -6,6 +6,8 @@ stream (tags, error strings, pod names) is escaped: no control sequence reaches 
 """
 from __future__ import annotations
 
+import textwrap
+
 from monitor.coverage import stream_gaps
 from monitor.errors import one_line
 from monitor.report import Report
@@ -31,11 +33,14 @@ def overview_text(report: Report, *, width: int = 80, show_flops: bool = False,
     kind = f" ({one_line(inst.type)})" if inst.type else ""
     out.append(f"neuron-top {__version__} running on {one_line(inst.id) or 'unknown instance'}{kind}"
                + (f" · {one_line(source)}" if source else ""))
+    # what the stream lacks, what failed and the faults wrap (the screen wraps them too): cut,
+    # the names of the groups that failed were lost at 80 columns
     gaps = stream_gaps(report)
     if gaps:
-        out.append("! " + one_line(gaps.summary()))
+        out += _wrapped("! " + one_line(gaps.summary()), width)
     for fault in report_faults(report):
-        out.append(("FAULT: " if fault.severity == "error" else "WARNING: ") + one_line(fault.text))
+        out += _wrapped(("FAULT: " if fault.severity == "error" else "WARNING: ")
+                        + one_line(fault.text), width)
     out += _grid_lines(report, show_flops, width)
     u = vcpu_usage(report, report.runtimes)
     out.append("vCPU Utilization")
@@ -44,6 +49,11 @@ def overview_text(report: Report, *, width: int = 80, show_flops: bool = False,
     out += _memory_lines(report, width)
     out += _process_lines(report, width)
     return "".join(_cut(line, width) + "\n" for line in out)
+
+
+def _wrapped(text: str, width: int) -> list[str]:
+    """A banner line wrapped at words, its continuation lines indented two columns."""
+    return textwrap.wrap(text, width, subsequent_indent="  ") or [""]
 
 
 LABEL, CELL = 6, 10  # "ND12  " and "[ 55.00%]" with a space before it
