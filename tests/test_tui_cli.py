@@ -51,6 +51,11 @@ def test_version_and_help():
     (["--prometheus", "http://127.0.0.1:1", "--window=1e-5"], "--window must be between 0.001"),
     (["stream.jsonl"], "unexpected argument"),
     (["--input", ""], "--input: an empty path"),          # read as '.': "is a directory"
+    # another mode's flag was silently ignored
+    (["--input", str(AWS_EXAMPLE), "--window", "10"], "--window is a fleet view flag"),
+    (["--input", str(AWS_EXAMPLE), "--selector", "a=\"b\""], "--selector is a fleet view flag"),
+    (["--input", str(AWS_EXAMPLE), "--loop"], "--loop applies to --replay FILE only"),
+    (["--input", str(AWS_EXAMPLE), "--speed", "2"], "--speed applies to --replay FILE only"),
     (["-"], "stdin is a terminal"),
 ])
 def test_usage_errors_are_one_line_exit_2(args, message):

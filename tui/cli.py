@@ -137,6 +137,20 @@ def check_args(args: argparse.Namespace) -> None:
             _readable_file(name)
 
 
+def _check_flags_have_their_mode(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """A flag of another mode is a usage error, not silently ignored: the fleet view's without
+    --prometheus, --loop and --speed without --replay."""
+    from tui import fleet_cli
+    for name in fleet_cli.FLAGS:
+        if getattr(args, name) != parser.get_default(name):
+            raise UsageError(f"--{name.replace('_', '-')} is a fleet view flag: it needs "
+                             "--prometheus URL")
+    if args.replay is None:
+        for name in ("loop", "speed"):
+            if getattr(args, name) != parser.get_default(name):
+                raise UsageError(f"--{name} applies to --replay FILE only")
+
+
 def check_output(args: argparse.Namespace) -> None:
     """The screen needs a terminal: refuse rather than write escape codes into a pipe or file."""
     if not (args.once or args.json) and not sys.stdout.isatty():
@@ -195,6 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         return fleet_cli.run(url, args, PROG)
     imply_stdin(args)
     try:
+        _check_flags_have_their_mode(parser, args)
         check_args(args)
         check_output(args)
     except UsageError as exc:

@@ -19,6 +19,10 @@ LIMITS = {"window": (0.001, 365 * 86400.0), "refresh": (0.1, 86400.0),
           "query_timeout": (0.01, 3600.0), "scrape_interval": (0.001, 86400.0)}
 
 
+# the fleet view's own flags (argparse dests), a usage error without --prometheus
+FLAGS = ("selector", "window", "refresh", "query_timeout", "scrape_interval")
+
+
 def add_arguments(parser: argparse.ArgumentParser, sources) -> None:
     sources.add_argument("--prometheus", metavar="URL",
                          help=f"fleet view: every instance this Prometheus (or VictoriaMetrics, "
