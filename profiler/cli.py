@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from device_model.cliargs import positive_int as _positive
+from device_model.cliargs import non_negative_int, positive_int as _positive
 from device_model.errors import SpecError
 
 from . import __version__
@@ -71,7 +71,7 @@ def _capture_parser(sub) -> None:
                    help="keep every Nth execution at instruction level (2 skips warm-up)")
     c.add_argument("--auto-cast", choices=("none", "matmult", "all"), default="matmult",
                    help="scripts: cast FP32 to BF16 for matmuls (compiler default) or everywhere")
-    c.add_argument("--detail-steps", type=int, default=4, metavar="N",
+    c.add_argument("--detail-steps", type=non_negative_int, default=4, metavar="N",
                    help="scripts: steps kept at instruction level (the last N; 0 = all)")
     c.add_argument("--progress", choices=("auto", "on", "off"), default="auto")
     c.add_argument("--steps", type=_step_window, metavar="FIRST[-[LAST]]",

@@ -186,6 +186,7 @@ def test_truncated_profile_is_one_line_exit_2(profiles, tmp_path):
     # an empty path fell back to the default name
     (["view", "-s", "x", "--output-format", "chrome", "--output-file", ""], "an empty path"),
     (["capture", "-s", "", "--workload", "matmul:m=64,k=64,n=64"], "an empty path"),
+    (["capture", "--detail-steps", "-1", "--workload", "matmul"], "'-1' must be 0 or more"),
 ])
 def test_bad_input_exit_2(argv, needle):
     res = run(*argv)
