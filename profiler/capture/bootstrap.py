@@ -29,6 +29,7 @@ CHILD_FILES = (
     "profiler/capture/native/recorder.cpp",
     "profiler/capture/native_recorder.py",
     "profiler/capture/options.py",
+    "profiler/capture/phases.py",
     "profiler/capture/python_recorder.py",
     "profiler/capture/rank_part.py",
     "profiler/capture/recorders.py",

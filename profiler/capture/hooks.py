@@ -8,12 +8,8 @@ import functools
 import importlib
 import threading
 import time
-from typing import TYPE_CHECKING
 
-from .recording import FORWARD, OPTIMIZER
-
-if TYPE_CHECKING:
-    from .recording import RecorderBase
+from .phases import FORWARD, OPTIMIZER
 
 _now = time.perf_counter_ns
 
@@ -68,7 +64,7 @@ class Hooks:
     by the native recorder, whose calls inside the Function's forward carry no autograd
     sequence number to tie them to the Function's backward."""
 
-    def __init__(self, rec: "RecorderBase") -> None:
+    def __init__(self, rec) -> None:      # rec: the recorder (recording.RecorderBase)
         self.rec = rec
         self.handles = []
         self.ids: dict[int, int] = {}

@@ -18,9 +18,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .aten_map import AtenCall
+from .hooks import Hooks
+from .phases import BACKWARD, FORWARD, OPTIMIZER, OTHER, PHASE_NAMES
 
-FORWARD, BACKWARD, OPTIMIZER, OTHER = 0, 1, 2, 3
-PHASE_NAMES = ("forward", "backward", "optimizer", "other")
+__all__ = ["BACKWARD", "COLUMNS", "FORWARD", "OPTIMIZER", "OTHER", "PHASE_NAMES", "UNMATCHED_NODE",
+           "RecorderBase", "Recording", "compiled_graph_count", "compiled_note"]
 UNMATCHED_NODE = 1 << 62      # node_seq of backward nodes made by no forward call (AccumulateGrad)
 COLUMNS = {"sig": np.int32, "t0": np.int64, "t1": np.int64, "phase": np.int8, "module": np.int32,
            "step": np.int32, "seq": np.int64, "node_seq": np.int64, "tid": np.int32}
@@ -122,7 +124,6 @@ class RecorderBase:
         self.step = 1
         self.explicit_steps = False
         self.opt_t0 = 0
-        from .hooks import Hooks           # hooks.py reads this module's phases
         self.hooks = Hooks(self)
 
     def keeps(self, step: int) -> bool:
