@@ -81,6 +81,9 @@ def test_a_stream_piped_in_without_the_dash_is_read_as_the_stream(tmp_path):
     with stream.open() as fh:
         dashed = run_cli("-1", "-", stdin=fh)
     assert piped.returncode == 0 and piped.stdout == dashed.stdout
+    with stream.open() as fh:                      # a piped stream is named: the variable yields
+        env = dict(os.environ, NEURONSCOPE_PROMETHEUS="http://127.0.0.1:1")
+        assert run_cli("-1", stdin=fh, env=env).stdout == piped.stdout
     assert "i-0011223344556677a" in piped.stdout and "· stdin" in piped.stdout
     assert "demo" not in piped.stdout
     # a core no runtime reports is idle, 0.00% as on the screen (it read "-")

@@ -100,7 +100,7 @@ def imply_stdin(args: argparse.Namespace) -> None:
     """`neuron-monitor | neuron-top`, without the '-': a stream piped in with no other source
     named is read as with '-' (it used to start the simulated instance and take the stream's
     text for key presses)."""
-    named = (args.stream, args.input, args.replay)
+    named = (args.stream, args.input, args.replay, args.prometheus)
     if all(n is None for n in named) and not args.demo and piped_stdin():
         args.stream = "-"
 
@@ -195,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from tui import fleet_cli
 
+    imply_stdin(args)          # a piped stream is a named source: $NEURONSCOPE_PROMETHEUS yields
     url = fleet_cli.wanted(args)
     if url is not None:
         if args.once or args.json:
@@ -207,7 +208,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{PROG}: {exc}", file=sys.stderr)
             return 2
         return fleet_cli.run(url, args, PROG)
-    imply_stdin(args)
     try:
         _check_flags_have_their_mode(parser, args)
         check_args(args)
