@@ -70,24 +70,38 @@ def test_usage_errors_are_one_line_exit_2(args, message):
     assert "Traceback" not in result.stderr
 
 
-def test_a_stream_piped_in_without_the_dash_is_read_as_the_stream(tmp_path):
+def test_a_stream_piped_into_the_screen_without_the_dash_is_read_as_the_stream(monkeypatch):
     """`neuron-monitor | neuron-top` (no `-`) started the simulated instance and took the
-    stream's text for key presses; it is the stream, as with `-`. /dev/null is no stream."""
+    stream's text for key presses; the screen reads it as with `-`, and it counts as a named
+    source ($NEURONSCOPE_PROMETHEUS yields to it). `-1` and `--json` still need the `-`: a
+    script's or ssh's stdin is often a pipe that is no stream."""
+    from tui import cli, fleet_cli
+    parse = cli.build_parser().parse_args
+    monkeypatch.setattr(cli, "piped_stdin", lambda: True)
+    monkeypatch.setenv(fleet_cli.ENV, "http://127.0.0.1:1")
+    for argv, stream in (([], "-"), (["--readonly"], "-"), (["-1"], None), (["--json"], None),
+                         (["--demo"], None), (["--input", "f.jsonl"], None),
+                         (["--prometheus", "http://127.0.0.1:1"], None)):
+        args = parse(argv)
+        cli.imply_stdin(args)
+        assert args.stream == stream, argv
+        if argv in ([], ["--readonly"]):
+            assert fleet_cli.wanted(args) is None
+    monkeypatch.setattr(cli, "piped_stdin", lambda: False)
+    args = parse([])
+    cli.imply_stdin(args)
+    assert args.stream is None
+
+
+def test_a_core_no_runtime_reports_reads_0_percent_in_the_snapshot(tmp_path):
+    """`-1` showed such a core as "-", the screen and the average as 0.00%."""
     import json
     stream = tmp_path / "one.jsonl"
     stream.write_text(json.dumps(json.loads(AWS_EXAMPLE.read_text())) + "\n")
     with stream.open() as fh:
-        piped = run_cli("-1", stdin=fh)
-    with stream.open() as fh:
-        dashed = run_cli("-1", "-", stdin=fh)
-    assert piped.returncode == 0 and piped.stdout == dashed.stdout
-    with stream.open() as fh:                      # a piped stream is named: the variable yields
-        env = dict(os.environ, NEURONSCOPE_PROMETHEUS="http://127.0.0.1:1")
-        assert run_cli("-1", stdin=fh, env=env).stdout == piped.stdout
-    assert "i-0011223344556677a" in piped.stdout and "· stdin" in piped.stdout
-    assert "demo" not in piped.stdout
-    # a core no runtime reports is idle, 0.00% as on the screen (it read "-")
-    assert "ND1    [  0.00%]" in piped.stdout and "[      -]" not in piped.stdout
+        out = run_cli("-1", "-", stdin=fh)
+    assert out.returncode == 0 and "i-0011223344556677a" in out.stdout
+    assert "ND1    [  0.00%]" in out.stdout and "[      -]" not in out.stdout
 
 
 def test_the_screen_takes_no_keys_from_a_piped_stream_without_a_terminal(tmp_path):

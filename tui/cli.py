@@ -97,11 +97,13 @@ def _stdin_source(keyboard: bool = True):
 
 
 def imply_stdin(args: argparse.Namespace) -> None:
-    """`neuron-monitor | neuron-top`, without the '-': a stream piped in with no other source
-    named is read as with '-' (it used to start the simulated instance and take the stream's
-    text for key presses)."""
+    """`neuron-monitor | neuron-top`, without the '-': the screen reads a stream piped in with
+    no other source named as with '-' (it used to start the simulated instance and take the
+    stream's text for key presses). `-1` and `--json` still need the '-': run from a script or
+    over ssh their stdin is often a pipe that is not a stream (a `while read` loop's file)."""
     named = (args.stream, args.input, args.replay, args.prometheus)
-    if all(n is None for n in named) and not args.demo and piped_stdin():
+    if all(n is None for n in named) and not (args.demo or args.once or args.json) \
+            and piped_stdin():
         args.stream = "-"
 
 
