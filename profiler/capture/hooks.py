@@ -68,7 +68,6 @@ class Hooks:
         self.rec = rec
         self.handles = []
         self.ids: dict[int, int] = {}
-        self._dl = None
         self._compiling = _never
         self._graph_seq = _never          # autograd's sequence number (a counter of graph nodes)
         self._seq_at_step = None          # ... when an optimizer last ended a step
@@ -79,7 +78,6 @@ class Hooks:
         self._tail_step = None            # the step the last optimizer step's end opened
         self._forward_since = False       # a module's forward began since a step ended
         self._scaler_busy = False         # inside a patched GradScaler method (subclasses nest)
-        self._scalers: list = []          # (class, name, original) patched
         self._patched: list = []           # (owner, name, original attribute) patched
         self._evaluated: set[int] = set()  # root modules run in eval mode since a step ended
         self._trained: set[int] = set()    # ... and in training mode
@@ -103,8 +101,6 @@ class Hooks:
         for h in self.handles:
             h.remove()
         self.handles = []
-        self._unpatch_dataloader()
-        self._unpatch_grad_scalers()
         for owner, name, original in reversed(self._patched):
             setattr(owner, name, original)
         self._patched = []
@@ -219,13 +215,12 @@ class Hooks:
                 if callable(original):
                     wrapper = functools.wraps(original)(wrap(original))
                     wrapper.__wrapped_original__ = original
-                    setattr(cls, name, wrapper)
-                    self._scalers.append((cls, name, original))
+                    self._patch(cls, name, wrapper)
 
-    def _unpatch_grad_scalers(self) -> None:
-        for cls, name, original in reversed(self._scalers):
-            setattr(cls, name, original)
-        self._scalers = []
+    def _patch(self, owner, name: str, replacement) -> None:
+        """Set `owner.name` to `replacement`; `remove` puts back the owner's own attribute."""
+        self._patched.append((owner, name, owner.__dict__[name]))
+        setattr(owner, name, replacement)
 
     def _wrap_scaler_step(self, original):
         hooks = self
@@ -287,8 +282,7 @@ class Hooks:
                 self._end_evaluation(id(module))
             return original(module, mode)
         train.__wrapped_original__ = original
-        self._patched.append((cls, "train", original))
-        cls.train = train
+        self._patch(cls, "train", train)
 
     def _patch_function_apply(self, torch) -> None:
         """`Function.apply` (a classmethod every custom autograd Function inherits) records a
@@ -311,8 +305,7 @@ class Hooks:
                 rec.recording.spans.append((f"{fn_cls.__name__}.apply", "python_function",
                                             threading.get_ident(), t0, _now(), rec.step))
         apply.__wrapped_original__ = original
-        self._patched.append((cls, "apply", raw))
-        cls.apply = classmethod(apply)
+        self._patch(cls, "apply", classmethod(apply))
 
     def _patch_dataloader(self) -> None:
         from torch.utils.data import dataloader
@@ -331,11 +324,4 @@ class Hooks:
                     rec.recording.spans.append(("DataLoader.__next__", "data_loading", threading.get_ident(),
                                                 t0, _now(), rec.step))
         timed_next.__wrapped_original__ = original
-        cls.__next__ = timed_next
-        self._dl = (cls, original)
-
-    def _unpatch_dataloader(self) -> None:
-        if self._dl:
-            cls, original = self._dl
-            cls.__next__ = original
-            self._dl = None
+        self._patch(cls, "__next__", timed_next)

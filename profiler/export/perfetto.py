@@ -94,6 +94,10 @@ class Arg:
             return 1
         return 10 if self.values.min() < 0 else _varint_width(self.values.max())
 
+    def take(self, rows: np.ndarray) -> "Arg":
+        """The same arg for the events `rows` selects."""
+        return Arg(self.name, self.values[rows], self.string)
+
     def encoded_len(self, width: int) -> int:
         return 1 + 1 + len(_key(_STRING_VALUE_IID if self.string else _INT_VALUE, 0)) + width
 
@@ -326,7 +330,7 @@ def perfetto_chunks(profile: Profile, index: int = 0) -> tuple[list[bytes], int]
     for sel, flows in _by_flows((launched, launch_flow), (has_ins, flow_id)):
         count += stream.add(o_start[sel], (o_end - o_start)[sel], u + _OP_TRACK_BASE + rows[sel],
                             ops["name_s"][sel].astype(np.int64) + 1, flows,
-                            tuple(Arg(a.name, a.values[sel], a.string) for a in op_args))
+                            tuple(a.take(sel) for a in op_args))
     # host events
     host_tids = sorted(set(host["tid"].tolist()))
     tid_index = {t: i for i, t in enumerate(host_tids)}
@@ -363,7 +367,7 @@ def _with_args(batches, args: tuple[Arg, ...]):
             mine = combo == c
             part = np.zeros_like(sel)
             part[rows[mine]] = True
-            kept = tuple(Arg(a.name, a.values[part], a.string) for i, a in enumerate(args)
+            kept = tuple(a.take(part) for i, a in enumerate(args)
                          if i not in bits or c >> bits[i] & 1)
             yield part, tuple(f[mine] for f in flows), kept
 
