@@ -20,7 +20,7 @@ LIMITS = {"window": (0.001, 365 * 86400.0), "refresh": (0.1, 86400.0),
 
 
 # the fleet view's own flags (argparse dests), a usage error without --prometheus
-FLAGS = ("selector", "window", "refresh", "query_timeout", "scrape_interval")
+FLAGS = ("selector", *LIMITS)
 
 
 def add_arguments(parser: argparse.ArgumentParser, sources) -> None:
