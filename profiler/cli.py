@@ -361,10 +361,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f"neuron-profile: error: {where}{e.strerror or e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:
-        import signal
-        signum = getattr(e, "signum", signal.SIGINT)
-        print(f"neuron-profile: interrupted by {signal.Signals(signum).name}", file=sys.stderr)
-        return 128 + signum
+        return _interrupted(e)
+    except RuntimeError as e:
+        # A stop raised inside a lock's own code (the trace writer thread's start, a full
+        # queue's wait) leaves the lock released twice: threading raises "release unlocked
+        # lock" with the stop as its context. It is still that stop.
+        stop = e.__context__
+        if isinstance(stop, KeyboardInterrupt):
+            return _interrupted(stop)
+        raise
+
+
+def _interrupted(e: KeyboardInterrupt) -> int:
+    import signal
+    signum = getattr(e, "signum", signal.SIGINT)
+    print(f"neuron-profile: interrupted by {signal.Signals(signum).name}", file=sys.stderr)
+    return 128 + signum
 
 
 if __name__ == "__main__":

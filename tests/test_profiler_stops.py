@@ -302,3 +302,25 @@ def test_output_file_dash_is_stdout(tmp_path, fmt):
         assert res.stdout.startswith(b"rank 0\n")
     else:
         assert len(res.stdout) > 1000
+
+
+def test_a_stop_that_broke_a_lock_is_still_that_stop(monkeypatch, capsys):
+    """SIGTERM raised inside threading's own lock code (the trace writer thread's start) came
+    out as "RuntimeError: release unlocked lock", a traceback and exit 1, once in a full run;
+    with the stop as its context it is the stop: one line, exit 128 + 15."""
+    from profiler import cli
+
+    def broken(args):
+        try:
+            raise cli.Stopped(signal.SIGTERM)
+        except cli.Stopped:
+            raise RuntimeError("release unlocked lock")
+    monkeypatch.setattr(cli, "cmd_view", broken)
+    assert cli.main(["view", "-s", "x.nsprof"]) == 128 + signal.SIGTERM
+    assert capsys.readouterr().err == "neuron-profile: interrupted by SIGTERM\n"
+
+    def unrelated(args):
+        raise RuntimeError("a real bug")
+    monkeypatch.setattr(cli, "cmd_view", unrelated)
+    with pytest.raises(RuntimeError, match="a real bug"):
+        cli.main(["view", "-s", "x.nsprof"])
