@@ -34,7 +34,11 @@ def test_version_and_help():
     (["--input", "/nonexistent/stream.jsonl"], "no such file"),
     (["--replay", "/"], "is a directory"),
     (["--replay", str(AWS_EXAMPLE), "--speed", "0"], "--speed must be > 0"),
-    (["--stale-after=-1"], "--stale-after must be > 0"),  # "-1" alone is the snapshot flag
+    (["--stale-after=-1"], "--stale-after must be > 0"),
+    # a negative value after its flag: argparse took it for an option ("expected one argument")
+    (["--replay", str(AWS_EXAMPLE), "--speed", "-1"], "--speed must be > 0 and finite, got -1"),
+    (["--stale-after", "-0.5"], "--stale-after must be > 0 and finite, got -0.5"),
+    (["--prometheus", "http://127.0.0.1:1", "--window", "-3"], "--window must be > 0"),
     (["--replay", str(AWS_EXAMPLE), "--speed=inf"], "--speed must be > 0 and finite, got inf"),
     (["--replay", str(AWS_EXAMPLE), "--speed=nan"], "--speed must be > 0 and finite, got nan"),
     (["--stale-after=nan"], "--stale-after must be > 0 and finite, got nan"),

@@ -5,6 +5,7 @@ import argparse
 import math
 import os
 import pathlib
+import re
 import shutil
 import stat
 import sys
@@ -192,9 +193,37 @@ def make_source(args: argparse.Namespace, signals: ExitSignals | None = None):
         raise UsageError(f"cannot start the simulated instance: {exc}") from None
 
 
+_NUMBER_FLAGS = ("--speed", "--stale-after", "--window", "--refresh", "--query-timeout",
+                 "--scrape-interval")
+_NEGATIVE = re.compile(r"-(\d|\.\d|inf|nan)", re.IGNORECASE)
+
+
+def glue_negative_values(argv: list[str]) -> list[str]:
+    """`--speed -1` as `--speed=-1`. With `-1` an option of its own, argparse takes any
+    negative number for an option and said "expected one argument" instead of the range."""
+    out: list[str] = []
+    args = iter(argv)
+    for arg in args:
+        if arg == "--":
+            out.append(arg)
+            out.extend(args)
+            break
+        if arg in _NUMBER_FLAGS:
+            value = next(args, None)
+            if value is not None and _NEGATIVE.match(value):
+                out.append(f"{arg}={value}")
+                continue
+            out.append(arg)
+            if value is not None:
+                out.append(value)
+            continue
+        out.append(arg)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(glue_negative_values(sys.argv[1:] if argv is None else argv))
     from tui import fleet_cli
 
     imply_stdin(args)          # a piped stream is a named source: $NEURONSCOPE_PROMETHEUS yields
