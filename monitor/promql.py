@@ -307,7 +307,7 @@ class PrometheusClient:
 
 
 # ---------------------------------------------------------------------- durations and selectors
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)")
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w|y)", re.ASCII)
 _UNIT = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
 
 

@@ -45,7 +45,7 @@ def test_selector_forms():
 def test_durations():
     assert parse_duration("15s") == 15 and parse_duration("1m30s") == 90
     assert parse_duration("500ms") == 0.5 and parse_duration("2h") == 7200
-    for bad in ("", "15", "s", "1x", "1m 30s"):
+    for bad in ("", "15", "s", "1x", "1m 30s", "\u0661\u0665s"):   # Arabic-Indic digits
         assert parse_duration(bad) is None
 
 

@@ -222,7 +222,7 @@ def _umask() -> int:
     return mask
 
 
-@pytest.mark.parametrize("kind", ["foreign file", "file", "symlink to a file"])
+@pytest.mark.parametrize("kind", ["foreign file", "non-ASCII digits", "file", "symlink to a file"])
 def test_a_rank_folder_export_never_replaces_what_is_not_an_earlier_export(tmp_path, kind):
     profile = tmp_path / "p.nsprof"
     fileformat.save(capture_workload("mlp:tokens=128,hidden=128,layers=2,microbatches=1",
@@ -232,6 +232,9 @@ def test_a_rank_folder_export_never_replaces_what_is_not_an_earlier_export(tmp_p
         out.mkdir()
         (out / "rank_0.json").write_text("{}")
         (out / "notes.txt").write_text("mine")
+    elif kind == "non-ASCII digits":      # \d matched them: the replaced folder took this file
+        out.mkdir()
+        (out / "rank_\u0661.json").write_text("mine")
     elif kind == "file":
         out.write_text("mine")
     else:
@@ -243,7 +246,8 @@ def test_a_rank_folder_export_never_replaces_what_is_not_an_earlier_export(tmp_p
                          timeout=120)
     assert res.returncode == 2 and res.stderr.count("\n") == 1, res.stderr
     assert res.stderr.startswith("neuron-profile: error: cannot ")
-    assert ("'notes.txt'" if kind == "foreign file" else "not a folder") in res.stderr
+    expected = {"foreign file": "'notes.txt'", "non-ASCII digits": "'rank_\u0661.json'"}
+    assert expected.get(kind, "not a folder") in res.stderr
     assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == before
 
 

@@ -159,7 +159,7 @@ def test_core_lists_and_apps():
     assert parse_cores("0-1, 6-7", 8) == (0, 1, 6, 7)
     assert format_cores((0, 1, 2, 3, 6, 8, 9)) == "0-3,6,8-9"
     for bad, needle in (("0-99", "allowed: 0-63"), ("3-1", "end before start"), ("a", "bad core list"),
-                        ("1,1", "twice")):
+                        ("1,1", "twice"), ("\uff10-\uff13", "bad core list")):  # full-width digits
         with pytest.raises(SpecError, match=needle):
             parse_cores(bad, 64)
     app = parse_app("svc=matmul:m=128,k=128,n=128@4-7", 64)

@@ -195,7 +195,7 @@ def make_source(args: argparse.Namespace, signals: ExitSignals | None = None):
 
 _NUMBER_FLAGS = ("--speed", "--stale-after", "--window", "--refresh", "--query-timeout",
                  "--scrape-interval")
-_NEGATIVE = re.compile(r"-(\d|\.\d|inf|nan)", re.IGNORECASE)
+_NEGATIVE = re.compile(r"-(\d|\.\d|inf|nan)", re.IGNORECASE | re.ASCII)
 
 
 def glue_negative_values(argv: list[str]) -> list[str]:

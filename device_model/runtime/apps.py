@@ -30,7 +30,7 @@ def parse_cores(text: str, limit: int) -> tuple[int, ...]:
     """NEURON_RT_VISIBLE_CORES semantics: "3", "0-3", "4,5", "0-1,6-7"; ids below `limit`."""
     cores: list[int] = []
     for part in text.strip().split(","):
-        m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
+        m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part, re.ASCII)
         if not m:
             raise SpecError(f"bad core list {text!r}; expected ids and ranges like 0-3 or 4,5")
         lo, hi = int(m[1]), int(m[2] if m[2] is not None else m[1])

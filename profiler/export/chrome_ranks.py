@@ -25,7 +25,8 @@ from ..model.profile import Profile
 from ..analysis.ranks import rank_views
 from .traceio import replacing_folder, write_atomic
 
-RANK_FILE = re.compile(r"rank_\d+\.json(\.gz)?")     # what write_chrome_dir writes, and only that
+# what write_chrome_dir writes, and only that (ASCII digits: a replaced folder loses only these)
+RANK_FILE = re.compile(r"rank_\d+\.json(\.gz)?", re.ASCII)
 
 
 def _joined(views: list[Profile], counted: list[int], world: int) -> Iterator[bytes]:
