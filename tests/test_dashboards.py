@@ -107,7 +107,7 @@ def test_daemonset_runs_one_exporter_per_node():
     docs_ = list(yaml.safe_load_all((DASHBOARDS / "k8s" / "neuron-monitor-daemonset.yaml").read_text()))
     ds = next(d for d in docs_ if d["kind"] == "DaemonSet")
     container = ds["spec"]["template"]["spec"]["containers"][0]
-    assert "neuron-monitor | exec neuron-monitor-prometheus" in container["command"][-1]
+    assert "neuron-monitor | neuron-monitor-prometheus" in container["args"][0]
     assert container["ports"][0] == {"name": "metrics", "containerPort": 8000, "protocol": "TCP"}
     assert container["readinessProbe"]["httpGet"]["path"] == "/-/healthy"
     scrape = yaml.safe_load((DASHBOARDS / "k8s" / "prometheus-scrape.yml").read_text())
@@ -163,4 +163,4 @@ def test_daemonset_liveness_probe_is_the_health_endpoint_that_goes_stale():
     container = ds["spec"]["template"]["spec"]["containers"][0]
     assert container["livenessProbe"]["httpGet"]["path"] == "/-/healthy"
     # the exporter exits when neuron-monitor's output ends, so the container restarts
-    assert "--keep-serving" not in container["command"][-1]
+    assert "--keep-serving" not in container["args"][0]
