@@ -112,8 +112,9 @@ ZONE_RULES = [
     ]
 ] + [
     ("availability_zone:instances_up:count",
-     "count by (availability_zone) (instance_info and on (instance, job) (up == 1))",
-     "exporters up per zone"),
+     "count by (availability_zone) (instance_info and on (instance, job) (up == 1)) "
+     "or 0 * count by (availability_zone) (last_over_time(instance_info[1h]))",
+     "exporters up per zone (0 where all are down: their instance_info stale within the hour)"),
 ]
 
 # fleet screen panel (monitor.fleet_queries.QUERIES) -> the recorded series holding the same
@@ -173,7 +174,7 @@ UTIL = per_instance("instance_id:neuroncore_utilization_ratio:avg")
 FLEET_PANELS = [
     ("row", "Fleet"),
     ("Instances up", "stat", "none", 4, 4,
-     [(f"count(up == 1 and on (instance, job) {PICK})", "")], {}),
+     [(f"count(up == 1 and on (instance, job) {PICK}) or vector(0)", "")], {}),
     ("Instances down", "stat", "none", 4, 4,
      [(f"count(up == 0 and on (instance, job) last_over_time({PICK}[1h])) or vector(0)", "")],
      {}),

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import pathlib
 import re
 import shutil
@@ -196,3 +197,30 @@ def test_rule_expressions_equal_the_screen_queries(fleet, fleet_prometheus):
 
 def _key(sample: dict) -> tuple:
     return tuple(sorted((k, v) for k, v in sample["metric"].items() if k != "__name__"))
+
+
+@needs_promtool
+def test_the_fleet_stat_panels_read_0_not_no_data_when_every_exporter_is_down(tmp_path):
+    """In a full outage "Instances up" read "No data" (its query had no `or vector(0)`): the one
+    number an operator looks at was blank. Both counts are evaluated by promtool on a fleet
+    whose two exporters went down ten minutes ago (their instance_info series stale)."""
+    board = (DASHBOARDS / "neuronscope-fleet.json").read_text()
+    stats = {p["title"]: p["targets"][0]["expr"] for p in json.loads(board)["panels"]
+             if p["title"] in ("Instances up", "Instances down")}
+    tests = [{"expr": expr.replace("$zone", ".*").replace("$instance_type", ".*"),
+              "eval_time": "30m", "exp_samples": [{"labels": "{}", "value": value}]}
+             for title, expr in sorted(stats.items())
+             for value in [2 if title == "Instances down" else 0]]
+    series = []
+    for n in (1, 2):
+        target = f'instance="n{n}:8000", job="neuron"'
+        series += [{"series": f'instance_info{{{target}, instance_id="i-{n}", availability_zone='
+                              f'"az-a", instance_type="trn2.48xlarge"}}', "values": "1x20 stale"},
+                   {"series": f"up{{{target}}}", "values": "1x20 0x20"}]
+    (tmp_path / "empty.yml").write_text("groups: []\n")
+    (tmp_path / "outage_test.yml").write_text(yaml.safe_dump({
+        "rule_files": ["empty.yml"], "evaluation_interval": "1m",
+        "tests": [{"interval": "1m", "input_series": series, "promql_expr_test": tests}]}))
+    assert len(tests) == 2
+    out = promtool("test", "rules", "outage_test.yml", cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr
