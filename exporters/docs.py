@@ -21,6 +21,8 @@ and HELP text. Those metrics carry AWS's instance labels (`instance_name`, `inst
 `instance_type`, `availability_zone`, `region`, `subnet_id`, from the first report); runtime
 metrics add `runtime_tag`. Counters add each report's per-period counts, and in the 0.0.4 text
 format are followed by a `<name>_created` gauge family, as prometheus_client writes them.
+Values are the stream's, scaled as AWS's script scales them: a percentage is divided by 100 and
+not clipped, so a utilization a stream reports above 100 % is exported above 1, as AWS exports it.
 
 The second table is what neuronscope adds, named by Prometheus conventions (one `neuron_`
 prefix, base units, ratios 0..1, `_total` on counters) and without target labels: join them with

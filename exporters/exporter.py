@@ -95,8 +95,11 @@ class PrometheusExporter:
     def note_problem(self, problem: Problem) -> None:
         self.problems[problem.kind] += 1
         if self.problems[problem.kind] == 1:
-            self._notice(f"{problem.message} (further {problem.kind} problems are counted in "
-                      f"neuron_exporter_input_errors_total)")
+            # the input ends once: a line about "further" ends would promise what cannot come
+            further = "" if problem.kind == "eof" else (
+                f" (further {problem.kind} problems are counted in "
+                "neuron_exporter_input_errors_total)")
+            self._notice(problem.message + further)
 
     def set_stream_errors(self, stream_errors: Callable[[], Mapping[str, int]]) -> None:
         self._stream_errors = stream_errors
@@ -121,7 +124,7 @@ class PrometheusExporter:
             return True, "OK"
         what = "no report yet" if not self.reports else "no report"
         ended = "; input ended" if self.ended else ""
-        return False, f"stale: {what} for {silent:.0f}s (limit {limit:g}s){ended}"
+        return False, f"stale: {what} for {silent:.0f}s (limit {round(limit, 1):g}s){ended}"
 
     def refresh(self) -> Exposition:
         """Re-publish with fresh exporter-health values (main lines are reused as they are)."""

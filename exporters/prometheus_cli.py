@@ -8,6 +8,7 @@ neuronscope's engine, HBM, FLOPs, power and exporter-health metrics (docs/metric
 from __future__ import annotations
 
 import argparse
+import math
 import signal
 import socket
 import ssl
@@ -61,8 +62,10 @@ def _usage_error(parser: argparse.ArgumentParser, args: argparse.Namespace) -> s
         return "--cert-file and --key-file go together"
     if args.config is not None and not args.collect:
         return "-c/--config applies to --collect only (neuron-monitor reads its own config)"
-    if args.stale_after is not None and not args.stale_after > 0:
-        return f"--stale-after must be > 0 seconds, got {args.stale_after:g}"
+    if args.stale_after is not None and not (math.isfinite(args.stale_after)
+                                             and args.stale_after > 0):
+        # inf turned the health check off: /-/healthy could never answer 503
+        return f"--stale-after must be > 0 seconds and finite, got {args.stale_after:g}"
     if args.keep_serving and args.collect:
         return "--keep-serving applies to stdin input; --collect never ends"
     return None

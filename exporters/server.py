@@ -103,9 +103,11 @@ def accepts_gzip(accept_encoding: str | None) -> bool:
 class _Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive: Prometheus reuses its connection
     server_version = "neuron-monitor-prometheus"
-    sys_version = ""
     timeout = IDLE_TIMEOUT_S
     server: MetricsHTTPServer
+
+    def version_string(self) -> str:
+        return self.server_version      # the base class adds " Python/3.x" (or a bare space)
 
     def setup(self) -> None:
         self.conn = self.server.connection_of(self.request)

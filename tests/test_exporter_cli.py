@@ -37,6 +37,7 @@ def test_help_and_version():
     (["--port", "eighty"], "invalid int value"),
     (["--no-such-flag"], "unrecognized arguments"),
     (["--stale-after", "0"], "--stale-after must be > 0"),
+    (["--stale-after", "inf"], "--stale-after must be > 0 seconds and finite, got inf"),
     (["--collect", "--keep-serving"], "--keep-serving applies to stdin input"),
     (["--cert-file", "/nonexistent.pem", "--key-file", "/nonexistent.key"], "cannot load"),
 ])
@@ -112,7 +113,8 @@ def test_end_of_input_exits_1_so_a_supervisor_restarts_the_pipeline():
         exp.wait_for(lambda: exp.value("neuron_exporter_reports_total") == 1.0)
         exp.close_input()
         assert exp.proc.wait(15) == 1
-        assert any("input ended (EOF); exiting with status 1" in line for line in exp.stderr_lines)
+        assert any(line.endswith("input ended (EOF); exiting with status 1")   # no "further"
+                   for line in exp.stderr_lines), exp.stderr_lines
         assert not any("Traceback" in line for line in exp.stderr_lines)
 
 

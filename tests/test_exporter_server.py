@@ -72,6 +72,20 @@ def test_accepts_gzip(value, expected):
     assert accepts_gzip(value) is expected
 
 
+def test_the_server_header_names_the_exporter_alone(server):
+    resp, _ = get(server.server_port)
+    assert resp.getheader("Server") == "neuron-monitor-prometheus"     # had a trailing space
+
+
+def test_the_stale_health_line_gives_its_limit_rounded():
+    now = {"t": 1000.0}
+    exp = PrometheusExporter(clock=lambda: now["t"])
+    exp.ingest(Report.from_json((FIXTURES / "neuron_monitor_extensions.json").read_bytes()))
+    now["t"] += 60
+    healthy, line = exp.health(stale_after=3.091812)
+    assert not healthy and line == "stale: no report for 60s (limit 3.1s)"   # was 3.09181s
+
+
 def test_plain_text_by_default(server, exporter):
     resp, body = get(server.port)
     assert resp.status == 200
