@@ -195,6 +195,21 @@ class Collector:
             self._idle_collected[key] = now
         return bool(due)
 
+    def loading(self) -> bool:
+        """Whether a runtime is still loading its model (the runtime's "starting" phase)."""
+        for handle in self._backend.runtimes():
+            try:
+                if getattr(handle.read(), "phase", None) == "starting":
+                    return True
+            except self._backend.unreadable:
+                continue
+        return False
+
+    def rebaseline(self) -> None:
+        """Start the next report's period now, as at construction."""
+        self._tracked.clear()
+        self._prime()
+
     def close(self) -> None:
         self._backend.close()
 

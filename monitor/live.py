@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 __all__ = ["InputError", "CollectorSource", "live_config", "local_instance_source",
            "simulated_demo_source", "collector_reports"]
 
+SETTLE_POLL_S = 0.1
+
 
 def live_config(period_s: float = 1.0) -> MonitorConfig:
     """Every runtime and system group at one period: what neuron-top shows."""
@@ -53,15 +55,27 @@ class CollectorSource(Source):
         self.period_s = period_s
         self.label = label
         self._on_close = on_close
+        self.settle_s = 0.0     # wait up to this long for the runtimes to load their models
 
     def reports(self) -> Iterator[Report]:
         from monitor.collector import Collector
         collector = Collector(live_config(self.period_s), root=self.root)
         try:
+            if self.settle_s > 0:
+                self._settle(collector)
             yield from collect_every(collector, self.period_s, time.monotonic, self._stop.wait,
                                      stopped=self._stop.is_set)
         finally:
             collector.close()
+
+    def _settle(self, collector: Collector) -> None:
+        """A one-shot view of an instance just started would show its cores idle while the
+        runtimes load their models (seconds): wait for them, then start the first period."""
+        deadline = time.monotonic() + self.settle_s
+        while collector.loading() and time.monotonic() < deadline:
+            if self._stop.wait(SETTLE_POLL_S):
+                return
+        collector.rebaseline()
 
     def close(self) -> None:
         super().close()

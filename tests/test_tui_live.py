@@ -71,3 +71,19 @@ def test_the_first_collected_report_comes_one_period_after_start_and_covers_it(x
     assert waited >= 0.45
     assert counters.period == pytest.approx(0.5, abs=0.2)
     assert all(core.utilization > 0 for core in counters.cores.values())
+
+
+def test_a_one_shot_of_the_demo_waits_for_its_jobs_to_load_their_models(tmp_path):
+    """`neuron-top --demo --json` reported the training job's 48 cores at 0 %: its first second
+    was the model load. It now waits for the load and reports the second after it."""
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-m", "tui.cli", "--demo", "--json"], capture_output=True,
+                         cwd=ROOT, timeout=90, env=env)
+    assert out.returncode == 0, out.stderr
+    report = Report.from_json(out.stdout)
+    assert {r.tag for r in report.runtimes} == {"llama-train", "llama-serve"}
+    for runtime in report.runtimes:
+        cores = runtime.neuroncore_counters.cores
+        assert cores and all(core.utilization > 0 for core in cores.values()), runtime.tag
+        assert sum(runtime.execution_stats.statuses.values()) > 0, runtime.tag
+    assert list(tmp_path.iterdir()) == []      # the demo's directory went with it

@@ -14,6 +14,7 @@ from tui import __version__
 from tui.signals import ExitSignals, Terminated
 
 PROG = "neuron-top"
+DEMO_SETTLE_S = 15.0    # seconds -1/--json wait for the demo's runtimes to load (loads take <= 10)
 
 
 class UsageError(Exception):
@@ -188,9 +189,14 @@ def make_source(args: argparse.Namespace, signals: ExitSignals | None = None):
         # to its end (about a second) and the caller stops the demo at once.
         signals.raising = False
     try:
-        return simulated_demo_source()
+        source = simulated_demo_source()
     except (OSError, ValueError) as exc:
         raise UsageError(f"cannot start the simulated instance: {exc}") from None
+    if args.once or args.json:
+        # The demo's training job loads its model for a few seconds: a snapshot of that would
+        # show its cores idle. The screen shows the loading as it happens.
+        source.settle_s = DEMO_SETTLE_S
+    return source
 
 
 _NUMBER_FLAGS = ("--speed", "--stale-after", "--window", "--refresh", "--query-timeout",
