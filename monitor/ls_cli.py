@@ -35,7 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
                                 "instance, their links and the processes using them.")
     p.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     p.add_argument("-w", "--wide", action="store_true",
-                   help="one row per process with PID, full COMMAND and RUNTIME VERSION")
+                   help="one row per process with PID, COMMAND (cut to 80 characters, 40 "
+                        "without -w) and RUNTIME VERSION")
     p.add_argument("-a", "--show-all-procs", action="store_true",
                    help="also list processes using a device without a Neuron runtime")
     p.add_argument("-t", "--topology", action="store_true",
