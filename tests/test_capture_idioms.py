@@ -118,3 +118,23 @@ def test_a_custom_function_applied_to_the_inputs_is_forward_work(kind):
     assert "_Square.apply" in [s[0] for s in recording.spans]
     assert torch.autograd.Function.apply.__func__.__name__ == "apply"
     assert not hasattr(torch.autograd.Function.apply.__func__, "__wrapped_original__")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_scripted_models_backward_counts_its_weight_gradients_whole(kind):
+    """The TorchScript interpreter's ranges pass values from below a call's arguments
+    (`aten::matmul [[256], [256, 64], [64, 256]]`): the native recorder read the first two and
+    costed a weight gradient as a [256] @ [256, 64] matmul, 1/64 of its FLOPs."""
+    torch.manual_seed(0)
+    model = torch.jit.script(torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU(),
+                                                 torch.nn.Linear(256, 256)))
+    x = torch.randn(64, 256)
+
+    def work():
+        for _ in range(3):       # the profiling executor differentiates the graph after a run
+            model(x).pow(2).mean().backward()
+    mm = 2 * 64 * 256 * 256
+    rows = simulated(work, kind)
+    # per run: two forward matmuls; backward: the second layer's dx, both layers' dW
+    assert sum(f for name, _, f, _, _ in rows if "mm" in name or "matmul" in name
+               or "linear" in name) == pytest.approx(3 * 5 * mm, rel=0.01)

@@ -60,6 +60,7 @@ struct NameEntry {
   // own kernel (which calls nothing) and so is `backend_kind` (MAPPED or OTHER), not looked through.
   c10::DispatchKeySet backends;
   int8_t backend_kind = OTHER;
+  int32_t n_args = -1;                 // the schema's arguments; -1: not known, or varargs
 };
 constexpr int64_t kSwitchOffCallees = 4;
 constexpr char kEngineRange[] = "autograd::engine::evaluate_function";
@@ -140,6 +141,9 @@ NameEntry classify(const at::RecordFunction& fn, int32_t id, int8_t kind) {
   if (!op_name) return entry;
   auto handle = c10::Dispatcher::singleton().findOp(*op_name);
   if (!handle) return entry;
+  if (handle->hasSchema() && !handle->schema().is_vararg()) {
+    entry.n_args = static_cast<int32_t>(handle->schema().arguments().size());
+  }
   auto composite = c10::DispatchKey::CompositeImplicitAutograd;
   if ((kind == OTHER || kind == KERNEL) && handle->hasKernelForDispatchKey(composite)) {
     // The CompositeImplicitAutograd kernel runs only on backends without a kernel of their own.
@@ -158,8 +162,18 @@ NameEntry classify(const at::RecordFunction& fn, int32_t id, int8_t kind) {
   return entry;
 }
 
-const at::Tensor* first_tensor(const at::RecordFunction& fn) {
-  for (const auto& v : fn.inputs()) {
+// A call's own arguments. The TorchScript interpreter's ranges (a scripted model's backward graph)
+// pass the top of its stack, which can hold values from below the call's arguments
+// (`aten::matmul [[32], [32, 8], [8, 32]]`): its arguments are the last n_args.
+c10::ArrayRef<c10::IValue> args_of(const at::RecordFunction& fn, const NameEntry* entry) {
+  auto inputs = fn.inputs();
+  if (entry == nullptr || entry->n_args < 0) return inputs;
+  auto n = static_cast<size_t>(entry->n_args);
+  return inputs.size() > n ? inputs.slice(inputs.size() - n) : inputs;
+}
+
+const at::Tensor* first_tensor(const at::RecordFunction& fn, const NameEntry* entry) {
+  for (const auto& v : args_of(fn, entry)) {
     if (v.isTensor() && v.toTensor().defined()) return &v.toTensor();
   }
   return nullptr;
@@ -170,19 +184,20 @@ const at::Tensor* first_tensor(const at::RecordFunction& fn) {
 // operator again, so that inner call is kept) and the operator has an autocast kernel for that
 // device (`kernels`). Where it has none (layer_norm on CPU: its autocast kernels are CUDA's and
 // others') the autocast key falls through and the call runs as it is, so it is kept.
-bool autocast_applies(const at::RecordFunction& fn, c10::DispatchKeySet kernels) {
-  auto on = (c10::autocast_dispatch_keyset - c10::impl::tls_local_dispatch_key_set().excluded_) & kernels;
+bool autocast_applies(const at::RecordFunction& fn, const NameEntry* entry) {
+  auto on = (c10::autocast_dispatch_keyset - c10::impl::tls_local_dispatch_key_set().excluded_) &
+            entry->autocast_keys;
   if (on.empty()) return false;        // autocast off: one thread-local read
-  const at::Tensor* t = first_tensor(fn);
+  const at::Tensor* t = first_tensor(fn, entry);
   return t && !(t->key_set() & on).empty();
 }
 
 // Calls that a Python dispatch mode or tensor subclass handles (torch.compile traces with fake
 // tensors, a DTensor runs its local shards) or that work on meta tensors (which hold no data)
 // are looked through: the real work they lead to, if any, is done by the calls below them.
-bool not_real(const at::RecordFunction& fn) {
+bool not_real(const at::RecordFunction& fn, const NameEntry* entry) {
   if (c10::impl::tls_is_dispatch_key_included(c10::DispatchKey::Python)) return true;
-  const at::Tensor* t = first_tensor(fn);
+  const at::Tensor* t = first_tensor(fn, entry);
   return t && (t->is_meta() || t->key_set().has(c10::DispatchKey::Python));
 }
 
@@ -305,11 +320,11 @@ uint64_t hash_key(const std::vector<int64_t>& key) {
   return h;
 }
 
-int32_t intern_signature(ThreadState* st, int32_t name_id, const at::RecordFunction& fn) {
+int32_t intern_signature(ThreadState* st, const NameEntry* entry, const at::RecordFunction& fn) {
   auto& key = st->key;
   key.clear();
-  key.push_back(name_id);
-  auto inputs = fn.inputs();
+  key.push_back(entry->id);
+  auto inputs = args_of(fn, entry);
   key.push_back(static_cast<int64_t>(inputs.size()));
   for (const auto& v : inputs) push_value(key, v);
   uint64_t h = hash_key(key);
@@ -361,13 +376,13 @@ Frame enter_frame(ThreadState* st, const at::RecordFunction& fn) {
   NameEntry* entry = name_of(st, fn, &scratch);
   int8_t kind = entry->kind;
   if (kind == COMPOSITE && !entry->backends.empty()) {   // runs its own kernel on these backends
-    const at::Tensor* t = first_tensor(fn);
+    const at::Tensor* t = first_tensor(fn, entry);
     if (t && !(t->key_set() & entry->backends).empty()) kind = entry->backend_kind;
   }
-  if ((kind == MAPPED || kind == OTHER) && not_real(fn)) kind = COMPOSITE;
-  if (kind == MAPPED && entry->autocast && autocast_applies(fn, entry->autocast_keys)) kind = COMPOSITE;
+  if ((kind == MAPPED || kind == OTHER) && not_real(fn, entry)) kind = COMPOSITE;
+  if (kind == MAPPED && entry->autocast && autocast_applies(fn, entry)) kind = COMPOSITE;
   // only a call that may be kept needs its signature
-  int32_t sig = kind == MAPPED || kind == OTHER ? intern_signature(st, entry->id, fn) : -1;
+  int32_t sig = kind == MAPPED || kind == OTHER ? intern_signature(st, entry, fn) : -1;
   f.sig = sig;
   if (kind == AUTOGRAD) {
     // the engine's range around a node; AccumulateGrad and other nodes made by no forward
