@@ -138,3 +138,24 @@ def test_a_scripted_models_backward_counts_its_weight_gradients_whole(kind):
     # per run: two forward matmuls; backward: the second layer's dx, both layers' dW
     assert sum(f for name, _, f, _, _ in rows if "mm" in name or "matmul" in name
                or "linear" in name) == pytest.approx(3 * 5 * mm, rel=0.01)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_encoder_layer_in_eval_takes_the_path_a_neuroncore_runs(kind):
+    """In inference nn.TransformerEncoderLayer ran PyTorch's fused CPU kernel, which the Python
+    recorder kept as one call of no FLOPs. On an XLA device the layer runs op by op; the capture
+    takes that path, and the script's own setting is back afterwards."""
+    torch.manual_seed(0)
+    batch, seq, dim, ffn = 2, 16, 32, 64
+    layer = torch.nn.TransformerEncoderLayer(dim, 4, ffn, batch_first=True).eval()
+    x = torch.randn(batch, seq, dim)
+
+    def work():
+        with torch.no_grad():
+            layer(x)
+    rows = simulated(work, kind)
+    tokens = batch * seq
+    expected = 2 * tokens * dim * (3 * dim + dim + 2 * ffn) + 2 * 2 * batch * seq * seq * dim
+    assert sum(f for _, _, f, _, _ in rows) == pytest.approx(expected, rel=0.05)
+    assert not any("_transformer_encoder_layer_fwd" in name for name, *_ in rows)
+    assert torch.backends.mha.get_fastpath_enabled()

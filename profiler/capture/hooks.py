@@ -1,7 +1,8 @@
 """What a PyTorch script's own structure tells the recorders: global module hooks (the module
 stack, forward passes), optimizer step hooks (where steps end), and patches of the few library
 calls that mark an iteration's shape (GradScaler.step/update, DataLoader.__next__,
-Module.train after an evaluation, a custom autograd Function's apply)."""
+Module.train after an evaluation, a custom autograd Function's apply), and the attention fast
+path a NeuronCore does not have."""
 from __future__ import annotations
 
 import functools
@@ -96,6 +97,7 @@ class Hooks:
         self._patch_grad_scalers()
         self._patch_train(mod.Module)
         self._patch_function_apply(torch)
+        self._patch_attention_fastpath(torch)
 
     def remove(self) -> None:
         for h in self.handles:
@@ -306,6 +308,16 @@ class Hooks:
                                             threading.get_ident(), t0, _now(), rec.step))
         apply.__wrapped_original__ = original
         self._patch(cls, "apply", classmethod(apply))
+
+    def _patch_attention_fastpath(self, torch) -> None:
+        """In inference, nn.MultiheadAttention and nn.TransformerEncoderLayer run one fused CPU
+        or CUDA kernel (`_transformer_encoder_layer_fwd`, `_native_multi_head_attention`) that a
+        NeuronCore never runs: on an XLA device they take the layer-by-layer path. The capture
+        takes that path too, so both recorders see the matmuls and softmax the chip would run
+        (the Python recorder saw one call of no FLOPs)."""
+        mha = getattr(torch.backends, "mha", None)
+        if mha is not None and "get_fastpath_enabled" in vars(mha):
+            self._patch(mha, "get_fastpath_enabled", _never)
 
     def _patch_dataloader(self) -> None:
         from torch.utils.data import dataloader
