@@ -148,3 +148,33 @@ def test_sigterm_to_a_torchrun_capture_stops_the_workers_and_writes_every_rank(t
     prof = fileformat.load(tmp_path / "t.nsprof")
     assert [e["rank"] for e in prof.meta["ranks"]] == [0, 1]
     assert json.dumps(prof.meta["ranks"]) and all(e["exit_code"] != 0 for e in prof.meta["ranks"])
+
+
+OS_EXIT = '''
+import os, sys, torch
+model = torch.nn.Linear(16, 16)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(64, 16)),
+                                   batch_size=16, num_workers=2)   # forked workers: os._exit too
+for (x,) in data:
+    model(x).square().mean().backward()
+    opt.step()
+    opt.zero_grad()
+print("bye", flush=True)
+os._exit(int(sys.argv[1]))
+'''
+
+
+@pytest.mark.parametrize("code", [0, 2])
+def test_a_script_that_ends_with_os_exit_keeps_its_profile_and_exit_code(tmp_path, code):
+    """os._exit runs no finally block: the recording was lost, and capture said "wrote no
+    recording" with exit 2 for a script that ended with 0 (and nothing at all for one that
+    ended with 2)."""
+    script, out = tmp_path / "oexit.py", tmp_path / "o.nsprof"
+    script.write_text(OS_EXIT)
+    res = subprocess.run([*CLI, "capture", "-s", str(out), "--", sys.executable, str(script),
+                          str(code)], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert res.returncode == code, res.stderr
+    assert "bye" in res.stdout and f"script exit code {code}" in res.stderr
+    prof = fileformat.load(out)
+    assert sorted(set(prof.table("ops")["step"].tolist())) == [1, 2, 3, 4]

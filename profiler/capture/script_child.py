@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from .. import console
@@ -128,31 +129,56 @@ def run_target(kind: str, target: str, args: list[str]) -> int:
         _in_target[0] = False
 
 
-def record_run(task, target_argv: list[str]) -> tuple[int, object] | None:
-    """Run the target under the configured recorder: (its exit code, the recording), or None after
-    one line on stderr when no recorder can start or the target cannot (no part is then written).
-    Once the target ends, the stop signals are ignored, so the recording is always handed back;
-    a stop signal makes the code 128 + it."""
+def record_run(task, target_argv: list[str], save: Callable[[int, object], None]) -> int | None:
+    """Run the target under the configured recorder and hand `save` its exit code and the
+    recording; the code is returned. None after one line on stderr when no recorder can start
+    or the target cannot (nothing is saved then). Once the target ends, the stop signals are
+    ignored, so the recording is always handed over; a stop signal makes the code 128 + it. A
+    script that ends with os._exit (training scripts do, to skip hanging worker shutdowns) runs
+    no finally block: the recording is saved on the way out."""
     from .recorders import start_recorder
     try:
         recorder = start_recorder(task.options.recorder, steps=task.options.steps, note=console.note)
     except ValueError as e:
         console.error(str(e))
         return None
-    try:
-        code = run_target(task.kind, target_argv[0], target_argv[1:])
-    except CannotRun as e:
-        console.error(str(e))
-        return None
-    finally:
+
+    def finish():
         for sig in STOP_SIGNALS:
             signal.signal(sig, signal.SIG_IGN)
         recording = recorder.stop()
         from .recording import compiled_graph_count
         recording.compiled_graphs = compiled_graph_count()
-    if stopped_by():
-        code = 128 + stopped_by()
-    return code, recording
+        return recording
+
+    real_exit, main_pid = os._exit, os.getpid()
+
+    def exit_now(status: int) -> None:
+        # a forked worker (a DataLoader's, multiprocessing's) leaves by os._exit too: not ours
+        if os.getpid() == main_pid and os._exit is exit_now:
+            os._exit = real_exit
+            save(_exit_code(status), finish())
+        real_exit(status)
+
+    os._exit = exit_now
+    code: int | None = None
+    try:
+        code = run_target(task.kind, target_argv[0], target_argv[1:])
+    except CannotRun as e:
+        console.error(str(e))
+    finally:
+        if os._exit is exit_now:
+            os._exit = real_exit
+        recording = finish()
+    if code is None:
+        return None
+    code = _exit_code(code)
+    save(code, recording)
+    return code
+
+
+def _exit_code(code: int) -> int:
+    return 128 + stopped_by() if stopped_by() else code
 
 
 def child_main(argv: list[str]) -> int:
@@ -165,12 +191,12 @@ def child_main(argv: list[str]) -> int:
     from .options import ScriptTask
     from .rank_part import RankPart, save_part
     task = ScriptTask.from_json(argv[0])
-    ran = record_run(task, argv[2:])
-    if ran is None:
-        return 2
-    code, recording = ran
-    save_part(task.parts, RankPart(0, 0, _world_size(), os.getpid(), code, threading.get_ident(), recording))
-    return code
+
+    def save(code: int, recording) -> None:
+        save_part(task.parts, RankPart(0, 0, _world_size(), os.getpid(), code,
+                                       threading.get_ident(), recording))
+    code = record_run(task, argv[2:], save)
+    return 2 if code is None else code
 
 
 def _world_size() -> int:

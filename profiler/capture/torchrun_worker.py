@@ -40,14 +40,13 @@ def worker_main(argv: list[str]) -> int:
         console.error(f"${ENV} is not set; this worker runs under "
                       f"`{console.PROG} capture -- torchrun ...`")
         return 2
-    ran = record_run(task, argv)     # the part gets written whatever
-    if ran is None:
-        return 2
-    code, recording = ran
-    rank, local_rank, world = _identity()
-    save_part(task.parts, RankPart(rank, local_rank, world, os.getpid(), code, threading.get_ident(),
-                                   recording))
-    return code
+
+    def save(code: int, recording) -> None:
+        rank, local_rank, world = _identity()
+        save_part(task.parts, RankPart(rank, local_rank, world, os.getpid(), code,
+                                       threading.get_ident(), recording))
+    code = record_run(task, argv, save)     # the part gets written whatever
+    return 2 if code is None else code
 
 
 if __name__ == "__main__":
