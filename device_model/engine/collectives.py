@@ -6,7 +6,7 @@ bounds every collective: `cc_dma_fraction` of the rank's DMA bandwidth (its phys
 engines), calibrated on C1's 1 GiB bus bandwidth and checked on C3's for NC-v2, on J2's prefill
 for NC-v3 (`cc_dma_fraction_v3`, checked on the held-out HJ1). NeuronLink (the links inside
 the group's footprint, shared by every rank of the chip running a collective of the same kind
-for Mesh and RDH, by the concurrent groups for a ring) and EFA (the NICs of the group's chips
+for Mesh, by the concurrent groups for RDH and a ring) and EFA (the NICs of the group's chips
 on each node, shared by the concurrent groups) can only lower it.
 
 Latency. Intra-node algorithms follow C2: Mesh below 1 MB (2 steps per phase, each step as long
@@ -102,10 +102,11 @@ def dma_rate(device: DeviceSpec, costs: CostParams, lnc: int) -> float:
 
 def _link_rate(device: DeviceSpec, group: CollectiveGroup, links: int, costs: CostParams,
                ring: bool) -> float:
-    """Per-rank NeuronLink rate. Mesh and RDH send most of every rank's data to other chips, so
-    each rank on a chip takes its share of the links. A ring crosses to the next chip once per
-    chip: its ranks on one chip pass data among themselves through HBM, so only the concurrent
-    groups share the links (as they share EFA)."""
+    """Per-rank NeuronLink rate. Mesh sends every rank's data straight to every other rank, so
+    each rank on a chip takes its share of the links. RDH first reduces within the chip (each
+    of its ranks takes a quarter of the chunks across chips, C2) and a ring passes data between
+    a chip's ranks through HBM: a chip's links carry its data once, and only the concurrent
+    groups share them (as they share EFA)."""
     link_bw = device.neuronlink_bw / device.neuronlink_links
     sharing = group.active / group.ranks_per_device if ring else group.active
     return links * link_bw * costs.cc_link_efficiency / sharing
@@ -201,7 +202,7 @@ def collective_cost(kind: str, nbytes: float, group: CollectiveGroup, device: De
         steps = 1 if kind == "send_recv" else steps_per_phase * phases
         hop = far if algo == "mesh" else 1      # mesh sends straight to every rank
         rate = min(r_dma, _link_rate(device, group, min(links, algo_links), costs,
-                                      ring=algo == "kangaring"))
+                                      ring=algo != "mesh"))   # C2: only Mesh fans out
         t = steps * hop * costs.cc_alpha_intra_s + moved / rate
     t += costs.cc_launch_s
     algbw = nbytes / t if t > 0 else 0.0
