@@ -162,7 +162,8 @@ def _at_copy_rate(spec, rate, inst_name="trn1.2xlarge", placement=Placement(core
     ("bert-base:mode=infer,batch=1,seq=128,dtype=fp32,autocast=matmul", 1 * 128 * 768 * 4),
     ("bert-base:mode=infer,batch=16,seq=128,dtype=fp32,autocast=matmul", 16 * 128 * 768 * 4),
     ("bert-large:mode=infer,batch=4,seq=128", 4 * 128 * 1024 * 2),
-    ("distilbert-base:mode=infer,batch=2,seq=100", 2 * 128 * 768 * 2),  # the padded length
+    ("distilbert-base:mode=infer,batch=2,seq=100", 2 * 100 * 768 * 2),  # the traced length
+    ("distilbert-base:mode=infer,batch=2,seq=100,bucket=pow2", 2 * 128 * 768 * 2),  # padded
     # a classifier's labels, or the MLM head's logits (one position per sequence, as it runs)
     ("bert-base:mode=infer,batch=16,seq=128,head=cls", 16 * 2 * 2),
     ("bert-base:mode=infer,batch=2,seq=128,head=on", 2 * 30522 * 2),

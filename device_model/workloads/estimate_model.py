@@ -166,9 +166,12 @@ def infer_plan(cfg: ModelConfig, inst: Instance, opts: dict, placement) -> Infer
     # head=cls puts a sequence classifier in its place
     classify = opts["head"] == "cls"
     head = _on_off(opts["head"]) if opts["head"] else not (encoder and cfg.family == "bert")
+    # A traced forward pass (torch-neuronx) is compiled at the shape it was traced with: an
+    # encoder runs its sequence as given. A decoder's context encoding pads to its buckets.
+    bucket = opts["bucket"] if opts["bucket"] != -1 else (1 if encoder else 0)
     spec = InferSpec(cfg, opts["batch"] or 1, prompt,
                      opts["out"] or (128 if opts["mode"] == "decode" else 1),
-                     0 if opts["bucket"] == -1 else opts["bucket"], _infer_precision(opts), lay,
+                     bucket, _infer_precision(opts), lay,
                      _flash(cfg, opts), tkg_bucket=opts["tkg_bucket"],
                      sp=_on_off(opts["sp"]), head=head, classify=classify)
     return InferencePlan(inst, spec)
@@ -254,11 +257,12 @@ def estimate_infer(plan: InferencePlan, mode: str) -> dict:
     if plan.decode_buckets:
         out.update(_generation(plan, ttft))
         # the mean decode step is the one step_time_s times: its parts add up to it
-        step, fixed = plan.decode_mean(), overhead
+        step, fixed, flops = plan.decode_mean(), overhead, None
     else:
         out.update(_one_pass(plan, ttft, mode))
         step, fixed = plan.prefill, overhead + host
-    out.update(_ratios(inst, step, out["step_time_s"], None, lay.ranks))
+        flops = (plan.prefill_model_flops * lay.ranks, step.hardware_flops * lay.ranks)
+    out.update(_ratios(inst, step, out["step_time_s"], flops, lay.ranks))
     out["breakdown"] = _breakdown(step, fixed)
     out["memory"] = mem.as_dict()
     if plan.warnings:

@@ -237,6 +237,14 @@ class InferencePlan:
         return self._cost(self.prefill_len, self.prefill_len)
 
     @cached_property
+    def prefill_model_flops(self) -> float:
+        """The model FLOPs of the prompt's own tokens: padding to the bucket is work the chip
+        does (hardware FLOPs, HFU) but not the model's (MFU)."""
+        if self.prefill_len == self.spec.input_len:
+            return self.prefill.model_flops
+        return self._cost(self.spec.input_len, self.spec.input_len).model_flops
+
+    @cached_property
     def decode(self) -> dict[int, Cost]:
         return {kv: self._cost(1, kv) for kv in self.decode_buckets}
 
