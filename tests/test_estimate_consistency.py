@@ -348,3 +348,13 @@ def test_an_encoder_runs_at_its_traced_sequence_unless_bucketed():
     bucketed = estimate("bert-large:mode=infer,batch=1,seq=384,bucket=pow2", trn1, one)
     assert bucketed["padded_input_tokens"] == 512
     assert bucketed["latency_s"] == pytest.approx(run[512]["latency_s"])
+
+
+def test_the_text_names_the_compiled_length_where_the_prompt_pads(capsys):
+    """The TTFT of a 513-token prompt is the 1024 bucket's: the report says so."""
+    assert main(["estimate", "-w", "llama3-8b:mode=prefill,batch=1,in=513", "-i",
+                 "trn2.48xlarge", "--tp", "8"]) == 0
+    assert "  compiled length      1,024 tokens\n" in capsys.readouterr().out
+    assert main(["estimate", "-w", "llama3-8b:mode=prefill,batch=1,in=512", "-i",
+                 "trn2.48xlarge", "--tp", "8"]) == 0
+    assert "compiled length" not in capsys.readouterr().out

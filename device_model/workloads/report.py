@@ -86,6 +86,10 @@ def _mean_differs(r: dict) -> bool:
 def _rows(r: dict, *others: dict) -> list[Row]:
     """The report's rows for `r`, and for the results set beside it (`others`) in a comparison."""
     rows: list[Row] = [("parallel", _parallel, str)]
+    if any(x.get("padded_input_tokens", 0) > x.get("input_tokens", 0) for x in (r, *others)):
+        # the bucket the prompt (or sequence) pads to: its time, not the prompt's own length
+        rows += [("compiled length", lambda r: r["padded_input_tokens"],
+                  lambda v: f"{v:,} tokens")]
     if r["mode"] in ("train", "infer"):
         rows += [("latency", lambda r: r["latency_s"], _time)] if "latency_s" in r else []
         rows += [("step time", lambda r: r["step_time_s"], _time),
