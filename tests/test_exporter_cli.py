@@ -99,9 +99,12 @@ def test_bad_input_is_counted_reported_once_per_kind_and_last_good_state_kept():
         assert exp.value("neuron_exporter_reports_total") == 9.0
         assert exp.value("neuroncore_utilization_ratio", neuroncore="0") == good
         assert exp.proc.poll() is None  # --keep-serving: EOF keeps serving the last state
-        for kind in [*BAD_INPUTS, "eof"]:
+        for kind in BAD_INPUTS:
             assert sum(f"({kind})" in line or f"{kind} problems" in line
                        for line in exp.stderr_lines) == 1, (kind, exp.stderr_lines)
+        # the input ends once: its line says so, with no "further eof problems"
+        assert sum("input ended (EOF)" in line for line in exp.stderr_lines) == 1
+        assert not any("eof problems" in line for line in exp.stderr_lines)
         assert not any("Traceback" in line for line in exp.stderr_lines)
         exp.proc.send_signal(signal.SIGTERM)
         assert exp.proc.wait(10) == 0

@@ -82,8 +82,9 @@ def test_a_one_shot_of_the_demo_waits_for_its_jobs_to_load_their_models(tmp_path
     assert out.returncode == 0, out.stderr
     report = Report.from_json(out.stdout)
     assert {r.tag for r in report.runtimes} == {"llama-train", "llama-serve"}
-    for runtime in report.runtimes:
-        cores = runtime.neuroncore_counters.cores
-        assert cores and all(core.utilization > 0 for core in cores.values()), runtime.tag
-        assert sum(runtime.execution_stats.statuses.values()) > 0, runtime.tag
+    # the server may sit between requests for that second; the trainer runs its first steps
+    train = next(r for r in report.runtimes if r.tag == "llama-train")
+    cores = train.neuroncore_counters.cores
+    assert len(cores) == 48 and all(core.utilization > 0 for core in cores.values())
+    assert sum(train.execution_stats.statuses.values()) > 0
     assert list(tmp_path.iterdir()) == []      # the demo's directory went with it
