@@ -59,6 +59,7 @@ class InstanceInfo:
     subnet_id: str = ""
     error: str = ""
     extra: Mapping[str, Any] = field(default_factory=dict)  # e.g. ultraserver_id on newer tools
+    absent: frozenset[str] = frozenset()    # JSON keys the stream did not carry: not written
 
     @classmethod
     def parse(cls, d: Any, path: str) -> InstanceInfo:
@@ -68,12 +69,15 @@ class InstanceInfo:
                  for attr, key in _INSTANCE_KEYS}
         extra = {k: f.verbatim(v, f"{path}.{k}") for k, v in d.items()
                  if k != "error" and k not in _INSTANCE_JSON_KEYS}
-        return cls(**known, error=f.error_text(d.get("error"), path + ".error"), extra=extra)
+        absent = frozenset(key for key in (*_INSTANCE_JSON_KEYS, "error") if key not in d)
+        return cls(**known, error=f.error_text(d.get("error"), path + ".error"), extra=extra,
+                   absent=absent)
 
     def dump(self) -> dict:
-        out = {key: getattr(self, attr) for attr, key in _INSTANCE_KEYS}
+        out = {key: getattr(self, attr) for attr, key in _INSTANCE_KEYS if key not in self.absent}
         out.update(self.extra)
-        out["error"] = self.error
+        if self.error or "error" not in self.absent:
+            out["error"] = self.error
         return out
 
 

@@ -123,10 +123,13 @@ class ExecutionStats:
                                or self.device_latency):
             return f.group_out(self.period, self.error)
         total = self.total_latency.dump() if self.total_latency else None
-        device = self.device_latency.dump() if self.device_latency else None
+        latency: dict[str, Any] = {"total_latency": total}
+        if self.device_latency is not None or total is None:
+            # older runtimes time the whole execution only: no device_latency to write (a null
+            # one would read as "nothing ran"); a null latency_stats is written as both null
+            latency["device_latency"] = self.device_latency.dump() if self.device_latency else None
         return f.group_out(self.period, self.error, error_summary=dict(self.errors),
-                           execution_summary=dict(self.statuses),
-                           latency_stats={"total_latency": total, "device_latency": device})
+                           execution_summary=dict(self.statuses), latency_stats=latency)
 
 
 @dataclass(frozen=True, slots=True)

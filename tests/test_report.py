@@ -23,7 +23,8 @@ FLOAT_KEYS = frozenset({"period", "neuroncore_utilization", "user", "nice", "sys
 
 def canonical(doc):
     """The documented rewrites of a read: inference_stats -> execution_stats, a null
-    latency_stats -> both latencies null. Everything else must survive unchanged."""
+    latency_stats -> both latencies null, a null device_latency beside a total one -> none.
+    Everything else must survive unchanged."""
     if isinstance(doc, dict):
         out = {}
         for key, value in doc.items():
@@ -34,6 +35,10 @@ def canonical(doc):
                     value["execution_summary"] = value.pop("inference_summary")
             if key == "latency_stats" and value is None:
                 value = {"total_latency": None, "device_latency": None}
+            elif key == "latency_stats" and value.get("total_latency") is None:
+                value = {"total_latency": None, "device_latency": value.get("device_latency")}
+            elif key == "latency_stats" and value.get("device_latency", 0) is None:
+                value = {"total_latency": value["total_latency"]}   # a null one is not written
             if key in PERCENTILES and value is None:
                 continue  # a null percentile is absent: written without it
             out[key] = canonical(value)
@@ -302,7 +307,9 @@ EXECUTION_STATS = group(st.fixed_dictionaries({
         ["generic", "numerical", "transient", "model", "runtime", "hardware"]), COUNT),
     "execution_summary": st.dictionaries(st.sampled_from(
         ["completed", "completed_with_err", "timed_out", "failed_to_queue"]), COUNT),
-    "latency_stats": st.fixed_dictionaries({"total_latency": latency(), "device_latency": latency()}),
+    # older runtimes time the whole execution only: no device_latency key
+    "latency_stats": st.fixed_dictionaries({"total_latency": latency()},
+                                           optional={"device_latency": latency()}),
 }))
 BREAKDOWN = st.dictionaries(st.sampled_from(["constants", "model_code", "tensors", "runtime_memory"]), COUNT)
 SUBGRAPH = st.fixed_dictionaries({
@@ -349,7 +356,8 @@ SYSTEM = st.fixed_dictionaries({}, optional={
 DOCUMENT = st.fixed_dictionaries({
     "neuron_runtime_data": st.lists(RUNTIME, max_size=3),
     "system_data": SYSTEM,
-    "instance_info": st.fixed_dictionaries({k: NAME for k in (
+    # every key optional: an instance_info that failed carries only its error
+    "instance_info": st.fixed_dictionaries({}, optional={k: NAME for k in (
         "instance_name", "instance_id", "instance_type", "instance_availability_zone",
         "instance_availability_zone_id", "instance_region", "ami_id", "subnet_id", "error")}),
     "neuron_hardware_info": st.fixed_dictionaries({

@@ -37,8 +37,8 @@ from tui.ptree import Ancestor, tree_lines
 from tui.signals import EXIT_SIGNALS
 from monitor.held import GroupHold
 from monitor.sources import ReplaySource, Source, report_interval
-from tui.view import (ALL_TAB, app_tabs, core_grid, core_layout, instance_stopped, memory_summary,
-                      runtimes_for, tab_cores, vcpu_usage)
+from tui.view import (ALL_TAB, app_tabs, core_grid, core_layout, instance_stopped, instance_title,
+                      memory_summary, runtimes_for, tab_cores, vcpu_usage)
 from tui.widgets.engines import EngineView
 from tui.widgets.footer import KeyFooter
 from tui.widgets.grid import HISTORY_MIN_WIDTH, CoreGridView
@@ -370,9 +370,7 @@ class NeuronTopApp(App[None]):
         if self.stopped_at is not None:
             parts.append("instance stopped")
         parts.append(self.source.label)
-        instance = report.instance if report else None
-        self.query_one(TitleBar).show(instance.id if instance else "…", instance.type if instance
-                                      else "", " · ".join(parts))
+        self.query_one(TitleBar).show(*instance_title(report), " · ".join(parts))
 
     def _update_banner(self) -> None:
         # tui/status.py: what the stream lacks, and why nothing shows yet

@@ -11,7 +11,7 @@ import numpy as np
 
 from monitor.report import Report, RuntimeReport
 from monitor.vocab import ENGINES
-from tui.view import core_layout
+from tui.view import core_layout, counters_failed
 
 DEVICE_SERIES = ("hbm_read", "hbm_write", "power", "temperature", "throttle")
 
@@ -86,10 +86,14 @@ class History:
         engines = np.full((cores, len(ENGINES)), np.nan)
         hbm = np.zeros((devices, 2))
         seen: dict[RuntimeKey, RuntimeRings] = {}
+        reported = np.zeros(cores, dtype=bool)
+        failed = False
         for runtime in report.runtimes:
             own_util, own_engines = self._push_runtime(runtime, cores, seen)
+            failed |= counters_failed(runtime)
             for core, value in own_util.items():
                 util[core] += value   # the host-wide figure: the runtimes' shares added up
+                reported[core] = True
             for core, values in own_engines.items():   # added up too; NaN: no reading
                 now = engines[core]
                 engines[core] = np.where(np.isnan(now), values,
@@ -103,6 +107,8 @@ class History:
                     hbm[core // per_device] += (counters.hbm_read_bytes / period,
                                                 counters.hbm_write_bytes / period)
         self.runtimes = seen   # a runtime gone from the report takes its history with it
+        if failed:   # as the grid: a core no one reports may be the failed runtime's
+            util[~reported] = np.nan
         self.core_util.push(np.minimum(util, 1.0))
         self.engines.push(np.minimum(engines, 1.0))
         self.devices.push(self._device_values(report, devices, hbm))

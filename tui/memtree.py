@@ -89,9 +89,13 @@ def build_tree(runtimes: Iterable[RuntimeReport], per_device: int) -> tuple[Tree
         core_models = tuple(models.get(core, ()))
         key = ("nc", core)
         host = sum(m.host_bytes or 0 for m in core_models) if core_models else None
-        node = TreeNode(key, f"NC {core}", None, sum(breakdown.values()), host,
-                        core_models + _unattributed(key, breakdown, in_models.get(core, {}),
-                                                    bool(core_models)))
+        children = core_models + _unattributed(key, breakdown, in_models.get(core, {}),
+                                               bool(core_models))
+        # The core is what its children add up to: its models and the memory none of them
+        # holds. A stream whose core breakdown leaves out a model's memory (AWS's own example:
+        # 0 B on a core that holds a 20 MB model) must not show a core smaller than its model.
+        node = TreeNode(key, f"NC {core}", None, sum(c.device_bytes for c in children), host,
+                        children)
         devices.setdefault(core // per_device, []).append(node)
     return tuple(_device_node(device, tuple(cores)) for device, cores in sorted(devices.items()))
 

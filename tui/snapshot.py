@@ -15,8 +15,8 @@ from tui import __version__
 from tui.faults import report_faults
 from tui.fmt import fit, human_bytes, percent, tflops
 from tui.procs import cell_text, fit_columns, process_rows
-from tui.view import (DEVICE_CATEGORIES, HOST_CATEGORIES, CoreGrid, core_grid, memory_summary,
-                      vcpu_usage)
+from tui.view import (DEVICE_CATEGORIES, HOST_CATEGORIES, NO_DEVICE, CoreGrid, core_grid,
+                      instance_title, memory_summary, vcpu_usage)
 
 __all__ = ["overview_text", "no_report_text"]
 
@@ -29,9 +29,9 @@ def overview_text(report: Report, *, width: int = 80, show_flops: bool = False,
                   source: str = "") -> str:
     """The overview of one report, ``width`` columns wide, ending with a newline."""
     out: list[str] = []
-    inst = report.instance
-    kind = f" ({one_line(inst.type)})" if inst.type else ""
-    out.append(f"neuron-top {__version__} running on {one_line(inst.id) or 'unknown instance'}{kind}"
+    instance_id, instance_type = instance_title(report)
+    kind = f" ({instance_type})" if instance_type else ""
+    out.append(f"neuron-top {__version__} running on {instance_id}{kind}"
                + (f" · {one_line(source)}" if source else ""))
     # what the stream lacks, what failed and the faults wrap (the screen wraps them too): cut,
     # the names of the groups that failed were lost at 80 columns
@@ -69,6 +69,8 @@ def _grid_lines(report: Report, show_flops: bool, width: int) -> list[str]:
         lines = [f"{version}TFLOPs (Total: {tflops(total)})"]
     else:
         lines = [f"{version}Utilization (Avg: {percent(grid.average)})"]
+    if not grid.devices:
+        return lines + [NO_DEVICE]
     per_device = grid.cores_per_device
     blocks = -(-per_device // max(1, (width - LABEL) // CELL))
     per_block = -(-per_device // blocks)
@@ -84,19 +86,20 @@ def _grid_lines(report: Report, show_flops: bool, width: int) -> list[str]:
 
 def _grid_cell(grid: CoreGrid, core: int, show_flops: bool) -> str:
     # A core no runtime reports is idle: 0.00%, as the screen and the average show it (a core
-    # whose stream lacks a figure is N/A instead)
+    # whose stream lacks a figure, or that a runtime with failed counters may hold, is N/A)
     if show_flops:
         flops = float(grid.flops[core])
         value = tflops(None if flops != flops else flops)
     else:
-        value = percent(float(grid.utilization[core]))
+        util = float(grid.utilization[core])
+        value = percent(None if util != util else util)
     return f"[{value:>7}]"
 
 
 def _memory_lines(report: Report, width: int) -> list[str]:
     s = memory_summary(report.runtimes)
     if not s.reported:
-        return ["Memory Usage Summary", "  N/A (no memory_used group in this stream)"]
+        return ["Memory Usage Summary", f"  N/A ({s.missing})"]
     lines = ["Memory Usage Summary"]
     for head, total, values, names in (("Host Used Memory", s.host_total, s.host, HOST_CATEGORIES),
                                        ("Device Used Memory", s.device_total, s.device,

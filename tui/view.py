@@ -11,6 +11,7 @@ from typing import TypeVar
 
 import numpy as np
 
+from monitor.errors import one_line
 from monitor.report import Report, RuntimeReport
 
 G = TypeVar("G")
@@ -67,10 +68,31 @@ def core_layout(report: Report) -> tuple[int, int]:
     hw = report.hardware
     if hw.device_count and hw.cores_per_device:
         return hw.device_count, hw.cores_per_device
-    per_device = hw.cores_per_device or 2
     highest = max((c for r in report.runtimes if r.neuroncore_counters
                    for c in r.neuroncore_counters.cores), default=-1)
+    if hw.device_count == 0 and highest < 0:
+        return 0, hw.cores_per_device or 1    # the stream says: no Neuron device (no driver)
+    per_device = hw.cores_per_device or 2
     return max(1, -(-(highest + 1) // per_device)), per_device
+
+
+NO_DEVICE = "  no Neuron device in this report (no driver, or none on this host)"
+
+
+def instance_title(report: Report | None) -> tuple[str, str]:
+    """(instance id, instance type) as the title shows them, on one line each; an instance_info
+    that failed, or a stream without one, reads "unknown instance"."""
+    if report is None:
+        return "…", ""
+    inst = report.instance
+    return one_line(inst.id) or "unknown instance", one_line(inst.type or "")
+
+
+def counters_failed(runtime: RuntimeReport) -> bool:
+    """The runtime's neuroncore_counters group carries an error and no cores: which cores it
+    holds, and how busy they are, is unknown."""
+    counters = runtime.neuroncore_counters
+    return counters is not None and bool(counters.error) and not counters.cores
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,15 +101,19 @@ class CoreGrid:
     core_version: str
     devices: int
     cores_per_device: int
-    utilization: np.ndarray  # ratio per core
+    utilization: np.ndarray  # ratio per core; NaN where unknown (a runtime's group failed)
     flops: np.ndarray  # FLOP/s per core; NaN for a core in use whose stream has no flops (inf1)
     in_use: np.ndarray  # bool per core: some selected runtime reported it
     own_cores_only: bool = False  # an app tab: the average is over that app's cores, not the host's
 
     @property
-    def average(self) -> float:
+    def average(self) -> float | None:
+        """None where a core's figure is unknown (a runtime's neuroncore_counters failed), or
+        there is no core to average."""
         values = self.utilization[self.in_use] if self.own_cores_only else self.utilization
-        return float(values.mean()) if values.size else 0.0
+        if np.isnan(values).any() or not values.size:
+            return None
+        return float(values.mean())
 
     @property
     def cores_counted(self) -> int:
@@ -114,7 +140,9 @@ def core_grid(report: Report, runtimes: Iterable[RuntimeReport], own_cores_only:
     count = devices * per_device
     util, flops, in_use = np.zeros(count), np.zeros(count), np.zeros(count, dtype=bool)
     known = np.zeros(count, dtype=bool)
+    failed = False
     for runtime in runtimes:
+        failed |= counters_failed(runtime)
         counters = runtime.neuroncore_counters
         if counters is None:
             continue
@@ -129,6 +157,11 @@ def core_grid(report: Report, runtimes: Iterable[RuntimeReport], own_cores_only:
                 in_use[core] = True
     np.clip(util, 0.0, 1.0, out=util)
     flops[in_use & ~known] = np.nan  # reported cores whose stream has no flops: N/A, not 0
+    if failed:
+        # A runtime whose counters failed names none of its cores: any core no one else
+        # reports may be its, busy or not. N/A, not the 0 % of an idle core.
+        util[~in_use] = np.nan
+        flops[~in_use] = np.nan
     return CoreGrid(report.hardware.core_version or "", devices, per_device, util, flops, in_use,
                     own_cores_only)
 
@@ -172,6 +205,13 @@ class MemorySummary:
     device_total: int | None
     device: dict[str, int]
     reported: bool  # False when no selected runtime has a memory_used group
+    runtimes: int = 0   # the selected runtimes
+
+    @property
+    def missing(self) -> str:
+        """Why there is no summary: no runtime runs, or the stream has no memory_used group."""
+        return ("no runtime is running" if not self.runtimes
+                else "no memory_used group in this stream")
 
 
 def memory_summary(runtimes: Iterable[RuntimeReport]) -> MemorySummary:
@@ -180,7 +220,9 @@ def memory_summary(runtimes: Iterable[RuntimeReport]) -> MemorySummary:
     device: dict[str, int] = {}
     host_total = device_total = None
     reported = False
+    count = 0
     for runtime in runtimes:
+        count += 1
         reported = reported or runtime.memory_used is not None
         used = usable(runtime.memory_used)
         if used is None:
@@ -192,7 +234,7 @@ def memory_summary(runtimes: Iterable[RuntimeReport]) -> MemorySummary:
         for breakdown in used.core_breakdown.values():
             for key, value in breakdown.items():
                 device[key] = device.get(key, 0) + value
-    return MemorySummary(host_total, host, device_total, device, reported)
+    return MemorySummary(host_total, host, device_total, device, reported, count)
 
 
 @dataclass(frozen=True, slots=True)

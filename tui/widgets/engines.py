@@ -102,6 +102,11 @@ class EngineView(LineWidget):
         return [strip([(" " + part, self.style_of("engines--head"))])
                 for part in wrap_words(text, width - 1, 2)]
 
+    def _muted(self, text: str, width: int) -> list[Strip]:
+        """A note wrapped at words under a section (at 80 columns it was cut mid-word)."""
+        return [strip([("  " + part, self.style_of("engines--muted"))])
+                for part in wrap_words(text, max(10, width - 2), 2)]
+
     def _section(self, title: str, width: int) -> Strip:
         return strip([(f" {title} ".ljust(width), self.style_of("engines--section"))])
 
@@ -122,8 +127,8 @@ class EngineView(LineWidget):
         lines = [self._section("Engines (utilization over the period; history right, newest last)",
                                width)]
         if engines is None:
-            lines.append(strip([("  no neuroncore_engine_counters for this core in the stream "
-                                 "(a neuronscope extension group)", self.style_of("engines--muted"))]))
+            lines += self._muted("no neuroncore_engine_counters for this core in the stream "
+                                 "(a neuronscope extension group)", width)
         for index, engine in enumerate(ENGINES if engines is not None else ()):
             ratio = engines.get(engine)
             lines += self._series(ENGINE_LABELS[engine], ratio, percent(ratio),
@@ -140,12 +145,13 @@ class EngineView(LineWidget):
     def _hbm_lines(self, report, history, device, graph_w, width) -> list[Strip]:
         read = history.device_series(device, "hbm_read")
         write = history.device_series(device, "hbm_write")
-        top = float(np.nanmax(np.concatenate((read, write)))) if np.isfinite(
-            np.concatenate((read, write, [np.nan]))).any() else 1.0
+        known = np.isfinite(np.concatenate((read, write, [np.nan]))).any()
+        top = float(np.nanmax(np.concatenate((read, write)))) if known else 1.0
         counter = self._device_counter(report, device)
         util = counter.hbm_bandwidth_utilization if counter else None
-        lines = [self._section(f"ND{device} HBM bandwidth (scale: {human_rate(top)} full; "
-                               f"utilization {percent(util)})", width)]
+        scale = f"scale: {human_rate(top)} full" if known else "no reading yet"   # no made-up scale
+        lines = [self._section(f"ND{device} HBM bandwidth ({scale}; utilization {percent(util)})",
+                               width)]
         for label, series, style in (("HBM read", read, "engines--read"),
                                      ("HBM write", write, "engines--write")):
             now = float(series[-1]) if series.size and np.isfinite(series[-1]) else None
@@ -159,9 +165,8 @@ class EngineView(LineWidget):
         note = "modelled" if counter is None or counter.modelled else "measured"
         lines = [self._section(f"ND{device} power / thermal / throttle ({note})", width)]
         if counter is None:
-            lines.append(strip([("  no neuron_device_counters in the stream (a neuronscope "
-                                 "extension group)", self.style_of("engines--muted"))]))
-            return lines
+            return lines + self._muted("no neuron_device_counters in the stream (a neuronscope "
+                                       "extension group)", width)
         specs = (("Power", "power", 600.0, f"{counter.power_watts:.1f} W"),
                  ("Temp", "temperature", 110.0, f"{counter.temperature_celsius:.1f} °C"),
                  ("Throttle", "throttle", 1.0, percent(counter.throttle_ratio, 1)))

@@ -8,7 +8,7 @@ from textual.strip import Strip
 
 from tui.braille import bar
 from tui.fmt import percent, tflops
-from tui.view import CoreGrid
+from tui.view import NO_DEVICE, CoreGrid
 from tui.widgets.base import LineWidget, strip
 from tui.widgets.usage import Group, usage_lines
 
@@ -116,6 +116,8 @@ class CoreGridView(LineWidget, can_focus=True):
         grid = self.grid
         if grid is None:
             return [strip([(f"{self.waiting}…", self.style_of("coregrid--idle"))])]
+        if not grid.devices:
+            return [strip([(NO_DEVICE.strip(), self.style_of("coregrid--idle"))])]
         col = self.column_width(width)
         # Resolve each component style once per build, not once per cell.
         self._styles = {name: self.style_of(name) for name in self.COMPONENT_CLASSES}
@@ -146,6 +148,8 @@ class CoreGridView(LineWidget, can_focus=True):
             known = flops == flops  # NaN: the stream has no flops for this core (N/A, not 0)
             ratio = flops / top if known and top > 0 else 0.0
             value = tflops(flops if known else None)
+        elif util != util:     # NaN: a runtime whose counters failed may hold this core
+            ratio, value = 0.0, percent(None)
         else:
             ratio, value = util, percent(util)
         number = f"[{value:>7}]"
@@ -176,7 +180,7 @@ class CoreGridView(LineWidget, can_focus=True):
 
     def action_move(self, dx: int, dy: int) -> None:
         grid = self.grid
-        if grid is None:
+        if grid is None or not grid.devices:
             return
         per_device = grid.cores_per_device
         device = min(max(self.selected // per_device + dy, 0), grid.devices - 1)

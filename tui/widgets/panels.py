@@ -167,7 +167,8 @@ class MemorySummaryView(LineWidget):
         s = self.summary
         head, label = self.style_of("panel--head"), self.style_of("panel--label")
         if s is None or not s.reported:
-            return [strip([("no memory_used group in this stream", label)])]
+            missing = s.missing if s is not None else "no memory_used group in this stream"
+            return [strip([(missing, label)])]
         host = [("Total", human_bytes(s.host_total))]
         host += [(name, human_bytes(s.host.get(key))) for key, name in HOST_CATEGORIES]
         device = [("Total", human_bytes(s.device_total))]
