@@ -24,7 +24,6 @@ between listing and reading is skipped.
 """
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -40,7 +39,8 @@ from monitor.collector_shm import (
     NO_DEVICE_HARDWARE, ShmBackend, hardware_info, instance_info, loaded_models_of, memory_used,
     sample_of, spec_of, started_at, tag_of_damaged,
 )
-from monitor.config import MonitorConfig
+from monitor.config import MonitorConfig, due_groups
+from monitor.config import next_due as seconds_to_due
 from monitor.host import HostSampler
 from monitor.report import (
     DeviceCounters, DeviceEcc, HwCounters, LoadedModel, Report, RuntimeReport, SystemData,
@@ -140,18 +140,18 @@ class Collector:
 
     # ------------------------------------------------------------------ scheduling
     def _due(self, periods: dict[str, float], collected: dict[str, float], now: float) -> list[str]:
-        """Groups whose period has elapsed. A quarter of the tick's slack absorbs a late
-        wake-up, so that a tick that comes a little early after a late one still collects."""
-        slack = 0.25 * self.config.base_period
-        return [k for k, p in periods.items() if now - collected.get(k, -math.inf) >= p - slack]
+        """Groups whose period has elapsed, with a quarter of the tick's slack for a late
+        wake-up."""
+        return due_groups(periods, collected, now, slack=0.25 * self.config.base_period)
 
     def next_due(self, now: float | None = None) -> float:
         """Seconds until some known group falls due (0 when one is due now)."""
         now = self._clock() if now is None else now
-        waits = [_wait(self.config.system_groups, self._system_collected, now)]
+        waits = [seconds_to_due(self.config.system_groups, self._system_collected, now)]
         for tracked in self._tracked.values():
-            waits.append(_wait(self.config.runtime_groups_for(tracked.tag), tracked.collected, now))
-        return max(0.0, min(waits))
+            waits.append(seconds_to_due(self.config.runtime_groups_for(tracked.tag),
+                                        tracked.collected, now))
+        return min(waits)
 
     # ------------------------------------------------------------------ collection
     def collect(self) -> Report:
@@ -329,7 +329,3 @@ class Collector:
             del baselines[pid]
         return totals
 
-
-def _wait(periods: dict[str, float], collected: dict[str, float], now: float) -> float:
-    waits = [collected.get(k, -math.inf) + p - now for k, p in periods.items()]
-    return min(waits, default=math.inf)

@@ -151,11 +151,12 @@ class MonitorConfig:
 
 
 def due_groups(periods: Mapping[Hashable, float], last_collected: Mapping[Hashable, float],
-               now: float) -> list[Hashable]:
+               now: float, slack: float = 0.001) -> list[Hashable]:
     """Keys (groups, or (tag, group) pairs) whose period has elapsed since their last collection.
-    A key never collected is due at once. A 1 ms slack absorbs timer jitter."""
+    A key never collected is due at once. `slack` absorbs timer jitter (the collector gives a
+    quarter of its tick, so a tick a little early after a late one still collects)."""
     return [key for key, period in periods.items()
-            if now - last_collected.get(key, -math.inf) >= period - 0.001]
+            if now - last_collected.get(key, -math.inf) >= period - slack]
 
 
 def next_due(periods: Mapping[Hashable, float], last_collected: Mapping[Hashable, float],
