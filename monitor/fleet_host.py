@@ -22,7 +22,8 @@ from concurrent.futures import CancelledError, ThreadPoolExecutor
 
 from monitor.errors import ReportError
 from monitor.hardware import hardware_of_instance_type
-from monitor.promql import PrometheusClient, PrometheusError, Sample, label_count
+from monitor.promql import (Matcher, PrometheusClient, PrometheusError, Sample, duration,
+                            label_count, render_selector)
 from monitor.report import Report
 from monitor.sources import Source
 from monitor.vocab import CORE_MEMORY
@@ -33,8 +34,8 @@ __all__ = ["host_queries", "host_report", "PrometheusHostSource"]
 def host_queries(instance_id: str, target: str, job: str, rate: str) -> dict[str, str]:
     """The drill-down's queries for one instance: AWS's metrics by instance_id, neuronscope's by
     the exporter's target (they carry no instance labels)."""
-    aws = f'instance_id="{_esc(instance_id)}"'
-    own = f'instance="{_esc(target)}",job="{_esc(job)}"'
+    aws = render_selector((Matcher("instance_id", "=", instance_id),))
+    own = render_selector((Matcher("instance", "=", target), Matcher("job", "=", job)))
     memory = "|".join(CORE_MEMORY)
     return {
         "info": f"instance_info{{{aws}}}",
@@ -64,10 +65,6 @@ def host_queries(instance_id: str, target: str, job: str, rate: str) -> dict[str
         "models": f"neuron_runtime_model_memory_used_bytes{{{own}}}",
         "host_memory": f"neuron_runtime_host_memory_used_bytes{{{own}}}",
     }
-
-
-def _esc(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"')
 
 
 def _n(value: float, scale: float = 1.0) -> float:
@@ -348,7 +345,7 @@ class PrometheusHostSource(Source):
         self.period = period
         self.label = label or f"prometheus {client.url} · {instance_id}"
         self.last_error = ""
-        self._queries = host_queries(instance_id, target, job, f"{int(max(rate_window, 1))}s")
+        self._queries = host_queries(instance_id, target, job, duration(max(rate_window, 1.0)))
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="promql-host")
         self._clock = clock
 

@@ -172,3 +172,16 @@ def test_host_memory_by_category_from_the_extension_series_and_unknown_with_aws_
                                            "dma_buffers": 1048576, "tensors": 0, "constants": 0}
     aws = host_report(aws_answers(("llama-train",)), 2.0).runtimes[0].memory_used
     assert not aws.host_breakdown   # AWS's exporter has no such series: nothing to show, not 0
+
+
+def test_a_label_value_with_quotes_newlines_or_backslashes_stays_one_valid_matcher():
+    """The drill-down escaped only backslash and quote: a newline in an instance id or target
+    broke the query. The selector reads back as the value it was made from."""
+    from monitor.promql import parse_selector
+    odd = 'i-1\n"x"\\y\t'
+    q = host_queries(odd, "10.0.0.7:8000\n", "neu\"ron", "60s")
+    inner = q["info"][len("instance_info{"):-1]
+    assert [(m.label, m.op, m.value) for m in parse_selector(inner)] == [("instance_id", "=", odd)]
+    own = q["runtime_info"][len("neuron_runtime_info{"):-1]
+    assert [m.value for m in parse_selector(own)] == ["10.0.0.7:8000\n", 'neu"ron']
+    assert "\n" not in q["info"] and "\n" not in q["runtime_info"]
