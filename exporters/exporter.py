@@ -11,19 +11,20 @@ from collections.abc import Callable, Mapping
 
 from exporters import metrics_table as mt
 from exporters.exposition import Exposition
-from exporters.extract import Context, Problem, extract, with_k8s_labels
+from exporters.extract import (INPUT_PROBLEMS, REPORT_PROBLEMS, Context, Problem, extract,
+                               with_k8s_labels)
 from exporters.render import OPENMETRICS_EOF, render_openmetrics, render_text
 from exporters.state import MetricState
 from monitor import __version__
 from monitor.report import Report
 from monitor.sources import report_interval
+from monitor.stream import LINE_KINDS
 
 DEFAULT_PERIOD_S = 5.0      # neuron-monitor's default period, assumed until a report says
 STALE_PERIODS = 3           # /-/healthy fails after this many periods without a report
 
 # Kinds exported as 0 from the start, so rate() and alerts see the series before the first error.
-KNOWN_ERROR_KINDS = ("not_json", "truncated", "wrong_type", "not_object", "not_utf8", "too_long",
-                     "unknown_group", "group_error", "runtime_error", "malformed_field", "eof")
+KNOWN_ERROR_KINDS = (*LINE_KINDS, *REPORT_PROBLEMS, *INPUT_PROBLEMS)
 
 
 def package_version() -> str:

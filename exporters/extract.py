@@ -25,12 +25,22 @@ FamilySamples = tuple[mt.MetricSpec, list[Sample]]
 PEAK_BF16_PER_PHYSICAL_CORE = peak_bf16_per_physical_core()
 
 
+# What a sink reports about a report or its input, by kind: the exporter's error counter's
+# `kind` label (beside monitor.stream's bad-line kinds) and CloudWatch's notices.
+REPORT_PROBLEMS = ("unknown_group", "group_error", "runtime_error", "malformed_field")
+INPUT_PROBLEMS = ("eof",)
+CLOUDWATCH_PROBLEMS = ("instance_info", "dimension_value")
+PROBLEM_KINDS = REPORT_PROBLEMS + INPUT_PROBLEMS + CLOUDWATCH_PROBLEMS
+
+
 @dataclass(frozen=True, slots=True)
 class Problem:
-    kind: str       # group_error | runtime_error | unknown_group | malformed_field
+    kind: str       # one of PROBLEM_KINDS
     message: str    # one line; text taken from the stream is escaped (no control characters)
 
     def __post_init__(self) -> None:
+        if self.kind not in PROBLEM_KINDS:
+            raise ValueError(f"unknown problem kind {self.kind!r}")
         object.__setattr__(self, "message", one_line(self.message))
 
 

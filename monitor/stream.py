@@ -26,7 +26,9 @@ import orjson
 from monitor.errors import ReportError, one_line
 from monitor.report import Report
 
-__all__ = ["ReportStream", "classify_line", "DEFAULT_MAX_LINE_BYTES"]
+__all__ = ["ReportStream", "classify_line", "DEFAULT_MAX_LINE_BYTES", "LINE_KINDS"]
+
+LINE_KINDS = ("not_json", "truncated", "wrong_type", "not_object", "not_utf8", "too_long")
 
 # A 128-device report with engine counters is about 1 MiB; 64 MiB leaves room and bounds memory.
 DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024

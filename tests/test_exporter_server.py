@@ -72,6 +72,13 @@ def test_accepts_gzip(value, expected):
     assert accepts_gzip(value) is expected
 
 
+def test_a_problem_of_a_kind_no_sink_counts_is_refused():
+    from exporters.extract import PROBLEM_KINDS, Problem
+    assert Problem("eof", "input ended").kind in PROBLEM_KINDS
+    with pytest.raises(ValueError, match="unknown problem kind"):
+        Problem("eof_error", "a kind the error counter never starts at 0")
+
+
 def test_the_server_header_names_the_exporter_alone(server):
     resp, _ = get(server.server_port)
     assert resp.getheader("Server") == "neuron-monitor-prometheus"     # had a trailing space

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from monitor.report import Report
-from monitor.stream import ReportStream, classify_line
+from monitor.stream import LINE_KINDS, ReportStream, classify_line
 
 GOOD = (pathlib.Path(__file__).parent / "fixtures" / "neuron_monitor_aws_example.json").read_bytes().strip()
 
@@ -102,3 +102,4 @@ def test_no_exception_escapes_and_every_line_is_accounted(lines):
     assert stream.skipped == len(lines) - good - blank
     assert len(err.getvalue().splitlines()) == len(stream.errors)
     assert lines.count(GOOD) <= good
+    assert set(stream.errors) <= set(LINE_KINDS)    # the exporter's counter starts each at 0
