@@ -138,10 +138,6 @@ def rules_yaml() -> str:
     return "\n".join(out) + "\n"
 
 
-def record_names() -> list[str]:
-    return [record for _, rules in RULE_GROUPS for record, _, _ in rules]
-
-
 # ------------------------------------------------------------------------------ the dashboard
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 PICK = 'instance_info{availability_zone=~"$zone", instance_type=~"$instance_type"}'

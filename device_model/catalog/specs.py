@@ -496,10 +496,6 @@ def instance_names() -> tuple[str, ...]:
     return tuple(INSTANCES)
 
 
-def device_names() -> tuple[str, ...]:
-    return tuple(DEVICES)
-
-
 def get_device(name: str) -> DeviceSpec:
     key = name.strip().lower() if isinstance(name, str) else ""
     if key not in DEVICES:

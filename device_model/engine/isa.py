@@ -21,7 +21,6 @@ LANES = (
     ("dma", E_DMA, "DMA"),
     ("cc", E_CC, "CC-core"),
 )
-LANE_NAMES = tuple(name for name, _, _ in LANES)
 LANE_ENGINE = tuple(engine for _, engine, _ in LANES)
 LANE_ROW = tuple(row for _, _, row in LANES)
 L_PE_LS, L_PE_MM, L_ACT, L_DVE, L_POOL, L_SP, L_DMA, L_CC = range(len(LANES))

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .isa import ENGINES, LANE_ENGINE, LANES, QUEUES, E_DMA, E_CC
+from .isa import ENGINES, LANE_ENGINE, QUEUES, E_DMA, E_CC
 from .schedule import Scheduler, ThrottleEvent
 from ..lowering.stages import QUANTITIES
 
@@ -101,9 +101,6 @@ class Timeline:
         sel = (eng == E_DMA) | (eng == E_CC)
         return union_length(self.columns["start"][sel], self.columns["end"][sel])
 
-    def engine_instructions(self) -> dict[str, int]:
-        counts = np.bincount(self.engine_of_rows(), minlength=len(ENGINES))
-        return {name: int(counts[e]) for e, name in enumerate(ENGINES)}
 
     def dma_bytes_by_queue(self) -> dict[str, float]:
         sel = self.engine_of_rows() == E_DMA
@@ -125,5 +122,3 @@ class Timeline:
         out["start"], out["end"] = self.op_start, self.op_end
         return out
 
-    def lane_names(self) -> tuple[str, ...]:
-        return tuple(name for name, _, _ in LANES)

@@ -31,9 +31,6 @@ Q_CC_BYTES = Q_DMA.stop
 Q_CC_S = Q_CC_BYTES + 1
 Q_THROTTLED = Q_CC_S + 1
 NQ = Q_THROTTLED + 1
-QUANTITY_NAMES = (("busy",) + tuple(f"active_{e}" for e in ENGINES) + tuple(f"instr_{e}" for e in ENGINES)
-                  + tuple(f"flops_{k}" for k in FLOP_KINDS) + ("hbm_read", "hbm_write")
-                  + tuple(f"dma_{q}" for q in DMA_QUEUES) + ("collective_bytes", "collective_s", "throttled"))
 INTERVAL_QUANTITIES = (Q_BUSY, *range(Q_ENGINE.start, Q_ENGINE.stop), Q_CC_S, Q_THROTTLED)
 
 # Timeline engine groups behind each counter engine; "dma" counts DMA rings carrying collectives too.

@@ -68,10 +68,6 @@ class FaultSpec:
     count: int = 1
     text: str = ""
 
-    @property
-    def fails_execution(self) -> bool:
-        return self.kind in EXEC_EFFECTS
-
 
 def parse_fault(text: str) -> FaultSpec:
     kind, at_sign, rest = text.strip().partition("@")

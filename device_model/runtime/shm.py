@@ -138,9 +138,6 @@ class RuntimeSnapshot:
         new = max(0, min(self.latency_count - count, self.latency_total.size))
         return self.latency_total[self.latency_total.size - new:], self.latency_device[self.latency_device.size - new:]
 
-    def device_memory_by_category(self) -> dict[str, np.ndarray]:
-        return {name: self.device_memory[:, i] for i, name in enumerate(DEVICE_MEMORY)}
-
 
 # ------------------------------------------------------------------------ writer
 def _header_dims(h: dict) -> tuple[int, int, int, int]:

@@ -6,7 +6,6 @@ inputs of every matmul and norm, the attention probabilities unless recomputed, 
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from ..errors import SpecError
@@ -95,5 +94,3 @@ def in_flight_microbatches(stage: int, pp: int, microbatches: int) -> int:
     return max(1, min(pp - stage, microbatches))
 
 
-def ceil_div(a: int, b: int) -> int:
-    return math.ceil(a / b)

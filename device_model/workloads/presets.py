@@ -127,8 +127,3 @@ def get_preset(name: str) -> ModelConfig:
         raise SpecError(f"unknown model {name!r}; allowed: {', '.join(PRESETS)}") from None
 
 
-def mlp_config(hidden: int, layers: int, ffn: int) -> ModelConfig:
-    """A plain MLP (fc1, GELU, fc2 per block) as a degenerate model with no attention."""
-    return ModelConfig(f"mlp-{hidden}x{layers}", "mlp", hidden, layers, 1, 1, ffn, 1, 1 << 30,
-                       1, mlp="gelu", norm="layer", causal=False, bias=True, rope=False,
-                       tied_embeddings=True)

@@ -20,7 +20,7 @@ from ..model.profile import PHASES, Profile
 from .ranks import rank_views
 from .render import human_count, human_time
 from .repeats import Repeats, repeats
-from .summary import scope_mask, summarize, union_length
+from .summary import intersection_length, scope_mask, summarize, union_length
 
 SMALL_DMA_BYTES = 64 * 1024       # below ~512 B per partition x 128 partitions, DMA efficiency drops
 DMA_BOUND_SHARE = 0.5
@@ -64,15 +64,9 @@ def _collective_exposure(p: Profile) -> tuple[float, float]:
     def within(rows: tuple[int, int] | None) -> np.ndarray:
         cc = _intervals(p, ("collective",), rows)
         cc_time = union_length(*cc)
-        return np.array([cc_time, cc_time - _overlap(cc, _intervals(p, COMPUTE_ENGINES, rows))])
+        return np.array([cc_time, cc_time - intersection_length(cc, _intervals(p, COMPUTE_ENGINES, rows))])
     cc_time, exposed = _repeats(p).counted(within)
     return float(cc_time), float(exposed)
-
-
-def _overlap(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> float:
-    """Length of (union a) intersected with (union b) = |a| + |b| - |a or b|."""
-    both = (np.r_[a[0], b[0]], np.r_[a[1], b[1]])
-    return union_length(*a) + union_length(*b) - union_length(*both)
 
 
 def rule_dma_small(p: Profile, s: dict) -> Finding | None:

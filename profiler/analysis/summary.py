@@ -40,6 +40,14 @@ def union_length(start: np.ndarray, end: np.ndarray) -> float:
     return float(np.sum(block_end - s[new]))
 
 
+def intersection_length(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]
+                        ) -> float:
+    """Length of (union of intervals a) intersected with (union of b): |a| + |b| - |a or b|;
+    each is (starts, ends)."""
+    both = (np.r_[a[0], b[0]], np.r_[a[1], b[1]])
+    return union_length(*a) + union_length(*b) - union_length(*both)
+
+
 def scope_mask(profile: Profile) -> tuple[np.ndarray, np.ndarray]:
     """(detailed steps, op-row mask) the summary covers: instruction-level steps, else all."""
     steps = profile.table("steps")

@@ -14,10 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..model.profile import BUSY_ENGINES, Profile
-from .summary import union_length
+from .summary import intersection_length, union_length
 
 COMPUTATION, COMMUNICATION, MEMORY = 0, 1, 2
-KERNEL_TYPES = ("COMPUTATION", "COMMUNICATION", "MEMORY")
 _COMPUTE_BUSY = tuple(f"busy_{e}" for e in BUSY_ENGINES if e not in ("dma", "collective"))
 
 
@@ -53,16 +52,6 @@ class DeviceBreakdown:
     memory: float           # a memory-only operator running
     comm_overlapped: float  # a collective and a computation kernel running together
 
-    @property
-    def comm_overlap_ratio(self) -> float | None:
-        """Share of communication time overlapped by computation; None without collectives."""
-        return self.comm_overlapped / self.communication if self.communication > 0 else None
-
-
-def _intersection(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray]) -> float:
-    both = union_length(*a) + union_length(*b)
-    return both - union_length(np.r_[a[0], b[0]], np.r_[a[1], b[1]])
-
 
 def device_breakdown(profile: Profile, steps=None) -> DeviceBreakdown:
     """The breakdown over the operators of `steps` (default: every step)."""
@@ -77,4 +66,4 @@ def device_breakdown(profile: Profile, steps=None) -> DeviceBreakdown:
     of = {k: (start[kinds == k], end[kinds == k]) for k in (COMPUTATION, COMMUNICATION, MEMORY)}
     return DeviceBreakdown(span, busy, span - busy, union_length(*of[COMPUTATION]),
                            union_length(*of[COMMUNICATION]), union_length(*of[MEMORY]),
-                           _intersection(of[COMMUNICATION], of[COMPUTATION]))
+                           intersection_length(of[COMMUNICATION], of[COMPUTATION]))

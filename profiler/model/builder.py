@@ -96,8 +96,6 @@ class ProfileBuilder:
             h[key].append(value)
         return len(h["start"]) - 1
 
-    def link_host(self, host_row: int, op_row: int) -> None:
-        self._host["op"][host_row] = op_row
 
     @property
     def n_ops(self) -> int:

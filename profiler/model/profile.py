@@ -61,15 +61,6 @@ def empty_table(name: str, rows: int = 0) -> dict[str, np.ndarray]:
     return {c: np.zeros(rows, dtype=np.dtype(d)) for c, d in SCHEMA[name].items()}
 
 
-def table_from_lists(name: str, columns: dict[str, list]) -> dict[str, np.ndarray]:
-    """A schema table from Python lists (missing columns are zero)."""
-    rows = len(next(iter(columns.values()))) if columns else 0
-    out = empty_table(name, rows)
-    for c, values in columns.items():
-        out[c] = np.asarray(values, dtype=np.dtype(SCHEMA[name][c])) if rows else out[c]
-    return out
-
-
 @dataclass(frozen=True, slots=True)
 class Profile:
     meta: dict
@@ -102,10 +93,6 @@ class Profile:
             rows[dma] = len(lanes) + np.where(queue < len(queues), queue, 0)
         return rows, lanes + queues
 
-    @property
-    def detailed_steps(self) -> np.ndarray:
-        steps = self.table("steps")
-        return steps["step"][steps["detailed"].astype(bool)]
 
     def require_tables(self, where: str = "profile") -> None:
         """Every table and column of the schema is present (ProfileError naming the first missing)."""
