@@ -34,9 +34,9 @@ SETTLE_POLL_S = 0.1
 
 def live_config(period_s: float = 1.0) -> MonitorConfig:
     """Every runtime and system group at one period: what neuron-top shows."""
-    from monitor.config import RUNTIME_GROUPS, SYSTEM_GROUPS, MonitorConfig
+    from monitor.config import RUNTIME_GROUPS, SYSTEM_GROUPS, MonitorConfig, format_period
     return MonitorConfig.from_dict({
-        "period": f"{int(period_s * 1000)}ms",
+        "period": format_period(period_s),     # rounded: int() truncated 0.3 s to 299 ms
         "neuron_runtimes": [{"tag_filter": ".*", "metrics": [{"type": g} for g in RUNTIME_GROUPS]}],
         "system_metrics": [{"type": g} for g in SYSTEM_GROUPS],
     })

@@ -199,8 +199,12 @@ def make_source(args: argparse.Namespace, signals: ExitSignals | None = None):
     return source
 
 
-_NUMBER_FLAGS = ("--speed", "--stale-after", "--window", "--refresh", "--query-timeout",
-                 "--scrape-interval")
+def _number_flags() -> tuple[str, ...]:
+    from tui import fleet_cli
+    return ("--speed", "--stale-after",
+            *(f"--{name.replace('_', '-')}" for name in fleet_cli.LIMITS))
+
+
 _NEGATIVE = re.compile(r"-(\d|\.\d|inf|nan)", re.IGNORECASE | re.ASCII)
 
 
@@ -208,13 +212,14 @@ def glue_negative_values(argv: list[str]) -> list[str]:
     """`--speed -1` as `--speed=-1`. With `-1` an option of its own, argparse takes any
     negative number for an option and said "expected one argument" instead of the range."""
     out: list[str] = []
+    numbers = _number_flags()
     args = iter(argv)
     for arg in args:
         if arg == "--":
             out.append(arg)
             out.extend(args)
             break
-        if arg in _NUMBER_FLAGS:
+        if arg in numbers:
             value = next(args, None)
             if value is not None and _NEGATIVE.match(value):
                 out.append(f"{arg}={value}")

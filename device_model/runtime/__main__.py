@@ -21,6 +21,7 @@ from ..core import instance
 from ..errors import SpecError
 from .faults import parse_duration, parse_fault
 from .apps import TAG_MAX, parse_cores
+from .layout import PUBLISH_INTERVAL_S
 from .process import EXEC_TIMEOUT_S, Runtime, RuntimeConfig
 
 
@@ -36,7 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--speed", type=float, default=1.0, help="simulated seconds per wall second")
     p.add_argument("--app-index", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--root", type=Path, help="runtime directory (default: per-user)")
-    p.add_argument("--interval", type=float, default=0.1, help="seconds between counter updates")
+    p.add_argument("--interval", type=float, default=PUBLISH_INTERVAL_S,
+                   help="seconds between counter updates")
     p.add_argument("--duration", metavar="TIME", help="stop after this much simulated time")
     p.add_argument("--parent", type=int, metavar="PID",
                    help="stop when this process (the one that started us) is gone")

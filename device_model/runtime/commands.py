@@ -13,6 +13,7 @@ from ..core import instance
 from ..errors import SpecError
 from .faults import parse_duration
 from .launcher import _pid_alive, cleanup, launch, live_runtimes, plan, stop, terminate
+from .layout import PUBLISH_INTERVAL_S
 from .shm import CorruptCounters, list_runtimes, read_instance, runtime_dir
 
 APP_HELP = ("TAG=WORKLOAD_SPEC@CORES, repeatable, e.g. train=demo-train:layers=2@0-47; "
@@ -54,7 +55,7 @@ def add_commands(sub) -> None:
                        help="seed of every random draw, 0 .. 2**63-1 (default 0)")
         p.add_argument("--speed", type=_speed, default=1.0, help="simulated seconds per wall second")
         p.add_argument("--root", type=Path, help="runtime directory (default: per-user)")
-        p.add_argument("--interval", type=float, default=0.1, help=argparse.SUPPRESS)
+        p.add_argument("--interval", type=float, default=PUBLISH_INTERVAL_S, help=argparse.SUPPRESS)
         if name == "run":
             p.add_argument("--duration", metavar="TIME", help="stop after this much simulated time")
     p = sub.add_parser("stop", help="stop the simulated instance")

@@ -20,6 +20,7 @@ from ..errors import SpecError
 from .faults import ECC_FAULTS, FaultSpec, format_fault, parse_fault
 from ..catalog.topology import neighbours
 from .apps import AppSpec, check_disjoint, default_apps, format_cores, parse_app
+from .layout import PUBLISH_INTERVAL_S
 from .shm import (CorruptCounters, RuntimeHandle, SimInstance, list_runtimes, read_instance, remove_instance,
                   runtime_dir, write_instance)
 
@@ -114,8 +115,9 @@ def _log_path(root: Path, index: int) -> Path:
     return root / f"app-{index}.log"
 
 
-def launch(p: Plan, root: Path, seed: int, speed: float, *, interval: float = 0.1,
-           duration: str | None = None, foreground: bool = False) -> tuple[SimInstance, list[subprocess.Popen]]:
+def launch(p: Plan, root: Path, seed: int, speed: float, *,
+           interval: float = PUBLISH_INTERVAL_S, duration: str | None = None,
+           foreground: bool = False) -> tuple[SimInstance, list[subprocess.Popen]]:
     """Write the instance description and start one detached runtime process per app.
 
     The whole of it (is one running? write ours, start the runtimes) holds the instance lock, so

@@ -30,6 +30,7 @@ HOST_MEMORY = ("application_memory", "constants", "dma_buffers", "tensors")
 DEVICE_MEMORY = ("constants", "model_code", "model_shared_scratchpad", "runtime_memory", "tensors")
 ECC_KINDS = ("mem_ecc_corrected", "mem_ecc_uncorrected", "sram_ecc_corrected", "sram_ecc_uncorrected")
 PHASES = ("starting", "executing", "data_loading", "checkpoint", "idle", "timeout", "stopping")
+PUBLISH_INTERVAL_S = 0.1    # assumption: a runtime rewrites its counter record this often
 
 
 def record_dtype(cores: int, lnc: int, devices: int, ring: int) -> np.dtype:

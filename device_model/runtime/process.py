@@ -21,7 +21,7 @@ from .counters import NQ, Q_ENGINE, Q_HBM_R, Q_HBM_W, Q_THROTTLED, Counters, Exe
 from .faults import ECC_FAULTS, EXEC_EFFECTS, FaultInjector, FaultSpec
 from .power import PowerModel
 from .apps import DMA_BUFFER_PER_CORE, MODEL_CODE_PER_INSTR, build_app_program
-from .layout import DEVICE_MEMORY, ECC_KINDS, HOST_MEMORY, PHASES
+from .layout import DEVICE_MEMORY, ECC_KINDS, HOST_MEMORY, PHASES, PUBLISH_INTERVAL_S
 from .segments import Segment, hung_segment, job_segments
 from .shm import CounterWriter, LoadedModel, Subgraph
 
@@ -43,7 +43,7 @@ class RuntimeConfig:
     faults: tuple[FaultSpec, ...] = ()
     app_index: int = 0
     root: Path | None = None
-    interval: float = 0.1
+    interval: float = PUBLISH_INTERVAL_S
     exec_timeout_s: float = EXEC_TIMEOUT_S
     extra_header: dict = field(default_factory=dict)
 
