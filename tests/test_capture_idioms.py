@@ -159,3 +159,28 @@ def test_an_encoder_layer_in_eval_takes_the_path_a_neuroncore_runs(kind):
     assert sum(f for _, _, f, _, _ in rows) == pytest.approx(expected, rel=0.05)
     assert not any("_transformer_encoder_layer_fwd" in name for name, *_ in rows)
     assert torch.backends.mha.get_fastpath_enabled()
+
+
+def test_calls_whose_arguments_cannot_be_read_are_counted_not_silently_dropped():
+    """The Python recorder keeps such a call by name with no shapes, so its work is missing:
+    the profile now says how many, in its meta and as a note (it said nothing)."""
+    from device_model import instance
+    from profiler.capture.to_profile import recording_to_profile
+    from tests.test_native_recorder import record
+
+    class Opaque(torch.Tensor):        # a subclass whose dtype cannot be read
+        @property
+        def dtype(self):
+            raise RuntimeError("no dtype")
+    x = torch.randn(8, 8).as_subclass(Opaque)
+
+    def work():
+        with torch.no_grad():
+            torch.mm(x, x)
+            torch.randn(4, 4) @ torch.randn(4, 4)
+    recording = record(work, "python")
+    assert recording.unreadable_calls == 1
+    prof = recording_to_profile(recording, instance("trn2.48xlarge"), detail_steps=0)
+    assert prof.meta["unreadable_calls"] == 1
+    assert any("1 operator call had arguments the recorder could not read" in n
+               for n in prof.meta["notes"])

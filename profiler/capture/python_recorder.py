@@ -114,27 +114,31 @@ class Recorder(TorchDispatchMode, RecorderBase):
         if not calls:
             return
         rec = self.recording
-        rows = [(rec.intern(_safe_call(func, args, out, kwargs)), t0, t1, phase, module, step, seq,
-                 node_seq, 0)
-                for func, t0, t1, args, kwargs, out, phase, module, step, seq, node_seq in calls
-                if func.namespace != "profiler" and self.keeps(step)]   # not record_function's markers
+        rows = []
+        for func, t0, t1, args, kwargs, out, phase, module, step, seq, node_seq in calls:
+            if func.namespace == "profiler" or not self.keeps(step):   # record_function's markers
+                continue
+            call, readable = _safe_call(func, args, out, kwargs)
+            rec.unreadable_calls += not readable
+            rows.append((rec.intern(call), t0, t1, phase, module, step, seq, node_seq, 0))
         if not rows:
             return
         cols = list(zip(*rows))
         rec.chunks.append({c: np.asarray(cols[i], dtype=t) for i, (c, t) in enumerate(COLUMNS.items())})
 
 
-def _safe_call(func, args, out, kwargs) -> AtenCall:
+def _safe_call(func, args, out, kwargs) -> tuple[AtenCall, bool]:
     """to_call, which runs at a step's end inside the script's own code and so must not raise
-    there: a call whose arguments cannot be read is kept as its name alone (no shapes)."""
+    there: a call whose arguments cannot be read is kept as its name alone (no shapes), and
+    said to be (False), so that the profile counts what it could not cost."""
     try:
-        return to_call(func, args, out, kwargs)
+        return to_call(func, args, out, kwargs), True
     except Exception:                                   # noqa: BLE001 (never into the script)
         try:
             name, namespace, _ = _func_info(func)
         except Exception:                               # noqa: BLE001
             name, namespace = str(func), "aten"
-        return AtenCall(name, namespace, (), "torch.float32", 0)
+        return AtenCall(name, namespace, (), "torch.float32", 0), False
 
 
 def _tensor_numel(t) -> int:

@@ -40,6 +40,7 @@ def save_part(folder: str | os.PathLike, part: RankPart) -> Path:
               "world_size": part.world_size, "pid": part.pid, "exit_code": part.exit_code,
               "main_thread": part.main_thread, "t0": rec.t0, "recorder": rec.recorder,
               "compiled_graphs": int(getattr(rec, "compiled_graphs", 0)),
+              "unreadable_calls": int(getattr(rec, "unreadable_calls", 0)),
               "modules": rec.modules, "boundaries": rec.boundaries, "spans": rec.spans,
               "sigs": [[c.name, c.namespace, c.shapes, c.dtype, c.out_numel, c.extra, c.out_dtype]
                        for c in rec.sigs]}
@@ -77,7 +78,8 @@ def _read_part(path: str | os.PathLike) -> RankPart:
     rec = Recording(t0=int(header["t0"]), recorder=header["recorder"], modules=list(header["modules"]),
                     boundaries=[int(b) for b in header["boundaries"]],
                     spans=[(n, c, ident, int(a), int(b), int(s)) for n, c, ident, a, b, s in header["spans"]],
-                    compiled_graphs=int(header.get("compiled_graphs", 0)))
+                    compiled_graphs=int(header.get("compiled_graphs", 0)),
+                    unreadable_calls=int(header.get("unreadable_calls", 0)))
     for name, namespace, shapes, dtype, numel, extra, out_dtype in header["sigs"]:
         rec.intern(AtenCall(name, namespace, tuple(tuple(s) for s in shapes), dtype, int(numel),
                             _tuples(extra), out_dtype))

@@ -51,6 +51,8 @@ class Recording:
     _sig_ids: dict = field(default_factory=dict)
     # graphs torch.compile compiled while recording: their Inductor kernels are not recorded
     compiled_graphs: int = 0
+    # calls whose arguments the Python recorder could not read: kept by name, their work uncounted
+    unreadable_calls: int = 0
 
     def intern(self, call: AtenCall) -> int:
         sig = self._sig_ids.get(call)
@@ -101,6 +103,13 @@ def compiled_graph_count() -> int:
         return int(utils.counters["stats"]["unique_graphs"]) if utils is not None else 0
     except Exception:           # another torch's layout: no count rather than a failed capture
         return 0
+
+
+def unreadable_note(calls: int) -> str:
+    """The profile's line for calls whose arguments could not be read (a tensor subclass whose
+    shape raises): they are named, and their work is missing."""
+    return (f"{calls} operator call{'s' if calls != 1 else ''} had arguments the recorder could "
+            "not read: kept by name, with no shapes, so their work is missing from the profile")
 
 
 def compiled_note(graphs: int) -> str:

@@ -150,6 +150,18 @@ def _note_compiled(builder: ProfileBuilder, graphs: int) -> None:
     builder.meta["notes"] = [*notes, compiled_note(graphs)]
 
 
+def _note_unreadable(builder: ProfileBuilder, calls: int) -> None:
+    """Calls whose arguments the recorder could not read: `meta["unreadable_calls"]` (over every
+    rank) and a line in `meta["notes"]`."""
+    calls += int(builder.meta.get("unreadable_calls", 0))
+    if not calls:
+        return
+    from .recording import unreadable_note
+    notes = [n for n in builder.meta.get("notes", []) if "the recorder could not read" not in n]
+    builder.meta["unreadable_calls"] = calls
+    builder.meta["notes"] = [*notes, unreadable_note(calls)]
+
+
 def add_recording(builder: ProfileBuilder, recording: Recording, inst: Instance, *, auto_cast: str = "matmult",
                   detail_steps: int = 4, steps: set[int] | None = None, group=None, t0: int | None = None,
                   main_thread: int | None = None, progress=None, tail: bool = True) -> None:
@@ -159,6 +171,7 @@ def add_recording(builder: ProfileBuilder, recording: Recording, inst: Instance,
     one; a recording made by another process names its own). `tail`: see recording_to_profile."""
     t0 = recording.t0 if t0 is None else t0
     _note_compiled(builder, getattr(recording, "compiled_graphs", 0))
+    _note_unreadable(builder, getattr(recording, "unreadable_calls", 0))
     tids: dict[object, int] = {}
 
     def tid_of(ident) -> int:

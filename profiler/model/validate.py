@@ -17,7 +17,8 @@ _TEXT = ("instance", "device")
 _OPTIONAL_TEXT = ("source", "workload", "command", "description", "host_name", "rank_label",
                   "device_type", "recorder", "auto_cast")
 _OPTIONAL_INT = ("rank", "device_pid", "host_pid", "pipeline_stage", "pipeline_stages", "world_size",
-                 "num_exec", "profile_nth_exec", "num_exec_requested", "compiled_graphs")
+                 "num_exec", "profile_nth_exec", "num_exec_requested", "compiled_graphs",
+                 "unreadable_calls")
 # lane rows the views look up by name: the TensorMatrix utilization counter of the traces
 _REQUIRED_LANES = ("TensorMatrixE",)
 # lists looked up by name (`list.index`): a repeated name would send rows to the wrong entry
