@@ -21,12 +21,14 @@ from operator import attrgetter
 
 import numpy as np
 
-from monitor.fleet_queries import (EXTENSION_PANELS, HISTORY_QUERY, QUERIES, RECORDED,
-                                   RECORDED_PROBE, RECORDED_WINDOW, expand)
+from monitor.fleet_queries import (DEFAULT_LOOKBACK_S, DEFAULT_SCRAPE_INTERVAL_S,
+                                   EXTENSION_PANELS, HISTORY_QUERY, QUERIES, RECORDED,
+                                   RECORDED_PROBE, RECORDED_WINDOW, expand, rate_window)
 from monitor.promql import (Matcher, PrometheusClient, PrometheusError, Sample, label_count,
                             render_selector)
 
-__all__ = ["FleetConfig", "InstanceRow", "FleetTotals", "FleetSnapshot", "FleetQuery", "same_rows"]
+__all__ = ["FleetConfig", "InstanceRow", "FleetTotals", "FleetSnapshot", "FleetQuery", "same_rows",
+           "rate_window", "DEFAULT_SCRAPE_INTERVAL_S", "DEFAULT_LOOKBACK_S"]
 
 
 # ------------------------------------------------------------------------------ the data
@@ -34,7 +36,7 @@ __all__ = ["FleetConfig", "InstanceRow", "FleetTotals", "FleetSnapshot", "FleetQ
 class FleetConfig:
     matchers: tuple[Matcher, ...] = ()
     window: float = 300.0          # history, errors and ECC window (seconds)
-    lookback: float = 900.0        # how long a vanished instance is still listed from the data
+    lookback: float = DEFAULT_LOOKBACK_S  # how long a vanished instance is still listed
     scrape_interval: float | None = None  # None: ask /api/v1/targets, else 15 s
     workers: int = 8               # queries in flight at once
     recorded: bool | None = None   # read fleet-rules.yml's series; None: when the server has them
@@ -154,7 +156,7 @@ class FleetQuery:
             found = sorted(self.client.scrape_intervals().values())
             if found:
                 self._interval = found[len(found) // 2]
-        return self._interval or 15.0
+        return self._interval or DEFAULT_SCRAPE_INTERVAL_S
 
     def use_recorded(self, now: float) -> bool:
         """Whether the recorded series are there (asked once a minute, one cheap query)."""
@@ -179,7 +181,7 @@ class FleetQuery:
                     f"(instance_info{{{render_selector(self.config.matchers)}}})")
         template = QUERIES.get(name, HISTORY_QUERY if name == "history" else name)
         return expand(template, self.config.matchers, lookback=self.config.lookback,
-                      window=self.config.window, rate=max(4.0, 4 * interval))
+                      window=self.config.window, rate=rate_window(interval))
 
     # ------------------------------------------------------------------ the fetch
     def fetch(self, history_points: int = 60) -> FleetSnapshot:

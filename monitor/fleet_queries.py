@@ -10,7 +10,8 @@ import re
 from monitor.promql import Matcher, duration, render_selector
 
 __all__ = ["QUERIES", "HISTORY_QUERY", "RECORDED", "RECORDED_WINDOW", "RECORDED_PROBE",
-           "EXTENSION_PANELS", "expand"]
+           "EXTENSION_PANELS", "expand", "rate_window", "DEFAULT_LOOKBACK_S",
+           "DEFAULT_SCRAPE_INTERVAL_S"]
 
 # The fleet screen's PromQL, one expression per panel. The recording rules
 # (dashboards/fleet-rules.yml) and the fleet dashboard reuse these expressions: keep them here,
@@ -75,8 +76,18 @@ RECORDED_PROBE = "count(instance_id:neuroncore_utilization_ratio:sum)"
 EXTENSION_PANELS = ("engines", "hbm", "power", "modelled", "flops", "mfu")
 
 
-def expand(template: str, matchers: tuple[Matcher, ...] = (), *, lookback: float = 900.0,
-           window: float = 300.0, rate: float = 60.0) -> str:
+DEFAULT_SCRAPE_INTERVAL_S = 15.0    # Prometheus's default, when the server does not say
+DEFAULT_LOOKBACK_S = 900.0          # how long a vanished instance is still listed
+
+
+def rate_window(scrape_interval: float) -> float:
+    """A rate()'s window: four scrapes, at least 4 s (fewer samples make rate() jumpy, and a
+    window under two scrapes can hold one sample and give nothing)."""
+    return max(4.0, 4 * scrape_interval)
+
+
+def expand(template: str, matchers: tuple[Matcher, ...] = (), *,
+           lookback: float = DEFAULT_LOOKBACK_S, window: float = 300.0, rate: float = 60.0) -> str:
     """A QUERIES template with its placeholders filled in."""
     expr = (template.replace("$SEL", render_selector(matchers))
             .replace("$LOOKBACK", duration(lookback)).replace("$WINDOW", duration(window))

@@ -21,7 +21,8 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Input
 
-from monitor.fleet import FleetQuery, FleetSnapshot, InstanceRow, same_rows
+from monitor.fleet import (DEFAULT_SCRAPE_INTERVAL_S, FleetQuery, FleetSnapshot, InstanceRow,
+                           rate_window, same_rows)
 from monitor.fleet_host import PrometheusHostSource
 from monitor.promql import PrometheusClient, PrometheusError
 from monitor.report import Report
@@ -282,11 +283,11 @@ class FleetApp(NeuronTopApp):
             return
         self.fleet_screen.asked_down = ""
         snapshot = self.fleet_screen.snapshot   # no network call on the UI thread
-        interval = snapshot.scrape_interval if snapshot else 15.0
+        interval = snapshot.scrape_interval if snapshot else DEFAULT_SCRAPE_INTERVAL_S
         self.source.close()
         self.source = PrometheusHostSource(self.client, row.instance_id, row.target, row.job,
                                            period=max(1.0, min(self.refresh_s, 5.0)),
-                                           rate_window=max(4.0, 4 * interval), clock=self.clock,
+                                           rate_window=rate_window(interval), clock=self.clock,
                                            label=f"prometheus {self.url_label} · {row.instance_id}")
         self.opened = row
         self.report, self.pending, self.reports_seen = None, None, 0

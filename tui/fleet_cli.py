@@ -53,7 +53,7 @@ def wanted(args: argparse.Namespace) -> str | None:
 
 def build(url: str, args: argparse.Namespace):
     """(FleetQuery, selector text) or ValueError with one line."""
-    from monitor.fleet import FleetConfig, FleetQuery
+    from monitor.fleet import DEFAULT_LOOKBACK_S, FleetConfig, FleetQuery
     from monitor.promql import PrometheusClient, PrometheusError, parse_selector, render_selector
 
     for name, (least, most) in LIMITS.items():
@@ -77,7 +77,7 @@ def build(url: str, args: argparse.Namespace):
     except PrometheusError as exc:
         raise ValueError(str(exc)) from None
     config = FleetConfig(matchers=matchers, window=args.window,
-                         lookback=max(900.0, 3 * args.window),
+                         lookback=max(DEFAULT_LOOKBACK_S, 3 * args.window),
                          scrape_interval=args.scrape_interval)
     return FleetQuery(client, config), render_selector(matchers)
 
