@@ -30,8 +30,8 @@ from .aten_layers import (WINDOW_INPUTS, _embedding_bag, _embedding_bag_backward
 from .aten_names import (ADAPTIVE_POOLS, ATTENTION_CAUSAL, BATCH_NORMS, BINARY, COLLECTIVES,
                          COMPARISONS, CONVOLUTIONS, COPIES, DTYPES, EMBEDDING_BAG_BACKWARDS,
                          EMBEDDING_BAGS, FUSED_OPTIMIZERS, GRADIENT_ACTIVATIONS, GROUP_NORMS,
-                         SCANS, SCATTERS,
-                         INT_DIM, KEEPDIM_AT, KERNELS, LAYER_NORMS, NLL_BACKWARDS, NLL_FORWARDS,
+                         INT_DIM, KEEPDIM_AT, KERNELS, LAYER_NORMS, MATMULS, NLL_BACKWARDS,
+                         NLL_FORWARDS, SCANS, SCATTERS, SOFTMAXES,
                          NORM_BACKWARDS, POINT_LOSS_BACKWARDS, POINT_LOSSES, POOL_BACKWARDS, POOLS,
                          REDUCE, REDUCE_DIM_AT, RNN_LAYERS, UNARY, UPSAMPLE_BACKWARDS, UPSAMPLES,
                          VIEWS, WHOLE_OPS, WIDTH, AtenCall, _elements, _prod, chip_dtype)
@@ -66,12 +66,11 @@ def add_call(prog: Program, call: AtenCall, auto_cast: str, group: CollectiveGro
         if kind and group is not None and group.ranks > 1:
             nbytes = max(1, _elements(call) * WIDTH[dtype])
             prog.collective(kind, nbytes, group, dtype=dtype, name=label)
-    elif name in ("mm", "addmm", "bmm", "baddbmm", "linear", "matmul", "_scaled_mm", "addmm_"):
+    elif name in MATMULS:
         _matmul(prog, name, s, mm_dtype, label, stored=dtype)
     elif name in CONVOLUTIONS:
         _conv(prog, s, call.extra, mm_dtype, label, backward=name == "convolution_backward")
-    elif name in ("_softmax", "softmax", "_log_softmax", "log_softmax", "_softmax_backward_data",
-                  "_log_softmax_backward_data"):
+    elif name in SOFTMAXES:
         shape = s[0] if s else (1,)
         prog.softmax(max(1, _prod(shape[:-1])), max(1, shape[-1] if shape else 1), dtype,
                      backward=name.endswith("_backward_data"), name=label)
