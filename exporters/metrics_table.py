@@ -217,11 +217,5 @@ EXTRA_METRICS: tuple[MetricSpec, ...] = (
 ALL_METRICS: tuple[MetricSpec, ...] = AWS_METRICS + EXTRA_METRICS
 BY_NAME: dict[str, MetricSpec] = {spec.name: spec for spec in ALL_METRICS}
 
-# Report groups in the order AWS's neuron-monitor writes them (and so its exporter creates families).
-RUNTIME_GROUPS = ("neuroncore_counters", "execution_stats", "memory_used", "neuron_runtime_vcpu_usage",
-                  ENGINE_GROUP)
-SYSTEM_GROUPS = ("neuron_hw_counters", "vcpu_usage", "memory_info", DEVICE_GROUP)
-
-
 def specs_of_group(group: str) -> tuple[MetricSpec, ...]:
     return tuple(spec for spec in ALL_METRICS if spec.group == group)
