@@ -209,8 +209,14 @@ def test_layout_inside_one_chip_and_defaults():
 def test_inconsistent_parallelism_is_refused():
     with pytest.raises(SpecError, match="does not equal the 32 ranks"):
         resolve_layout(TRN1, 1, None, 8, 2, 4, heads=64, training=True)
-    with pytest.raises(SpecError, match="does not equal"):
+    # in the degrees given: a dp of 6 nobody asked for is not the trouble, tp=5 is
+    with pytest.raises(SpecError, match="--tp 5 does not divide the 32 ranks"):
         resolve_layout(TRN1, 1, None, 5, None, None, heads=64, training=True)
+    with pytest.raises(SpecError, match="does not divide the 1 rank --cores gives"):
+        resolve_layout(TRN2, 8, 1, 16, 8, None, heads=32, training=True)
+    # inference: a pp of 2 derived from tp*dp = 16 on 32 ranks was "pp > 1 is for training"
+    with pytest.raises(SpecError, match="tp\\*dp = 16 does not fill the 32 ranks .* --cores 16"):
+        resolve_layout(TRN1, 1, None, 8, None, 2, heads=64, training=False)
 
 
 def _train(spec, inst=TRN1, **placement):

@@ -207,5 +207,6 @@ def test_an_error_of_the_vs_side_says_it_is_that_side(capsys):
             "--vs", "instance=trn1.2xlarge"]
     assert main(argv) == 2
     err = capsys.readouterr().err
-    assert err.startswith("neuron-sim: error: with --vs instance=trn1.2xlarge: tp*pp*dp")
+    assert err.startswith("neuron-sim: error: with --vs instance=trn1.2xlarge: --tp 8 does not "
+                          "divide the 2 ranks")
     assert err.count("\n") == 1

@@ -12,6 +12,8 @@ modelled.)
 """
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 
 from ..core import Instance
@@ -77,6 +79,20 @@ def _largest_divisor(n: int, limit: int, also: int) -> int:
     return max(d for d in range(1, max(1, limit) + 1) if n % d == 0 and also % d == 0)
 
 
+def _mismatch(given: dict, tp: int, pp: int, dp: int, ranks: int, where: str) -> str:
+    """Why tp*pp*dp is not the ranks, in the degrees the user gave (a derived one is named as
+    such: `--tp 7` on 64 ranks is 7 not dividing 64, not a dp of 9 nobody asked for)."""
+    named = [(k, v) for k, v in given.items() if v is not None]
+    product = math.prod(v for _, v in named)
+    if named and len(named) < 3 and ranks % product:
+        flags = " * ".join(f"--{k} {v}" for k, v in named)
+        flags += f" = {product}" if len(named) > 1 else ""
+        return f"{flags} does not divide the {where}"
+    degrees = "*".join(f"{v}" if given[k] is not None else f"{v} ({k}, derived)"
+                       for k, v in (("tp", tp), ("pp", pp), ("dp", dp)))
+    return f"tp*pp*dp = {degrees} = {tp * pp * dp} does not equal the {where}"
+
+
 def resolve_layout(inst: Instance, nodes: int, cores: int | None, tp: int | None, pp: int | None,
                    dp: int | None, *, heads: int, training: bool,
                    replicas_first: bool = False) -> Layout:
@@ -93,6 +109,7 @@ def resolve_layout(inst: Instance, nodes: int, cores: int | None, tp: int | None
     if ranks > available:
         raise SpecError(f"--cores {ranks} exceeds the {available} logical cores of {nodes} x "
                         f"{inst.spec.name}")
+    given = {"tp": tp, "pp": pp, "dp": dp}
     fixed = (pp or 1) * (dp or 1)
     if tp is None:
         if pp is not None and dp is not None:
@@ -105,10 +122,15 @@ def resolve_layout(inst: Instance, nodes: int, cores: int | None, tp: int | None
         pp = 1 if dp is None else max(1, ranks // (tp * dp))
     if dp is None:
         dp = max(1, ranks // (tp * pp))
+    rank_s = "rank" if ranks == 1 else "ranks"
+    where = (f"{ranks} {rank_s} --cores gives" if cores is not None else
+             f"{ranks} {rank_s} (logical cores) of {nodes} x {inst.spec.name} at LNC={inst.lnc}")
     if tp * pp * dp != ranks:
-        raise SpecError(f"tp*pp*dp = {tp}*{pp}*{dp} = {tp * pp * dp} does not equal the {ranks} "
-                        f"ranks (logical cores) of {nodes} x {inst.spec.name} at LNC={inst.lnc}")
+        raise SpecError(_mismatch(given, tp, pp, dp, ranks, where))
     if not training and pp > 1:
+        if given["pp"] is None:     # derived from tp and dp: the user asked for no pipeline
+            raise SpecError(f"tp*dp = {tp * dp} does not fill the {where}, and inference has no "
+                            f"pipeline parallelism: give tp*dp = {ranks}, or --cores {tp * dp}")
         raise SpecError("pipeline parallelism (pp > 1) is modelled for mode=train only")
     topology = inst.spec.topology
     return Layout(tp, pp, dp, per_device, inst.spec.devices, nodes, topology)
