@@ -198,6 +198,27 @@ def test_ranks_are_numbered_tp_then_dp_then_pp_as_nxd_and_megatron_do():
     assert one_node.dp_group.devices == 2 and one_node.pp_pair.devices == 2
 
 
+def test_each_stage_boundary_takes_its_own_link():
+    """TP16 PP8 DP2 on 4 trn2 nodes: two stages a node, so boundaries 1, 3 and 5 cross EFA.
+    Every send was charged as the first pair's (inside a node) and the layout read "PP
+    neuronlink"."""
+    lay = resolve_layout(TRN2, 4, None, 16, 8, 2, heads=64, training=True)
+    assert [lay.pp_pair_after(b).nodes for b in range(7)] == [1, 2, 1, 2, 1, 2, 1]
+    assert lay.describe()["pp_link"] == "neuronlink/efa"
+    from device_model.workloads import resolve
+    from device_model.workloads.estimate_model import train_plan
+    _, opts = resolve("llama3-70b:ckpt=selective,gbs=256")
+    plan = train_plan(PRESETS["llama3-70b"], TRN2, opts, Placement(nodes=4, tp=16, pp=8))
+    inside, across = plan.p2p[0], plan.p2p[1]
+    assert across.time > inside.time and plan.p2p[2] == inside     # EFA is the slower link
+    # stage 1 sends back over its node's links and on over EFA; stage 2 the other way round
+    assert plan.microbatch_cost(1).time == pytest.approx(plan.microbatch_cost(2).time)
+    step = build_step("llama3-70b:ckpt=selective,gbs=256", TRN2, Placement(nodes=4, tp=16, pp=8))
+    sends = [[op for op in stage[0].program.ops if op.kind == "collective"
+              and op.name == "pp.send_activations"] for stage in step.stages[:2]]
+    assert [s[0].get("group").nodes for s in sends] == [1, 2]
+
+
 def test_layout_inside_one_chip_and_defaults():
     lay = resolve_layout(TRN2, 1, None, 4, None, None, heads=32, training=True)
     assert (lay.tp, lay.pp, lay.dp) == (4, 1, 16)

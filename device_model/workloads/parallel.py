@@ -39,9 +39,9 @@ class Layout:
     def cores_per_node(self) -> int:
         return self.cores_per_device * self.devices_per_node
 
-    def group(self, size: int, stride: int) -> CollectiveGroup:
-        """The group of ranks 0, stride, 2*stride, ...: how many share a chip, chips, nodes."""
-        members = [i * stride for i in range(size)]
+    def group(self, size: int, stride: int, first: int = 0) -> CollectiveGroup:
+        """The group of ranks first, first + stride, ...: how many share a chip, chips, nodes."""
+        members = [first + i * stride for i in range(size)]
         devices = [r // self.cores_per_device for r in members]
         per_device = max(devices.count(d) for d in set(devices))
         nodes = len({r // self.cores_per_node for r in members})
@@ -55,8 +55,14 @@ class Layout:
 
     @property
     def pp_pair(self) -> CollectiveGroup:
-        """Neighbouring pipeline stages (a send/recv pair), a stage's tp * dp ranks apart."""
-        return self.group(2, self.tp * self.dp)
+        """The first two pipeline stages (a send/recv pair), a stage's tp * dp ranks apart."""
+        return self.pp_pair_after(0)
+
+    def pp_pair_after(self, stage: int) -> CollectiveGroup:
+        """Stage `stage` and the next: on one node, or across EFA where the boundary between
+        their slices of the ranks is a node's (with 2 stages a node, every other one)."""
+        slice_ = self.tp * self.dp
+        return self.group(2, slice_, stage * slice_)
 
     @property
     def dp_group(self) -> CollectiveGroup:
@@ -70,7 +76,11 @@ class Layout:
             return "neuronlink" if g.devices > 1 else "chip"
         return {"tp": self.tp, "pp": self.pp, "dp": self.dp, "ranks": self.ranks,
                 "nodes": self.nodes, "tp_link": where(self.tp_group),
-                "pp_link": where(self.pp_pair) if self.pp > 1 else None,
+                # every link a stage boundary takes, in order: "neuronlink/efa" when some
+                # boundaries are inside a node and others between nodes
+                "pp_link": "/".join(dict.fromkeys(where(self.pp_pair_after(s))
+                                                  for s in range(self.pp - 1)))
+                           if self.pp > 1 else None,
                 "dp_link": where(self.dp_group) if self.dp > 1 else None}
 
 

@@ -121,7 +121,8 @@ class TrainingPlan:
         if s == lay.pp - 1:
             emit_forward(p, self.head, "head.")
         else:
-            p.collective("send_recv", self.p2p_bytes, lay.pp_pair, name="pp.send_activations")
+            p.collective("send_recv", self.p2p_bytes, lay.pp_pair_after(s),
+                         name="pp.send_activations")
         p.phase = "backward"
         if s == lay.pp - 1:
             emit_backward(p, self.head, "head.")
@@ -130,7 +131,8 @@ class TrainingPlan:
         if s == 0:
             emit_backward(p, self.embed, "embed.")
         else:
-            p.collective("send_recv", self.p2p_bytes, lay.pp_pair, name="pp.send_gradients")
+            p.collective("send_recv", self.p2p_bytes, lay.pp_pair_after(s - 1),
+                         name="pp.send_gradients")
         return p
 
     def sync_program(self, s: int) -> Program:
@@ -175,11 +177,20 @@ class TrainingPlan:
             p = Program(phase="backward" if back else "forward")
             (emit_backward if back else emit_forward)(p, recipe, key.split("_")[0] + ".")
             one[key] = p
-        lay = self.spec.layout
-        if lay.pp > 1:
-            one["p2p"] = Program()
-            one["p2p"].collective("send_recv", self.p2p_bytes, lay.pp_pair, name="pp.send")
         return {k: measure(self.inst, p) for k, p in one.items()}
+
+    @cached_property
+    def p2p(self) -> tuple[Cost, ...]:
+        """One send across each stage boundary, each kind of pair simulated once (a boundary
+        inside a node and one across EFA cost differently)."""
+        lay, measured = self.spec.layout, {}
+        for b in range(lay.pp - 1):
+            pair = lay.pp_pair_after(b)
+            if pair not in measured:
+                p = Program()
+                p.collective("send_recv", self.p2p_bytes, pair, name="pp.send")
+                measured[pair] = measure(self.inst, p)
+        return tuple(measured[lay.pp_pair_after(b)] for b in range(lay.pp - 1))
 
     def microbatch_cost(self, s: int) -> Cost:
         c, last = self.parts, self.spec.layout.pp - 1
@@ -188,8 +199,11 @@ class TrainingPlan:
             cost = cost + c["embed_f"] + c["embed_b"]
         if s == last:
             cost = cost + c["head_f"] + c["head_b"]
-        p2p = (s < last) + (s > 0)
-        return cost + c["p2p"] * p2p if p2p else cost
+        if s < last:
+            cost = cost + self.p2p[s]          # its activations to the next stage
+        if s > 0:
+            cost = cost + self.p2p[s - 1]      # its gradients back to the one before
+        return cost
 
     def memory(self, s: int) -> Memory:
         spec, cfg, sh, prec = self.spec, self.cfg, self.shard, self.spec.prec
