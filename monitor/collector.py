@@ -239,7 +239,8 @@ class Collector:
             # still listed while alive: a report that left it out would read as its exit, and a
             # reader (AWS's exporter, ours) would drop its series and restart its counters
             return RuntimeReport(pid, tag) if configured else None
-        stale = snapshot.wall_time == tracked.wall_time and now - snapshot.wall_time > self.stale_after
+        unchanged = snapshot.wall_time == tracked.wall_time
+        stale = unchanged and now - snapshot.wall_time > self.stale_after
         tracked.wall_time = snapshot.wall_time
         if stale:  # keep the baselines: once it resumes, its next report covers the pause
             for group in due:
@@ -247,6 +248,13 @@ class Collector:
             self.stale += 1
             return RuntimeReport(pid, tag, error=f"runtime counters not updated for "
                                  f"{now - snapshot.wall_time:.1f} s (the runtime is stopped or hung)")
+        if unchanged:
+            # Nothing new since the last read (stopped, or not yet stale): its counter groups
+            # wait, still due, for counters that moved. Sent now they would cover 0 s and read
+            # 0 % busy, a stopped runtime passing for an idle one.
+            due.difference_update(_COUNTER_GROUPS)
+            if not due:
+                return RuntimeReport(pid, tag)
         groups = self._runtime_groups(tracked, snapshot, due, now, core_version)
         for group in due:
             tracked.collected[group] = now

@@ -109,9 +109,10 @@ def test_latency_ring_overflow_uses_the_newest_latencies(root, runtimes):
 
 def test_null_latency_is_written_as_aws_does(root, runtimes):
     write_instance(root)
-    make(root, runtimes, 4242, "serve", [8])
+    rt = make(root, runtimes, 4242, "serve", [8])
     clock = Clock(START)
     c = collector(root, clock)
+    rt.step(1.0, executions=0)     # a live runtime publishes: no executions in the period
     clock.advance(1)
     doc = orjson.loads(c.collect().to_json())
     stats = doc["neuron_runtime_data"][0]["report"]["execution_stats"]
@@ -373,16 +374,18 @@ def test_partly_held_device_adds_idle_power_for_the_free_cores(root, runtimes):
 
 def test_next_due_follows_the_shortest_period(root, runtimes):
     write_instance(root)
-    make(root, runtimes, 100, "a", [0])
+    rt = make(root, runtimes, 100, "a", [0])
     config = {"period": "2s", "neuron_runtimes": [{"metrics": [
         {"type": "neuroncore_counters", "period": "500ms"}]}],
         "system_metrics": [{"type": "memory_info"}]}
     clock = Clock(START)
     c = collector(root, clock, config)
     assert c.next_due() == 0.0  # nothing collected yet
+    rt.step(0.1)
     c.collect()
     assert c.next_due() == pytest.approx(0.5)
     clock.advance(0.5)
+    rt.step(0.5)
     report = c.collect()
     assert report.runtimes and report.system.memory is None
     assert c.next_due() == pytest.approx(0.5)

@@ -229,6 +229,13 @@ def test_stopped_runtime_is_reported_stale_and_a_deleted_file_is_reported(root):
             # after the first collect); stale is those same counters seen again 2 s on
             time.sleep(1.0)
             c.collect()
+            # before it is stale: no 0-second period of 0 % (an idle runtime, it read as)
+            c.stale_after = 30.0
+            time.sleep(1.0)
+            early = next(r for r in c.collect().runtimes if r.pid == pa)
+            assert early.neuroncore_counters is None and early.execution_stats is None
+            assert not early.error
+            c.stale_after = 2.0
             (root / f"runtime-{pb}.ctr").unlink()
             time.sleep(2.6)
             by_pid = {r.pid: r for r in c.collect().runtimes}
