@@ -222,7 +222,8 @@ class Collector:
         except self._backend.unreadable as exc:
             if not handle.path.exists():  # exited and cleaned up since the listing
                 return None
-            tag = tracked.tag if tracked is not None else tag_of_damaged(handle)
+            tag = (tracked.tag if tracked is not None
+                   else tag_of_damaged(handle, self._backend.instance()))
             handle.close()  # reopen next time: the file may be rewritten
             if not self.config.runtime_groups_for(tag):
                 return None

@@ -154,12 +154,16 @@ def spec_of(instance: Any) -> InstanceSpec | None:
         return None
 
 
-def tag_of_damaged(handle: Any) -> str:
-    """The tag from a counter file whose counters are damaged; its pid if the header is too."""
+def tag_of_damaged(handle: Any, instance: Any = None) -> str:
+    """The tag of a runtime whose counter file is damaged: its header's; else the instance
+    description's app of that pid (a file cut short is refused before its header is read);
+    its pid when neither says."""
     try:
         tag = handle.header().get("tag")
     except (shm.CorruptCounters, OSError):
-        tag = None
+        apps = getattr(instance, "apps", None) or ()
+        tag = next((a.get("tag") for a in apps if isinstance(a, dict)
+                    and a.get("pid") == handle.pid), None)
     return tag if isinstance(tag, str) and tag else str(handle.pid)
 
 

@@ -155,6 +155,23 @@ def test_damaged_counter_header_values_are_refused(root):
             w.close()
 
 
+def test_a_runtime_whose_file_is_cut_short_keeps_its_tag(root):
+    """A file cut short is refused before its header is read: the runtime's entry was tagged
+    with its pid ("28970" for "llama-train"), and readers keyed on the tag saw a new runtime."""
+    from dataclasses import replace
+    inst = write_instance(root)
+    rt = FakeRuntime(root, 4242, "llama-train", [0], cores_per_device=4)
+    try:
+        shm.write_instance(root, replace(inst, apps=({"tag": "llama-train", "workload": "w",
+                                                       "cores": "0", "pid": 4242},)))
+        os.truncate(rt.path, os.path.getsize(rt.path) // 2)
+        c = Collector(MonitorConfig.from_dict(ALL), root=root, clock=Clock(START + 1))
+        (entry,) = c.collect().runtimes
+        assert entry.tag == "llama-train" and "truncated" in entry.error
+    finally:
+        rt.close()
+
+
 # ------------------------------------------------------------------ truncation under the reader
 READER = """
 import sys
