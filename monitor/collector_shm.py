@@ -12,6 +12,8 @@ in one place.
 """
 from __future__ import annotations
 
+import os
+
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +69,8 @@ class ShmBackend:
         runtime of the instance that still runs but whose counter file was deleted is listed too
         (its read() says so), rather than vanishing from the reports."""
         listed = shm.list_runtimes(self.root)
-        listed += missing_runtimes(self.instance(), {h.pid for h in listed})
+        listed += missing_runtimes(self.instance(), {h.pid for h in listed},
+                                   shm.runtime_dir(self.root))
         paths = {h.path for h in listed}
         for path in [p for p in self._handles if p not in paths]:
             self._handles.pop(path)[0].close()
@@ -108,8 +111,8 @@ class MissingCounters:
     """A runtime of the instance whose process runs but whose counter file is gone. ``path`` is
     the process's /proc entry: it exists exactly as long as the runtime does."""
 
-    def __init__(self, pid: int, tag: str) -> None:
-        self.pid, self.tag = pid, tag
+    def __init__(self, pid: int, tag: str, root: Path | None = None) -> None:
+        self.pid, self.tag, self.root = pid, tag, root
         self.path = Path(f"/proc/{pid}")
 
     def read(self) -> Any:
@@ -119,7 +122,7 @@ class MissingCounters:
         return {"tag": self.tag}
 
     def is_alive(self) -> bool:
-        return runtime_process_alive(self.pid)
+        return runtime_process_alive(self.pid, self.root)
 
     def close(self) -> None:
         pass
@@ -128,21 +131,31 @@ class MissingCounters:
         pass
 
 
-def runtime_process_alive(pid: int) -> bool:
-    """Whether `pid` is a running simulated runtime (its command line names the module)."""
+def runtime_process_alive(pid: int, root: Path | None = None) -> bool:
+    """Whether `pid` is a running simulated runtime (its command line names the module) of the
+    instance under `root` (its `--root`): a pid reused by another instance's runtime, or a
+    copy of a live root, is not this instance's."""
     try:
         with open(f"/proc/{int(pid)}/cmdline", "rb") as f:
-            return b"device_model.runtime" in f.read()
+            args = f.read().split(b"\0")
+        if not any(b"device_model.runtime" in a for a in args):
+            return False
+        if root is None or b"--root" not in args[:-1]:
+            return True
+        given = os.fsdecode(args[args.index(b"--root") + 1])
+        cwd = os.readlink(f"/proc/{int(pid)}/cwd")
+        return os.path.realpath(os.path.join(cwd, given)) == os.path.realpath(root)
     except (OSError, ValueError):
         return False
 
 
-def missing_runtimes(instance: Any, listed: set[int]) -> list[MissingCounters]:
+def missing_runtimes(instance: Any, listed: set[int], root: Path | None = None
+                     ) -> list[MissingCounters]:
     """The instance's runtimes that run without a counter file."""
     if instance is None:
         return []
-    return [MissingCounters(a["pid"], a["tag"]) for a in instance.apps
-            if a.get("pid") and a["pid"] not in listed and runtime_process_alive(a["pid"])]
+    return [MissingCounters(a["pid"], a["tag"], root) for a in instance.apps
+            if a.get("pid") and a["pid"] not in listed and runtime_process_alive(a["pid"], root)]
 
 
 def spec_of(instance: Any) -> InstanceSpec | None:

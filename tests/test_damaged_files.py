@@ -155,6 +155,27 @@ def test_damaged_counter_header_values_are_refused(root):
             w.close()
 
 
+def test_a_copy_of_a_live_root_is_not_the_live_instance(root, tmp_path):
+    """Read from a copy, the copied counter files (nobody holds them) are cleaned up, and the
+    live runtimes of the original were then reported as running without their files: "was
+    deleted while the runtime runs", for another instance's processes."""
+    import shutil
+    start_instance(root, "a=matmul:m=256,k=256,n=256@0-1")
+    try:
+        copy = tmp_path / "copy"
+        shutil.copytree(root, copy)
+        copy.chmod(0o700)
+        c = Collector(MonitorConfig.from_dict(ALL), root=copy)
+        report = c.collect()
+        c.close()
+        assert not any("deleted" in r.error for r in report.runtimes), report.runtimes
+        live = Collector(MonitorConfig.from_dict(ALL), root=root)
+        assert [r.tag for r in live.collect().runtimes] == ["a"]     # the original still reads
+        live.close()
+    finally:
+        stop_instance(root)
+
+
 def test_a_runtime_whose_file_is_cut_short_keeps_its_tag(root):
     """A file cut short is refused before its header is read: the runtime's entry was tagged
     with its pid ("28970" for "llama-train"), and readers keyed on the tag saw a new runtime."""
