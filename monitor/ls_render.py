@@ -213,10 +213,13 @@ def _torus_plane(first: int, rows: int, cols: int, width: int) -> list[str]:
 # --------------------------------------------------------------------------- JSON
 def render_json(view: LsView, show_all: bool = False) -> bytes:
     """neuron-ls -j: a JSON list, one object per device (numa_node is a string, as AWS's)."""
+    # the LNC exists on Trn2 and later only, as the header line does (and neuron-monitor's
+    # logical_neuroncore_config): a trn1 device has no such key
+    lnc = {"logical_neuroncore_config": view.lnc} if view.show_lnc else {}
     return orjson.dumps([{
         "neuron_device": d.index, "bdf": d.short_bdf, "cpu_affinity": d.cpu_affinity,
         "numa_node": str(d.numa_node), "connected_to": list(d.connected),
-        "nc_count": len(d.core_ids), "logical_neuroncore_config": view.lnc,
+        "nc_count": len(d.core_ids), **lnc,
         "memory_size": d.memory_bytes, "neuroncore_ids": list(d.core_ids),
         "neuron_processes": [{"pid": p.pid, "command": _cut(p.command, COMMAND_WIDTH),
                               "neuron_runtime_version": p.runtime_version}

@@ -115,6 +115,9 @@ def test_default_table_matches_the_aws_example_row():
 
 def test_trn1_has_no_lnc_line():
     assert "logical-neuroncore-config" not in render_table(view("trn1.32xlarge", 1))
+    # nor the key in -j (it had 1, where the table and neuron-monitor leave the LNC out)
+    assert all("logical_neuroncore_config" not in device
+               for device in orjson.loads(render_json(view("trn1.32xlarge", 1))))
 
 
 def test_json_fields_and_types():
