@@ -358,3 +358,20 @@ def test_the_text_names_the_compiled_length_where_the_prompt_pads(capsys):
     assert main(["estimate", "-w", "llama3-8b:mode=prefill,batch=1,in=512", "-i",
                  "trn2.48xlarge", "--tp", "8"]) == 0
     assert "compiled length" not in capsys.readouterr().out
+
+
+def test_a_decodes_text_gives_its_whole_requests_beside_its_decode_rate(capsys):
+    """tokens/s of a decode leaves the prefill out: 360 tokens/s for a 120k-token prompt whose
+    requests take 14 s. The text now gives the end-to-end latency and sequences/s too, and
+    names the rate as the decode's."""
+    assert main(["estimate", "-w", "llama3.1-8b:mode=decode,in=120000,out=10", "-i",
+                 "trn2.48xlarge", "--tp", "8", "--json"]) == 0
+    r = orjson.loads(capsys.readouterr().out)
+    assert main(["estimate", "-w", "llama3.1-8b:mode=decode,in=120000,out=10", "-i",
+                 "trn2.48xlarge", "--tp", "8"]) == 0
+    rows = {line[2:22].strip(): line[23:].strip() for line in capsys.readouterr().out.splitlines()
+            if line.startswith("  ") and not line.startswith("   ")}
+    assert rows["e2e latency"] == f"{r['e2e_latency_s']:.3f} s"
+    assert rows["sequences/s"] == f"{r['sequences_per_s']:,.2f}"
+    assert rows["tokens/s (decode)"] == f"{r['tokens_per_s']:,.1f}" and "tokens/s" not in rows
+    assert r["sequences_per_s"] * 10 < r["tokens_per_s"] / 10      # the prefill dominates

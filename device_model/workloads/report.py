@@ -105,7 +105,13 @@ def _rows(r: dict, *others: dict) -> list[Row]:
             else:
                 rows += [("time/output token", lambda r: r["tpot_s"], lambda v: _time(v) + " p50"),
                          ("  mean", lambda r: r["tpot_mean_s"], _time)]
-        rows += [("tokens/s", lambda r: r["tokens_per_s"], lambda v: f"{v:,.1f}")]
+            # a request's whole time, its prefill included: beside the decode rate below, which
+            # leaves the prefill out (a long prompt's TTFT can be most of a request)
+            rows += [("e2e latency", lambda r: r["e2e_latency_s"], _time),
+                     ("sequences/s", lambda r: r["sequences_per_s"], lambda v: f"{v:,.2f}")]
+            rows += [("tokens/s (decode)", lambda r: r["tokens_per_s"], lambda v: f"{v:,.1f}")]
+        else:
+            rows += [("tokens/s", lambda r: r["tokens_per_s"], lambda v: f"{v:,.1f}")]
     rows += [(k.upper(), lambda r, k=k: r[k], _pct) for k in ("mfu", "hfu", "mbu")]
     rows += [(f"{e} active", lambda r, e=e: r["engine_active"][e], _pct) for e in ENGINES]
     rows += [(k.removesuffix("_s").replace("_", " "), lambda r, k=k: r["breakdown"][k], _time)
