@@ -92,7 +92,7 @@ def test_estimate_text_states_the_error_of_each_figures_kind(capsys):
     """Each figure with the error of the published rows of its kind (or that none exists): the
     overall median alone would hide that long-prompt TTFT on Trainium1 is far off while decode
     is close."""
-    from device_model.workloads.trust import RECORDED_KINDS, ttft_figure
+    from device_model.workloads.trust import RECORDED_KINDS, error_percent, ttft_figure
     assert main(["estimate", "-w", "llama2-13b:mode=decode,batch=1,in=4096,out=4096",
                  "-i", "trn1.32xlarge", "--tp", "32"]) == 0
     out = capsys.readouterr().out
@@ -100,14 +100,16 @@ def test_estimate_text_states_the_error_of_each_figures_kind(capsys):
     for figure in (ttft_figure(4096), "time per output token"):
         kind = RECORDED_KINDS[("trainium1", figure)]
         line = next(line for line in out.splitlines() if line.strip().startswith(figure))
-        assert f"{kind.median * 100:.0f}% median" in line and f"{kind.worst * 100:.0f}% worst" in line
-        assert f"({kind.rows} rows)" in line
+        assert error_percent(kind.median) + " median" in line
+        assert error_percent(kind.worst) + " worst" in line
+        # the rows, and how many a constant was fitted on (they land close by design)
+        assert f"({kind.rows} rows, {kind.calibrated} calibration)" in line
     assert max(len(line) for line in out.splitlines()) <= 80
     # a figure no published row checks says so instead of borrowing another kind's error
     assert main(["estimate", "-w", "llama3-8b:seq=4096,gbs=64", "-i", "trn2.48xlarge",
                  "--tp", "8"]) == 0
     out = capsys.readouterr().out
-    assert "training throughput    none published: not checked" in out
+    assert "training throughput     none published: not checked" in out
     assert main(["estimate", "-w", "allreduce:bytes=1M,ranks=64", "-i", "trn1.32xlarge",
                  "--nodes", "2"]) == 0
     assert "all-reduce time" in capsys.readouterr().out
@@ -137,7 +139,7 @@ def test_the_time_to_first_token_is_trusted_by_the_prompts_length(capsys):
     # Trainium2 publishes long prompts only: a short one is not checked, and says so
     assert main(["estimate", "-w", "llama3.3-70b:mode=prefill,in=256", "-i", "trn2.48xlarge",
                  "--tp", "64"]) == 0
-    assert f"{short} none published: not checked" in capsys.readouterr().out
+    assert f"{short:<23} none published: not checked" in capsys.readouterr().out
 
 
 def test_estimate_under_overrides_says_the_errors_are_the_default_constants(tmp_path, capsys):
@@ -174,5 +176,5 @@ def test_the_mlp_block_borrows_no_published_models_error(capsys):
     for mode in ("infer", "train"):
         assert main(["estimate", "-w", f"mlp:mode={mode}", "-i", "trn1.2xlarge"]) == 0
         out = capsys.readouterr().out
-        assert "mlp time               none published: not checked" in out
+        assert "mlp time                none published: not checked" in out
         assert "encoder latency" not in out and "training throughput" not in out
