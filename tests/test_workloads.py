@@ -138,6 +138,8 @@ def test_bucket_lists_pad_to_the_smallest_listed_size_that_holds_the_length():
     ("llama2-7b:mode=decode,bucket=128//256", r"bad value bucket='128//256'"),
     ("llama2-7b:mode=decode,tkg_bucket=0/256", r"bad value tkg_bucket='0/256'"),
     ("llama2-7b:mode=decode,bucket=x/256", r"bad value bucket='x/256'"),
+    # a count says it must be positive (it said only "at most 1,099,511,627,776")
+    ("llama2-7b:seq=0", r"bad value seq='0' \(training sequence length: a whole number from 1 to "),
 ])
 def test_bucket_lists_refuse_what_they_cannot_hold_in_one_line(spec, message):
     placement = Placement(cores=1) if spec.startswith("bert") else Placement(tp=32)

@@ -59,6 +59,17 @@ def split_spec(spec: str) -> tuple[str, dict[str, str]]:
     return name.strip().lower(), pairs
 
 
+def _expected(p: Param) -> str:
+    """What a bad value should have been: the option's help and, for counts and sizes, that
+    they are whole and positive (seq=0 said only "at most 1,099,511,627,776")."""
+    what = p.help or "a positive number"
+    if p.parse is parse_int:
+        return f"{what}: a whole number from 1 to {MAX_INT:,}"
+    if p.parse is parse_size:
+        return f"{what}: a size from 1 byte to {MAX_SIZE:,} bytes"
+    return what
+
+
 def bind(workload: str, raw: dict[str, str], params: tuple[Param, ...]) -> dict[str, Any]:
     """Typed options with defaults; unknown keys and bad values name the key and what is allowed."""
     by_name = {p.name: p for p in params}
@@ -73,8 +84,8 @@ def bind(workload: str, raw: dict[str, str], params: tuple[Param, ...]) -> dict[
         try:
             out[key] = p.parse(text.lower() if p.choices else text)
         except (ValueError, TypeError, OverflowError):
-            raise SpecError(f"{workload}: bad value {key}={text!r} ({p.help or 'positive number'}"
-                            f"{', at most ' + format(MAX_SIZE if p.parse is parse_size else MAX_INT, ',') if p.parse in (parse_size, parse_int) else ''})") from None
+            raise SpecError(f"{workload}: bad value {key}={text!r} "
+                            f"({_expected(p)})") from None
     missing = [p.name for p in params if out[p.name] is None]
     if missing:
         raise SpecError(f"workload {workload!r} needs {', '.join(missing)}")
