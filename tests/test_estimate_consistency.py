@@ -16,7 +16,7 @@ from device_model.core import lower_collective
 from device_model.engine.collectives import collective_cost
 from device_model.workloads import Placement, estimate
 from device_model.workloads.micro import place_ranks
-from device_model.workloads.report import ratio_text
+from device_model.workloads.report import format_model, ratio_text
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "estimate.md"
 GiB = 1 << 30
@@ -375,3 +375,16 @@ def test_a_decodes_text_gives_its_whole_requests_beside_its_decode_rate(capsys):
     assert rows["sequences/s"] == f"{r['sequences_per_s']:,.2f}"
     assert rows["tokens/s (decode)"] == f"{r['tokens_per_s']:,.1f}" and "tokens/s" not in rows
     assert r["sequences_per_s"] * 10 < r["tokens_per_s"] / 10      # the prefill dominates
+
+
+def test_a_pipeline_with_fewer_micro_batches_than_stages_is_warned_about():
+    """The default gbs (mbs*dp) gives a PP8 pipeline one micro-batch: a step of 2.6 s of which
+    2.2 s is bubble, MFU 8%, and nothing said so."""
+    lone = estimate("llama3-70b:ckpt=selective", TRN2, Placement(nodes=4, tp=16, pp=8))
+    assert any("1 micro-batch for 8 pipeline stages" in w and "gbs of at least 16" in w
+               for w in lone["warnings"])
+    assert lone["breakdown"]["bubble_s"] > 0.5 * lone["step_time_s"]
+    full = estimate("llama3-70b:ckpt=selective,gbs=16", TRN2, Placement(nodes=4, tp=16, pp=8))
+    assert "warnings" not in full
+    text = format_model(lone)
+    assert "1 micro-batch" in text and "1 micro-batches" not in text

@@ -69,7 +69,8 @@ def _parallel(r: dict) -> str:
     if p.get("dp_overlap") is False:
         extra.append("gradients reduced after the backward")
     if "microbatches" in p:
-        extra.append(f"{p['microbatches']} micro-batches")
+        n = p["microbatches"]
+        extra.append(f"{n:,} micro-batch{'es' if n != 1 else ''}")
     ranks = f"{p['ranks']} rank" + ("s" if p["ranks"] != 1 else "")
     return (f"TP{p['tp']} PP{p['pp']} DP{p['dp']} ({ranks}; {links})"
             + ("; " + ", ".join(extra) if extra else ""))

@@ -72,6 +72,12 @@ class TrainingPlan:
             raise SpecError(f"gbs={spec.gbs} is not a multiple of mbs*dp = {spec.mbs}*{lay.dp}")
         warning = cfg.check_length(spec.seq, f"seq={spec.seq}")
         self.warnings = (warning,) if warning else ()
+        if lay.pp > 1 and spec.microbatches < lay.pp:
+            # the default gbs (mbs*dp) gives a pipeline one micro-batch: its stages mostly wait
+            self.warnings += (f"{spec.microbatches} micro-batch{'es' if spec.microbatches > 1 else ''}"
+                              f" for {lay.pp} pipeline stages: most of the step is the pipeline "
+                              f"filling and draining; a gbs of at least {lay.pp * spec.mbs * lay.dp}"
+                              f" ({lay.pp} micro-batches) keeps them busy",)
         self.inst, self.spec, self.cfg = inst, spec, cfg
         self.shard = make_shard(cfg, lay.tp, spec.sp)
         if spec.sp and lay.tp > 1 and spec.seq % lay.tp:
