@@ -226,10 +226,23 @@ class TrainingPlan:
                       params * prec.optimizer_bytes / (lay.dp if spec.zero1 else 1), live, 0.0,
                       RUNTIME_RESERVE_BYTES, cap)
 
+    def _memory_hint(self) -> str:
+        """What would make the run fit, leaving out what it already does (it suggested zero1=on
+        to a run with ZeRO-1 on, and ckpt=selective to one checkpointing selectively)."""
+        spec = self.spec
+        options = ["a larger --tp or --pp"]
+        if not spec.zero1:
+            options.append("zero1=on" if spec.layout.dp > 1 else "more data-parallel ranks "
+                           "with zero1=on")
+        if spec.ckpt != "full":
+            options.append("ckpt=full" if spec.ckpt == "selective" else "ckpt=selective or full")
+        if spec.mbs > 1:
+            options.append("a smaller mbs")
+        return "; ".join(options)
+
     def check_memory(self) -> Memory:
         worst = max((self.memory(s) for s in range(self.spec.layout.pp)), key=lambda m: m.total)
-        check_fits(f"{self.cfg.name} training", worst,
-                   "try a larger --tp or --pp, zero1=on, ckpt=selective or full, or a smaller mbs")
+        check_fits(f"{self.cfg.name} training", worst, "try " + self._memory_hint())
         return worst
 
 
