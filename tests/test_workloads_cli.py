@@ -68,6 +68,12 @@ def test_vs_shows_no_ratio_between_two_figures_that_print_as_zero(capsys):
 
 @pytest.mark.parametrize("argv, message", [
     (["-w", "llama9-1b"], "unknown workload 'llama9-1b'"),
+    # near misses are named: a dash too many, a swapped pair, a cut name, a placement key
+    (["-w", "llama-3-8b"], "unknown workload 'llama-3-8b'; did you mean 'llama3-8b'?"),
+    (["-w", "llama3-8b:mdoe=train"], "unknown option 'mdoe' for workload 'llama3-8b'; "
+                                     "did you mean 'mode'?"),
+    (["-w", "llama3-8b", "-i", "trn2.48xl"], "did you mean 'trn2.48xlarge'?"),
+    (["-w", "llama3-8b", "--tp", "8", "--vs", "tpp=4"], "unknown key 'tpp'; did you mean 'tp'?"),
     (["-w", "llama3-8b:foo=1"], "unknown option 'foo'"),
     (["-w", "llama3-8b", "--tp", "8", "--pp", "2", "--dp", "3"], "does not equal the 32 ranks"),
     (["-w", "llama3-8b", "--tp", "3", "--cores", "30"], "heads are not divisible by tp=3"),

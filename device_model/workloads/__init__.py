@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..core import Instance
-from ..errors import SpecError
+from ..errors import SpecError, unknown_name
 from . import micro
 from .mlp import MLP_PARAMS, estimate_mlp
 from .estimate_model import MODEL_PARAMS, Execution, StepPlan, build_model_step, estimate_model
@@ -89,7 +89,7 @@ def resolve(spec: str) -> tuple[Workload, dict[str, Any]]:
     name, raw = split_spec(spec)
     workload = REGISTRY.get(name)
     if workload is None:
-        raise SpecError(f"unknown workload {name!r}; allowed: {', '.join(sorted(REGISTRY))}")
+        raise unknown_name("workload", name, sorted(REGISTRY))
     return workload, bind(name, raw, workload.params)
 
 

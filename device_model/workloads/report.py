@@ -5,7 +5,7 @@ import argparse
 import re
 from typing import Any, Callable
 
-from ..errors import SpecError
+from ..errors import SpecError, did_you_mean
 from ..runtime.layout import ENGINES
 from .spec import split_spec
 
@@ -38,6 +38,10 @@ def apply_vs(args: argparse.Namespace, text: str) -> argparse.Namespace:
             if key == "instance" and "lnc" not in changes:
                 new.lnc = None            # the other device's default
         else:
+            hint = did_you_mean(key, _PLACEMENT_KEYS)   # tpp=4: a placement key mistyped
+            if hint:
+                raise SpecError(f"--vs: unknown key {key!r}; {hint}--vs takes the placement keys "
+                                f"({', '.join(_PLACEMENT_KEYS)}) and the workload's options")
             opts[key] = value
     new.workload = name + (":" + ",".join(f"{k}={v}" for k, v in opts.items()) if opts else "")
     new.vs = None

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..errors import SpecError
+from ..errors import SpecError, did_you_mean
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,8 +77,8 @@ def bind(workload: str, raw: dict[str, str], params: tuple[Param, ...]) -> dict[
     for key, text in raw.items():
         p = by_name.get(key)
         if p is None:
-            raise SpecError(f"unknown option {key!r} for workload {workload!r}; allowed: "
-                            f"{', '.join(by_name)}")
+            raise SpecError(f"unknown option {key!r} for workload {workload!r}; "
+                            f"{did_you_mean(key, by_name)}allowed: {', '.join(by_name)}")
         if p.choices is not None and text.lower() not in p.choices:
             raise SpecError(f"{workload}: {key}={text!r} not allowed; allowed: {', '.join(p.choices)}")
         try:
