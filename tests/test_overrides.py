@@ -124,6 +124,8 @@ BAD = [
     ("[device.trainium2]\ntensor_hz = 1e-308", ["'tensor_hz'", "between 1e+06 and 1e+11 Hz"]),
     ("[device.trainium2]\nhbm_bw = 1e-300", ["'hbm_bw'", "between 1e+06 and 1e+16 bytes/s"]),
     ('[instance."trn2.48xlarge"]\nefa_bw = 1e30', ["'efa_bw'", "bytes/s"]),
+    # a memory of 1,000 bytes: the refusal said "over by 1236690434%"
+    ("[device.trainium2]\nhbm_bytes = 1000", ["'hbm_bytes'", "between 1,024 bytes (1 KiB)"]),
     ("[device.trainium2]\nphysical_cores = 7.5", ["'physical_cores'", "integer"]),
     ("[device.trainium2]\ndefault_lnc = 3", ["[device.trainium2]", "default_lnc=3"]),
     ("[device.trainium2]\nphysical_cores = 6", ["[device.trainium2]", "hbm_stacks"]),

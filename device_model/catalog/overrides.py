@@ -38,6 +38,9 @@ _RATIO_SUFFIXES = ("_fraction", "_ratio", "_efficiency")
 # Physical ranges by unit (name suffix): a clock of 1e-308 Hz or a bandwidth of 1e-300 B/s is
 # positive, and divided the model by zero or filled it with NaN
 _RANGES = (("_hz", 1e6, 1e11, "Hz"), ("_bw", 1e6, 1e16, "bytes/s"))
+# memories of a chip or host: hbm_bytes = 1000 was taken, and a model "over by 1,236,690,434 %"
+_MEMORY_SIZES = ("sbuf_bytes", "psum_bytes", "hbm_bytes", "host_memory_bytes")
+_MEMORY_RANGE = (1 << 10, 1 << 50)
 
 
 def _numeric_fields(cls: type) -> dict[str, type]:
@@ -156,6 +159,9 @@ def _check_value(name: str, value: object, kind: type) -> tuple[str, object]:
     for suffix, least, most, unit in _RANGES:
         if name.endswith(suffix) and not least <= value <= most:
             return f"got {value!r}, must be between {least:g} and {most:g} {unit}", None
+    least, most = _MEMORY_RANGE
+    if name in _MEMORY_SIZES and not least <= value <= most:
+        return f"got {value!r}, must be between {least:,} bytes (1 KiB) and {most:,} (1 PiB)", None
     return "", value
 
 
