@@ -374,6 +374,7 @@ def test_a_decodes_text_gives_its_whole_requests_beside_its_decode_rate(capsys):
     assert rows["e2e latency"] == f"{r['e2e_latency_s']:.3f} s"
     assert rows["sequences/s"] == f"{r['sequences_per_s']:,.2f}"
     assert rows["tokens/s (decode)"] == f"{r['tokens_per_s']:,.1f}" and "tokens/s" not in rows
+    assert "bubble" not in rows and "optimizer" not in rows     # training's rows (always 0 here)
     assert r["sequences_per_s"] * 10 < r["tokens_per_s"] / 10      # the prefill dominates
 
 

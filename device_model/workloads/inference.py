@@ -167,9 +167,13 @@ class InferencePlan:
         tp = spec.layout.tp
         heads, kv = padded_heads(cfg, tp)
         if heads != cfg.heads:
-            self.warnings += (f"{cfg.name}: {cfg.heads} attention heads padded to {heads} "
-                              f"({kv} KV heads) for tp={tp}, as NxD Inference does; the zero "
-                              f"heads' compute, weights and KV cache are charged",)
+            # an encoder keeps no KV cache (and has no separate KV heads to speak of)
+            cached = cfg.family != "bert"
+            kv_text = f" ({kv} KV heads)" if cached else ""
+            charged = "compute, weights and KV cache" if cached else "compute and weights"
+            self.warnings += (f"{cfg.name}: {cfg.heads} attention heads padded to {heads}"
+                              f"{kv_text} for tp={tp}, as NxD Inference does; the zero heads' "
+                              f"{charged} are charged",)
         self.shard = make_shard(cfg, tp, False, pad=True)
         self.prefill_shard = make_shard(cfg, tp, spec.sp, pad=True)
         self.limit = cfg.max_seq if total <= cfg.max_seq else 1 << 62

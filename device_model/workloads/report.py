@@ -119,8 +119,10 @@ def _rows(r: dict, *others: dict) -> list[Row]:
             rows += [("tokens/s", lambda r: r["tokens_per_s"], lambda v: f"{v:,.1f}")]
     rows += [(k.upper(), lambda r, k=k: r[k], _pct) for k in ("mfu", "hfu", "mbu")]
     rows += [(f"{e} active", lambda r, e=e: r["engine_active"][e], _pct) for e in ENGINES]
+    # a pipeline's bubble and an optimizer step are training's: inference shows neither
+    training = any(x.get("mode") == "train" for x in (r, *others))
     rows += [(k.removesuffix("_s").replace("_", " "), lambda r, k=k: r["breakdown"][k], _time)
-             for k in BREAKDOWN]
+             for k in BREAKDOWN if training or k not in ("bubble_s", "optimizer_s")]
     rows += [("memory/core", lambda r: r["memory"]["total_bytes"], lambda v: f"{v / GiB:.1f} GiB"),
              ("HBM/core", lambda r: r["memory"]["capacity_bytes"], lambda v: f"{v / GiB:.1f} GiB")]
     return rows
