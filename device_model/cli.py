@@ -81,8 +81,13 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
+def _on(r: dict) -> str:
+    """`allreduce:... on 2 x trn1.32xlarge (LNC=1)`: the nodes a collective spans, as models say."""
+    return f"{r['workload']} on {r.get('nodes', 1)} x {r['instance']} (LNC={r['lnc']})"
+
+
 def format_estimate(r: dict) -> str:
-    lines = [f"{r['workload']} on {r['instance']} (LNC={r['lnc']})",
+    lines = [_on(r),
              f"  time            {r['time_s'] * 1e3:12.4f} ms"]
     for key, label in (("tflops", "throughput"),):
         if key in r:
@@ -110,9 +115,9 @@ _MICRO_ROWS = (("time", "time_s", lambda v: f"{v * 1e3:.4f} ms"),
 
 def format_micro_comparison(a: dict, b: dict) -> str:
     """`--vs` for microbenchmarks: the rows of format_estimate side by side with B/A."""
-    lines = [f"A: {a['workload']} on {a['instance']} (LNC={a['lnc']})",
-             f"B: {b['workload']} on {b['instance']} (LNC={b['lnc']})",
-             f"  {'':<16} {'A':>18} {'B':>18} {'B/A':>8}"]
+    lines = [f"A: {_on(a)}", f"B: {_on(b)}", f"  {'':<16} {'A':>18} {'B':>18} {'B/A':>8}"]
+    if "algorithm" in a and "algorithm" in b:       # where the two placements part
+        lines.append(f"  {'algorithm':<16} {a['algorithm']:>18} {b['algorithm']:>18}")
     rows = [(label, a[key], b[key], fmt) for label, key, fmt in _MICRO_ROWS
             if key in a and key in b]
     rows += [(e + " active", a["engine_active"][e], b["engine_active"][e],

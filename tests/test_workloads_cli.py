@@ -216,3 +216,14 @@ def test_an_error_of_the_vs_side_says_it_is_that_side(capsys):
     assert err.startswith("neuron-sim: error: with --vs instance=trn1.2xlarge: --tp 8 does not "
                           "divide the 2 ranks")
     assert err.count("\n") == 1
+
+
+def test_a_collective_comparison_names_the_nodes_and_algorithms_of_each_side(capsys):
+    """A's two-instance flat ring and B's one-instance KangaRing read alike: the header had no
+    node count and the comparison no algorithm row."""
+    assert main(["estimate", "-w", "allreduce:bytes=1G,ranks=64", "-i", "trn1.32xlarge",
+                 "--nodes", "2", "--vs", "ranks=32,nodes=1"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "A: allreduce:bytes=1G,ranks=64 on 2 x trn1.32xlarge (LNC=1)"
+    assert out[1] == "B: allreduce:bytes=1G,ranks=32 on 1 x trn1.32xlarge (LNC=1)"
+    assert out[3].split() == ["algorithm", "flat-ring", "kangaring"]
