@@ -112,7 +112,8 @@ def test_lookups_and_errors():
     assert get_instance(" TRN2.48XLARGE ").name == "trn2.48xlarge"
     with pytest.raises(SpecError) as err:
         get_instance("trn9.large")
-    assert str(err.value) == ("unknown instance 'trn9.large'; allowed: " + ", ".join(INSTANCES))
+    assert str(err.value).startswith("unknown instance 'trn9.large'; ")
+    assert str(err.value).endswith("allowed: " + ", ".join(INSTANCES))   # after any "did you mean"
     with pytest.raises(SpecError, match="unknown device 'inferentia2'; allowed: trainium1, "
                                         "trainium2, trainium3"):
         get_device("inferentia2")
