@@ -364,11 +364,10 @@ def test_a_decodes_text_gives_its_whole_requests_beside_its_decode_rate(capsys):
     """tokens/s of a decode leaves the prefill out: 360 tokens/s for a 120k-token prompt whose
     requests take 14 s. The text now gives the end-to-end latency and sequences/s too, and
     names the rate as the decode's."""
-    assert main(["estimate", "-w", "llama3.1-8b:mode=decode,in=120000,out=10", "-i",
-                 "trn2.48xlarge", "--tp", "8", "--json"]) == 0
+    spec = "llama3.1-8b:mode=decode,in=32000,out=10"     # 120,000 took 7 s to simulate
+    assert main(["estimate", "-w", spec, "-i", "trn2.48xlarge", "--tp", "8", "--json"]) == 0
     r = orjson.loads(capsys.readouterr().out)
-    assert main(["estimate", "-w", "llama3.1-8b:mode=decode,in=120000,out=10", "-i",
-                 "trn2.48xlarge", "--tp", "8"]) == 0
+    assert main(["estimate", "-w", spec, "-i", "trn2.48xlarge", "--tp", "8"]) == 0
     rows = {line[2:22].strip(): line[23:].strip() for line in capsys.readouterr().out.splitlines()
             if line.startswith("  ") and not line.startswith("   ")}
     assert rows["e2e latency"] == f"{r['e2e_latency_s']:.3f} s"
