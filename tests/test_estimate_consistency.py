@@ -388,3 +388,14 @@ def test_a_pipeline_with_fewer_micro_batches_than_stages_is_warned_about():
     assert "warnings" not in full
     text = format_model(lone)
     assert "1 micro-batch" in text and "1 micro-batches" not in text
+
+
+def test_an_fp8_comparison_says_how_mfu_counts_fp8(capsys):
+    """--vs dtype=fp8 read as a regression: 1.3x the throughput at 0.76x the MFU, unexplained."""
+    argv = ["estimate", "-w", "llama3-8b:seq=4096,gbs=256", "-i", "trn2.48xlarge", "--tp", "8"]
+    assert main([*argv, "--vs", "dtype=fp8"]) == 0
+    out = capsys.readouterr().out
+    assert "MFU and HFU count FP8 FLOPs divided by FP8's speed-up over BF16" in out
+    assert max(len(line) for line in out.splitlines()) <= 80
+    assert main(argv) == 0
+    assert "FP8 FLOPs" not in capsys.readouterr().out

@@ -146,7 +146,7 @@ def format_model(r: dict) -> str:
              ("weights", "gradients", "optimizer", "activations", "kv_cache", "reserved")
              if m[k + "_bytes"]]
     lines += under_label("memory detail", ", ".join(parts) + " GiB")
-    return "\n".join(lines)
+    return "\n".join(lines + _fp8_note(r))
 
 
 WIDTH = 80          # the report fits an 80-column terminal
@@ -248,4 +248,15 @@ def format_comparison(a: dict, b: dict) -> str:
         ta, tb = fmt(va), fmt(vb)
         ratio = ratio_text(va, vb, ta, tb)
         lines.append(f"  {label:<20} {ta:>22} {tb:>22} {ratio:>8}")
-    return "\n".join(lines)
+    return "\n".join(lines + _fp8_note(a, b))
+
+
+def _fp8_note(*results: dict) -> list[str]:
+    """FP8 FLOPs count in MFU and HFU divided by FP8's speed-up over BF16, against the BF16
+    peak (P1's adjusted FLOPs): said where it applies, as an FP8 run's MFU can fall while its
+    throughput rises."""
+    if not any(r.get("dtype") == "fp8" for r in results):
+        return []
+    return ["  (MFU and HFU count FP8 FLOPs divided by FP8's speed-up over BF16, against the",
+            "   BF16 peak, as AWS's profiler adjusts them: FP8 can lower MFU while it raises",
+            "   throughput)"]
