@@ -161,20 +161,26 @@ for (x,) in data:
     opt.step()
     opt.zero_grad()
 print("bye", flush=True)
+if sys.argv[2:] == ["thread"]:     # a watchdog thread ends the process
+    import threading, time
+    threading.Thread(target=os._exit, args=(int(sys.argv[1]),)).start()
+    time.sleep(30)
+    print("still running", flush=True)
 os._exit(int(sys.argv[1]))
 '''
 
 
-@pytest.mark.parametrize("code", [0, 2])
-def test_a_script_that_ends_with_os_exit_keeps_its_profile_and_exit_code(tmp_path, code):
+@pytest.mark.parametrize("code, how", [(0, "main"), (2, "main"), (3, "thread")])
+def test_a_script_that_ends_with_os_exit_keeps_its_profile_and_exit_code(tmp_path, code, how):
     """os._exit runs no finally block: the recording was lost, and capture said "wrote no
     recording" with exit 2 for a script that ended with 0 (and nothing at all for one that
     ended with 2)."""
     script, out = tmp_path / "oexit.py", tmp_path / "o.nsprof"
     script.write_text(OS_EXIT)
     res = subprocess.run([*CLI, "capture", "-s", str(out), "--", sys.executable, str(script),
-                          str(code)], capture_output=True, text=True, cwd=ROOT, timeout=300)
+                          str(code), how], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert res.returncode == code, res.stderr
     assert "bye" in res.stdout and f"script exit code {code}" in res.stderr
+    assert "still running" not in res.stdout and "Traceback" not in res.stderr
     prof = fileformat.load(out)
     assert sorted(set(prof.table("ops")["step"].tolist())) == [1, 2, 3, 4]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -144,8 +145,9 @@ def record_run(task, target_argv: list[str], save: Callable[[int, object], None]
         return None
 
     def finish():
-        for sig in STOP_SIGNALS:
-            signal.signal(sig, signal.SIG_IGN)
+        if threading.current_thread() is threading.main_thread():  # signal() refuses others
+            for sig in STOP_SIGNALS:
+                signal.signal(sig, signal.SIG_IGN)
         recording = recorder.stop()
         from .recording import compiled_graph_count
         recording.compiled_graphs = compiled_graph_count()
@@ -154,11 +156,15 @@ def record_run(task, target_argv: list[str], save: Callable[[int, object], None]
     real_exit, main_pid = os._exit, os.getpid()
 
     def exit_now(status: int) -> None:
-        # a forked worker (a DataLoader's, multiprocessing's) leaves by os._exit too: not ours
-        if os.getpid() == main_pid and os._exit is exit_now:
-            os._exit = real_exit
-            save(_exit_code(status), finish())
-        real_exit(status)
+        # a forked worker (a DataLoader's, multiprocessing's) leaves by os._exit too: not ours;
+        # a watchdog thread's os._exit saves as the main thread's would. Whatever the saving
+        # meets (a full disk), the process exits as the script asked.
+        try:
+            if os.getpid() == main_pid and os._exit is exit_now:
+                os._exit = real_exit
+                save(_exit_code(status), finish())
+        finally:
+            real_exit(status)
 
     os._exit = exit_now
     code: int | None = None
@@ -187,7 +193,6 @@ def child_main(argv: list[str]) -> int:
     if problem:
         console.error(problem)
         return 2
-    import threading
     from .options import ScriptTask
     from .rank_part import RankPart, save_part
     task = ScriptTask.from_json(argv[0])
