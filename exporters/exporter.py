@@ -27,6 +27,11 @@ STALE_PERIODS = 3           # /-/healthy fails after this many periods without a
 KNOWN_ERROR_KINDS = (*LINE_KINDS, *REPORT_PROBLEMS, *INPUT_PROBLEMS)
 
 
+def _seconds(value: float) -> str:
+    """A limit in seconds as a person reads it: `15s`, `3.1s`, `0.04s` (never `0s`)."""
+    return f"{round(value, 1):g}s" if value >= 0.95 else f"{value:.2g}s"
+
+
 def package_version() -> str:
     return __version__
 
@@ -125,7 +130,7 @@ class PrometheusExporter:
             return True, "OK"
         what = "no report yet" if not self.reports else "no report"
         ended = "; input ended" if self.ended else ""
-        return False, f"stale: {what} for {silent:.0f}s (limit {round(limit, 1):g}s){ended}"
+        return False, f"stale: {what} for {silent:.0f}s (limit {_seconds(limit)}){ended}"
 
     def refresh(self) -> Exposition:
         """Re-publish with fresh exporter-health values (main lines are reused as they are)."""

@@ -140,13 +140,27 @@ def runtime_process_alive(pid: int, root: Path | None = None) -> bool:
             args = f.read().split(b"\0")
         if not any(b"device_model.runtime" in a for a in args):
             return False
-        if root is None or b"--root" not in args[:-1]:
-            return True
-        given = os.fsdecode(args[args.index(b"--root") + 1])
-        cwd = os.readlink(f"/proc/{int(pid)}/cwd")
-        return os.path.realpath(os.path.join(cwd, given)) == os.path.realpath(root)
     except (OSError, ValueError):
         return False
+    given = _root_argument(args)
+    if root is None or given is None:
+        return True
+    if not os.path.isabs(given):
+        try:     # another user's process: its cwd may not be ours to read
+            given = os.path.join(os.readlink(f"/proc/{int(pid)}/cwd"), given)
+        except OSError:
+            return True      # cannot tell: as before, the module's name decides
+    return os.path.realpath(given) == os.path.realpath(root)
+
+
+def _root_argument(args: list[bytes]) -> str | None:
+    """The value of a command line's `--root DIR` or `--root=DIR`."""
+    for i, arg in enumerate(args):
+        if arg == b"--root" and i + 1 < len(args):
+            return os.fsdecode(args[i + 1])
+        if arg.startswith(b"--root="):
+            return os.fsdecode(arg[len(b"--root="):])
+    return None
 
 
 def missing_runtimes(instance: Any, listed: set[int], root: Path | None = None

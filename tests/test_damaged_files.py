@@ -176,6 +176,13 @@ def test_a_copy_of_a_live_root_is_not_the_live_instance(root, tmp_path):
         stop_instance(root)
 
 
+def test_a_runtimes_root_is_read_from_either_form_of_the_flag():
+    from monitor.collector_shm import _root_argument
+    assert _root_argument([b"python", b"-m", b"device_model.runtime", b"--root", b"/r/x"]) == "/r/x"
+    assert _root_argument([b"python", b"--root=/r/y", b"--seed", b"0"]) == "/r/y"
+    assert _root_argument([b"python", b"--root"]) is None and _root_argument([b"python"]) is None
+
+
 def test_a_runtime_whose_file_is_cut_short_keeps_its_tag(root):
     """A file cut short is refused before its header is read: the runtime's entry was tagged
     with its pid ("28970" for "llama-train"), and readers keyed on the tag saw a new runtime."""

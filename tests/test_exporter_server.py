@@ -91,6 +91,7 @@ def test_the_stale_health_line_gives_its_limit_rounded():
     now["t"] += 60
     healthy, line = exp.health(stale_after=3.091812)
     assert not healthy and line == "stale: no report for 60s (limit 3.1s)"   # was 3.09181s
+    assert exp.health(stale_after=0.04)[1].endswith("(limit 0.04s)")         # not "0s"
 
 
 def test_plain_text_by_default(server, exporter):
