@@ -242,7 +242,7 @@ class TrainingPlan:
 
     def check_memory(self) -> Memory:
         worst = max((self.memory(s) for s in range(self.spec.layout.pp)), key=lambda m: m.total)
-        check_fits(f"{self.cfg.name} training", worst, "try " + self._memory_hint())
+        check_fits(f"{self.cfg.name} training", worst, "try any of: " + self._memory_hint())
         return worst
 
 
