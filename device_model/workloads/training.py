@@ -74,10 +74,10 @@ class TrainingPlan:
         self.warnings = (warning,) if warning else ()
         if lay.pp > 1 and spec.microbatches < lay.pp:
             # the default gbs (mbs*dp) gives a pipeline one micro-batch: its stages mostly wait
-            self.warnings += (f"{spec.microbatches} micro-batch{'es' if spec.microbatches > 1 else ''}"
-                              f" for {lay.pp} pipeline stages: most of the step is the pipeline "
-                              f"filling and draining; a gbs of at least {lay.pp * spec.mbs * lay.dp}"
-                              f" ({lay.pp} micro-batches) keeps them busy",)
+            n, least = spec.microbatches, lay.pp * spec.mbs * lay.dp
+            self.warnings += (f"{n} micro-batch{'es' if n > 1 else ''} for {lay.pp} pipeline "
+                              "stages: most of the step is the pipeline filling and draining; a "
+                              f"gbs of at least {least} ({lay.pp} micro-batches) keeps them busy",)
         self.inst, self.spec, self.cfg = inst, spec, cfg
         self.shard = make_shard(cfg, lay.tp, spec.sp)
         if spec.sp and lay.tp > 1 and spec.seq % lay.tp:

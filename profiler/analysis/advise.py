@@ -64,7 +64,8 @@ def _collective_exposure(p: Profile) -> tuple[float, float]:
     def within(rows: tuple[int, int] | None) -> np.ndarray:
         cc = _intervals(p, ("collective",), rows)
         cc_time = union_length(*cc)
-        return np.array([cc_time, cc_time - intersection_length(cc, _intervals(p, COMPUTE_ENGINES, rows))])
+        hidden = intersection_length(cc, _intervals(p, COMPUTE_ENGINES, rows))
+        return np.array([cc_time, cc_time - hidden])
     cc_time, exposed = _repeats(p).counted(within)
     return float(cc_time), float(exposed)
 

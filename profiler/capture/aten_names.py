@@ -76,7 +76,8 @@ SOFTMAXES = frozenset("""_softmax softmax _log_softmax log_softmax _softmax_back
 _log_softmax_backward_data""".split())
 WHOLE_OPS = MATMULS | SOFTMAXES | frozenset("""convolution convolution_backward _convolution
 native_layer_norm layer_norm native_layer_norm_backward rms_norm _fused_rms_norm native_batch_norm
-_native_batch_norm_legit native_group_norm group_norm embedding scaled_dot_product_attention""".split())
+_native_batch_norm_legit native_group_norm group_norm embedding
+scaled_dot_product_attention""".split())
 # Kernels add_call maps through a branch of their own, kept whole by a recorder that sees nested
 # calls when the overload called is a kernel; a CompositeImplicitAutograd overload of the same name
 # (upsample's `.vec`, which has only scale factors) is looked through to the overload it calls.
