@@ -184,3 +184,6 @@ def test_a_script_that_ends_with_os_exit_keeps_its_profile_and_exit_code(tmp_pat
     assert "still running" not in res.stdout and "Traceback" not in res.stderr
     prof = fileformat.load(out)
     assert sorted(set(prof.table("ops")["step"].tolist())) == [1, 2, 3, 4]
+    # the script ran on one thread: its operator calls and data-loading spans share it, whichever
+    # thread called os._exit
+    assert len(set(prof.table("host")["tid"].tolist())) == 1

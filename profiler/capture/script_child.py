@@ -196,10 +196,11 @@ def child_main(argv: list[str]) -> int:
     from .options import ScriptTask
     from .rank_part import RankPart, save_part
     task = ScriptTask.from_json(argv[0])
+    main_thread = threading.get_ident()   # the recording's; a watchdog thread may do the saving
 
     def save(code: int, recording) -> None:
-        save_part(task.parts, RankPart(0, 0, _world_size(), os.getpid(), code,
-                                       threading.get_ident(), recording))
+        save_part(task.parts, RankPart(0, 0, _world_size(), os.getpid(), code, main_thread,
+                                       recording))
     code = record_run(task, argv[2:], save)
     return 2 if code is None else code
 

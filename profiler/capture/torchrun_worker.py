@@ -40,11 +40,12 @@ def worker_main(argv: list[str]) -> int:
         console.error(f"${ENV} is not set; this worker runs under "
                       f"`{console.PROG} capture -- torchrun ...`")
         return 2
+    main_thread = threading.get_ident()   # the recording's; a watchdog thread may do the saving
 
     def save(code: int, recording) -> None:
         rank, local_rank, world = _identity()
-        save_part(task.parts, RankPart(rank, local_rank, world, os.getpid(), code,
-                                       threading.get_ident(), recording))
+        save_part(task.parts, RankPart(rank, local_rank, world, os.getpid(), code, main_thread,
+                                       recording))
     code = record_run(task, argv, save)     # the part gets written whatever
     return 2 if code is None else code
 
