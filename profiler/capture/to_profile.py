@@ -138,28 +138,30 @@ def recording_to_profile(recording: Recording, inst: Instance, *, auto_cast: str
     return builder.build()
 
 
+def _note_counted(builder: ProfileBuilder, key: str, count: int, combine, note) -> None:
+    """`meta[key]`, this recording's `count` combined with the ranks' before it, and its line
+    (`note(count)`) in `meta["notes"]`, in place of the line an earlier rank wrote."""
+    count = combine(int(builder.meta.get(key, 0)), int(count))
+    if not count:
+        return
+    previous = note(builder.meta[key]) if key in builder.meta else None
+    builder.meta[key] = count
+    builder.meta["notes"] = [*(n for n in builder.meta.get("notes", []) if n != previous),
+                             note(count)]
+
+
 def _note_compiled(builder: ProfileBuilder, graphs: int) -> None:
     """torch.compile ran: `meta["compiled_graphs"]` (the most any rank compiled) and a line in
     `meta["notes"]` saying that Inductor's fused kernels are missing from the profile."""
-    graphs = max(int(builder.meta.get("compiled_graphs", 0)), int(graphs))
-    if not graphs:
-        return
     from .recording import compiled_note
-    notes = [n for n in builder.meta.get("notes", []) if not n.startswith("torch.compile ran")]
-    builder.meta["compiled_graphs"] = graphs
-    builder.meta["notes"] = [*notes, compiled_note(graphs)]
+    _note_counted(builder, "compiled_graphs", graphs, max, compiled_note)
 
 
 def _note_unreadable(builder: ProfileBuilder, calls: int) -> None:
     """Calls whose arguments the recorder could not read: `meta["unreadable_calls"]` (over every
     rank) and a line in `meta["notes"]`."""
-    calls += int(builder.meta.get("unreadable_calls", 0))
-    if not calls:
-        return
     from .recording import unreadable_note
-    notes = [n for n in builder.meta.get("notes", []) if "the recorder could not read" not in n]
-    builder.meta["unreadable_calls"] = calls
-    builder.meta["notes"] = [*notes, unreadable_note(calls)]
+    _note_counted(builder, "unreadable_calls", calls, int.__add__, unreadable_note)
 
 
 def add_recording(builder: ProfileBuilder, recording: Recording, inst: Instance, *, auto_cast: str = "matmult",
