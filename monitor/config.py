@@ -23,18 +23,16 @@ from typing import Any
 import orjson
 
 from monitor.errors import ConfigError
+from monitor.vocab import RENAMED_GROUPS as _RENAMED
+from monitor.vocab import RUNTIME_GROUPS, SYSTEM_GROUPS
 
 __all__ = ["ConfigError", "MonitorConfig", "RuntimeSelector", "RUNTIME_GROUPS", "SYSTEM_GROUPS",
            "DEFAULT_PERIOD", "parse_period", "due_groups", "next_due"]
 
-RUNTIME_GROUPS = ("neuroncore_counters", "memory_used", "neuron_runtime_vcpu_usage",
-                  "execution_stats", "neuroncore_engine_counters")
-SYSTEM_GROUPS = ("vcpu_usage", "memory_info", "neuron_hw_counters", "neuron_device_counters")
 DEFAULT_PERIOD = 5.0
 MAX_PERIOD = 86_400.0  # a day; anything longer is almost certainly a unit mistake
 MIN_PERIOD = 0.01      # 10 ms: a shorter tick would only burn CPU (runtimes publish every 0.1 s)
 MAX_CONFIG_BYTES = 1 << 20
-_RENAMED = {"inference_stats": "execution_stats"}
 _PERIOD = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m)")  # ASCII digits only, as AWS's parser
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0}
 

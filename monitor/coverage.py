@@ -9,15 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from monitor.report import Report
+from monitor.vocab import AWS_RUNTIME_GROUPS, AWS_SYSTEM_GROUPS
 
-__all__ = ["RUNTIME_GROUPS", "SYSTEM_GROUPS", "StreamGaps", "stream_gaps"]
-
-# The groups AWS's neuron-monitor writes with its default configuration (neuron-tools.md §1.1).
-RUNTIME_GROUPS = (("neuroncore_counters", "neuroncore_counters"),
-                  ("execution_stats", "execution_stats"), ("memory_used", "memory_used"),
-                  ("neuron_runtime_vcpu_usage", "vcpu"))
-SYSTEM_GROUPS = (("neuron_hw_counters", "hw_counters"), ("vcpu_usage", "vcpu"),
-                 ("memory_info", "memory"))
+__all__ = ["StreamGaps", "stream_gaps"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,8 +38,8 @@ def stream_gaps(report: Report) -> StreamGaps:
     missing: list[str] = []
     failed: dict[str, str] = {}
     runtimes = [r for r in report.runtimes if not r.error]
-    for name, attr in RUNTIME_GROUPS:
-        groups = [getattr(r, attr) for r in runtimes]
+    for name in AWS_RUNTIME_GROUPS:   # the groups AWS writes with its default configuration
+        groups = [r.group(name) for r in runtimes]
         if runtimes and all(g is None for g in groups):
             missing.append(name)
         for g in groups:
@@ -55,8 +49,8 @@ def stream_gaps(report: Report) -> StreamGaps:
              for c in r.neuroncore_counters.cores.values()]
     if cores and all(c.flops is None for c in cores):
         missing.append("flops")
-    for name, attr in SYSTEM_GROUPS:
-        group = getattr(report.system, attr)
+    for name in AWS_SYSTEM_GROUPS:
+        group = report.system.group(name)
         if group is None:
             missing.append(name)
         elif group.error:

@@ -18,14 +18,14 @@ from dataclasses import replace
 from typing import Any
 
 from monitor.report import Report
-from monitor.report_runtime import RUNTIME_GROUPS, RuntimeReport
-from monitor.report_system import SYSTEM_GROUPS
+from monitor.report_runtime import RUNTIME_GROUP_PARSERS, RuntimeReport
+from monitor.report_system import SYSTEM_GROUP_PARSERS
 
 __all__ = ["GroupHold", "RUNTIME_GROUP_ATTRS", "SYSTEM_GROUP_ATTRS"]
 
-# the schema's groups, as the parsers name their attributes (older keys share one)
-RUNTIME_GROUP_ATTRS = tuple(dict.fromkeys(attr for attr, _ in RUNTIME_GROUPS.values()))
-SYSTEM_GROUP_ATTRS = tuple(dict.fromkeys(attr for attr, _ in SYSTEM_GROUPS.values()))
+# the schema's groups, as the parsers name their attributes
+RUNTIME_GROUP_ATTRS = tuple(attr for attr, _ in RUNTIME_GROUP_PARSERS.values())
+SYSTEM_GROUP_ATTRS = tuple(attr for attr, _ in SYSTEM_GROUP_PARSERS.values())
 # neuron-monitor's default period (neuron-tools.md §1.1), for a group that gives none
 _DEFAULT_PERIOD_S = 5.0
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from monitor import _fields as f
 from monitor.report_memory import MemoryUsed
-from monitor.vocab import PERCENTILES
+from monitor.vocab import PERCENTILES, RENAMED_GROUPS, RUNTIME_GROUPS
 
 __all__ = ["PERCENTILES", "RuntimeReport", "NeuronCoreCounters", "CoreCounters", "ExecutionStats",
            "Latency", "RuntimeVcpu", "EngineCounters", "CoreEngineCounters"]
@@ -211,14 +211,15 @@ class EngineCounters:
         return f.group_out(self.period, self.error, neuroncores_in_use=f.indexed_out(self.cores))
 
 
-RUNTIME_GROUPS = {  # JSON key -> (RuntimeReport attribute, parser)
-    "neuroncore_counters": ("neuroncore_counters", NeuronCoreCounters.parse),
-    "execution_stats": ("execution_stats", ExecutionStats.parse),
-    "inference_stats": ("execution_stats", ExecutionStats.parse),  # pre-2.5 name, read only
-    "memory_used": ("memory_used", MemoryUsed.parse),
-    "neuron_runtime_vcpu_usage": ("vcpu", RuntimeVcpu.parse),
-    "neuroncore_engine_counters": ("engine_counters", EngineCounters.parse),
-}
+# JSON key -> (RuntimeReport attribute, parser), in the vocabulary's order of RUNTIME_GROUPS
+RUNTIME_GROUP_PARSERS = dict(zip(RUNTIME_GROUPS, (
+    ("neuroncore_counters", NeuronCoreCounters.parse),
+    ("execution_stats", ExecutionStats.parse),
+    ("memory_used", MemoryUsed.parse),
+    ("vcpu", RuntimeVcpu.parse),
+    ("engine_counters", EngineCounters.parse)), strict=True))
+_READ = {**RUNTIME_GROUP_PARSERS,
+         **{old: RUNTIME_GROUP_PARSERS[new] for old, new in RENAMED_GROUPS.items()}}
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,18 +252,19 @@ class RuntimeReport:
         address = f.optional(f.text, d.get("address"), path + ".address")
         report_path = path + ".report"
         report = f.obj(d.get("report", {} if error else None), report_path)
-        groups, extra = f.known_groups(report, RUNTIME_GROUPS, report_path)
+        groups, extra = f.known_groups(report, _READ, report_path)
         return cls(pid, tag, error, address=address, extra_groups=extra, **groups)
 
+    def group(self, key: str) -> Any:
+        """The group of that JSON key (one of vocab.RUNTIME_GROUPS), or None if absent."""
+        return getattr(self, RUNTIME_GROUP_PARSERS[key][0])
+
+    def groups(self) -> tuple[tuple[str, Any], ...]:
+        """(JSON key, group or None) of every known group, in the vocabulary's order."""
+        return tuple((key, getattr(self, attr)) for key, (attr, _) in RUNTIME_GROUP_PARSERS.items())
+
     def dump(self) -> dict:
-        report: dict[str, Any] = {}
-        for key, attr in (("neuroncore_counters", self.neuroncore_counters),
-                          ("execution_stats", self.execution_stats),
-                          ("memory_used", self.memory_used),
-                          ("neuron_runtime_vcpu_usage", self.vcpu),
-                          ("neuroncore_engine_counters", self.engine_counters)):
-            if attr is not None:
-                report[key] = attr.dump()
+        report: dict[str, Any] = {key: g.dump() for key, g in self.groups() if g is not None}
         report.update(self.extra_groups)
         out: dict[str, Any] = {"pid": self.pid}
         if self.address is not None:

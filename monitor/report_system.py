@@ -13,6 +13,7 @@ from typing import Any
 
 from monitor import _fields as f
 from monitor.vocab import ECC_KINDS as ECC_KEYS
+from monitor.vocab import SYSTEM_GROUPS
 
 __all__ = ["ECC_KEYS", "SystemData", "HwCounters", "DeviceEcc", "SystemVcpu", "MemoryInfo",
            "DeviceCounters", "DeviceCounter"]
@@ -173,12 +174,12 @@ class DeviceCounters:
         return f.group_out(self.period, self.error, neuron_devices=[c.dump() for c in self.devices])
 
 
-SYSTEM_GROUPS = {
-    "neuron_hw_counters": ("hw_counters", HwCounters.parse),
-    "vcpu_usage": ("vcpu", SystemVcpu.parse),
-    "memory_info": ("memory", MemoryInfo.parse),
-    "neuron_device_counters": ("device_counters", DeviceCounters.parse),
-}
+# JSON key -> (SystemData attribute, parser), in the vocabulary's order of SYSTEM_GROUPS
+SYSTEM_GROUP_PARSERS = dict(zip(SYSTEM_GROUPS, (
+    ("hw_counters", HwCounters.parse),
+    ("vcpu", SystemVcpu.parse),
+    ("memory", MemoryInfo.parse),
+    ("device_counters", DeviceCounters.parse)), strict=True))
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,15 +193,18 @@ class SystemData:
     @classmethod
     def parse(cls, d: Any, path: str) -> SystemData:
         d = f.obj({} if d is None else d, path)
-        groups, extra = f.known_groups(d, SYSTEM_GROUPS, path)
+        groups, extra = f.known_groups(d, SYSTEM_GROUP_PARSERS, path)
         return cls(extra_groups=extra, **groups)
 
+    def group(self, key: str) -> Any:
+        """The group of that JSON key (one of vocab.SYSTEM_GROUPS), or None if absent."""
+        return getattr(self, SYSTEM_GROUP_PARSERS[key][0])
+
+    def groups(self) -> tuple[tuple[str, Any], ...]:
+        """(JSON key, group or None) of every known group, in the vocabulary's order."""
+        return tuple((key, getattr(self, attr)) for key, (attr, _) in SYSTEM_GROUP_PARSERS.items())
+
     def dump(self) -> dict:
-        out: dict[str, Any] = {}
-        for key, group in (("neuron_hw_counters", self.hw_counters), ("vcpu_usage", self.vcpu),
-                           ("memory_info", self.memory),
-                           ("neuron_device_counters", self.device_counters)):
-            if group is not None:
-                out[key] = group.dump()
+        out: dict[str, Any] = {key: g.dump() for key, g in self.groups() if g is not None}
         out.update(self.extra_groups)
         return out

@@ -9,8 +9,19 @@ a test keeps the two in agreement.
 """
 from __future__ import annotations
 
-__all__ = ["ENGINES", "ENGINE_LABELS", "DMA_QUEUES", "ERROR_KINDS", "EXEC_STATUS", "PERCENTILES",
-           "PERCENT_POINTS", "HOST_MEMORY", "CORE_MEMORY", "ECC_KINDS", "UNITS"]
+__all__ = ["RUNTIME_GROUPS", "SYSTEM_GROUPS", "AWS_RUNTIME_GROUPS", "AWS_SYSTEM_GROUPS",
+           "RENAMED_GROUPS", "ENGINES", "ENGINE_LABELS", "DMA_QUEUES", "ERROR_KINDS", "EXEC_STATUS",
+           "PERCENTILES", "PERCENT_POINTS", "HOST_MEMORY", "CORE_MEMORY", "ECC_KINDS", "UNITS"]
+
+# The metric groups: the keys of each neuron_runtime_data[].report and of system_data, which are
+# also the config's metric "type"s (neuron-tools.md §1.1). AWS's neuron-monitor writes the first
+# four and three; the last of each is the chip model's own (engine and HBM counters).
+RUNTIME_GROUPS = ("neuroncore_counters", "execution_stats", "memory_used",
+                  "neuron_runtime_vcpu_usage", "neuroncore_engine_counters")
+SYSTEM_GROUPS = ("neuron_hw_counters", "vcpu_usage", "memory_info", "neuron_device_counters")
+AWS_RUNTIME_GROUPS = RUNTIME_GROUPS[:4]
+AWS_SYSTEM_GROUPS = SYSTEM_GROUPS[:3]
+RENAMED_GROUPS = {"inference_stats": "execution_stats"}   # pre-2.5 names, read and not written
 
 # neuroncore_engine_counters: engine utilization, one entry per engine of a NeuronCore.
 ENGINES = ("tensor", "vector", "scalar", "gpsimd", "dma")

@@ -6,15 +6,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from monitor.coverage import RUNTIME_GROUPS
 from monitor.report import Report, RuntimeReport
 from monitor.vocab import ENGINE_LABELS, ENGINES
 from tui.history import History, runtime_key
 from tui.procs import ProcessRow, process_row
 from tui.view import DEVICE_CATEGORIES, HOST_CATEGORIES, host_vcpu_count, usable
 
-# (JSON name, RuntimeReport attribute) of every runtime group, to name the ones that failed
-GROUPS = (*RUNTIME_GROUPS, ("neuroncore_engine_counters", "engine_counters"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,8 +35,8 @@ class ProcessDetail:
 
 def failed_groups(runtime: RuntimeReport) -> dict[str, str]:
     """The runtime's groups that carry an ``error``, by JSON name, with the error text."""
-    return {name: group.error for name, attr in GROUPS
-            if (group := getattr(runtime, attr)) is not None and group.error}
+    return {name: group.error for name, group in runtime.groups()
+            if group is not None and group.error}
 
 
 def find_runtime(report: Report, pid: int | None, tag: str | None = None) -> RuntimeReport | None:
