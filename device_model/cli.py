@@ -71,10 +71,18 @@ def _catalog(args):
 
 def _instance(args):
     if args.overrides:
-        from .catalog.overrides import Catalog, load_overrides
-        catalog = Catalog.default().with_overrides(load_overrides(args.overrides))
+        catalog = _catalog(args)
         return instance(args.instance, args.lnc, costs=catalog.costs, spec=catalog.instance(args.instance))
     return instance(args.instance, args.lnc)
+
+
+def _warn_unused_overrides(path: str | None, used) -> None:
+    """Name the override tables none of the run's instances take (a [device.trainium1] table
+    under a trn2 estimate), which would otherwise pass as applied."""
+    if path:
+        from .catalog.overrides import load_overrides
+        for line in load_overrides(path).not_applying(tuple(used)):
+            print(f"neuron-sim: warning: {line}", file=sys.stderr)
 
 
 def _count(n: int, noun: str) -> str:
@@ -145,7 +153,9 @@ def _run(args, side: str = "") -> dict:
 def cmd_estimate(args) -> int:
     result = _run(args)
     if args.vs is not None:          # `--vs ''` is a usage error, not "no comparison"
-        other = _run(apply_vs(args, args.vs), side=f"with --vs {args.vs}")
+        b_args = apply_vs(args, args.vs)
+        other = _run(b_args, side=f"with --vs {args.vs}")
+        _warn_unused_overrides(args.overrides, [_instance(a).spec for a in (args, b_args)])
         if args.json:
             out = {"a": result, "b": other, "ratio": ratios(result, other)}
             sys.stdout.buffer.write(orjson.dumps(out, option=orjson.OPT_INDENT_2) + b"\n")
@@ -155,6 +165,7 @@ def cmd_estimate(args) -> int:
                   format_micro_comparison(result, other))
             print(_trust_text(result, args.overrides, other))
         return 0
+    _warn_unused_overrides(args.overrides, [_instance(args).spec])
     if args.json:
         sys.stdout.buffer.write(orjson.dumps(result, option=orjson.OPT_INDENT_2) + b"\n")
     else:
@@ -187,6 +198,7 @@ def cmd_validate(args) -> int:
     if args.overrides:
         catalog = _catalog(args)
         specs = {row.instance: catalog.instance(row.instance) for row in validation.ROWS}
+        _warn_unused_overrides(args.overrides, specs.values())
         costs = catalog.costs
         results = validation.run_all(costs, specs)
     else:

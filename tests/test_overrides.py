@@ -211,3 +211,20 @@ def test_catalog_markdown_tables_every_device_and_instance():
         assert f"### {name}" in text
     assert "| `tensor_hz` | 2.4 GHz | N1: Tensor 2.4 GHz |" in text
     assert "| `efa_bw` | 3200 Gbps | A3: 3,200 Gbps EFAv3 |" in text
+
+
+def test_a_table_no_instance_of_the_run_takes_is_named(tmp_path, capsys):
+    from device_model.cli import main
+    path = write(tmp_path, '[device.trainium1]\nhbm_bw = 1e12\n[instance."trn1.32xlarge"]\n'
+                           'vcpus = 64\n[device.trainium2]\ntensor_hz = 2.0e9\n')
+    base = ["estimate", "-w", "mlp", "--overrides", str(path), "--json"]
+    assert main([*base, "-i", "trn2.48xlarge"]) == 0
+    warned = [line for line in capsys.readouterr().err.splitlines() if "changes nothing" in line]
+    assert len(warned) == 2, warned
+    assert "[device.trainium1]" in warned[0] and "trn2.48xlarge (trainium2)" in warned[0]
+    assert '[instance."trn1.32xlarge"]' in warned[1]
+    # each table applies to one side of the comparison: nothing to say
+    assert main([*base, "-i", "trn2.48xlarge", "--vs", "instance=trn1.32xlarge"]) == 0
+    assert "changes nothing" not in capsys.readouterr().err
+    assert main([*base, "-i", "trn1.32xlarge"]) == 0
+    assert capsys.readouterr().err.count("changes nothing") == 1   # only [device.trainium2]

@@ -63,6 +63,18 @@ class Overrides:
     instances: Mapping[str, Mapping[str, object]] = field(default_factory=dict, hash=False)
     costs: Mapping[str, object] = field(default_factory=dict, hash=False)
 
+    def not_applying(self, used: tuple[InstanceSpec, ...]) -> list[str]:
+        """The tables that change none of the instances a run uses, one line each: a
+        [device.trainium1] table does nothing to a trn2 estimate, and silence reads as "applied"."""
+        names = {spec.name for spec in used}
+        chips = {spec.device.name: spec.name for spec in used}
+        where = ", ".join(sorted(f"{spec.name} ({spec.device.name})" for spec in used))
+        lines = [f"{self.source}: [device.{name}] changes nothing here: the run uses {where}"
+                 for name in self.devices if name not in chips]
+        lines += [f'{self.source}: [instance."{name}"] changes nothing here: the run uses {where}'
+                  for name in self.instances if name not in names]
+        return lines
+
 
 def load_overrides(path: str | Path) -> Overrides:
     """Read and validate a TOML override file; SpecError (one line) on any problem."""
