@@ -66,6 +66,26 @@ def test_vs_shows_no_ratio_between_two_figures_that_print_as_zero(capsys):
     assert rows["time/output token"][-1].endswith("x")
 
 
+def test_vs_between_modes_shows_each_sides_own_figures(capsys):
+    """A prompt beside a decode: the prompt's tokens/s is not the decode's rate, and the
+    breakdown's seconds are of the prompt against one output token: no ratio across them."""
+    prefill = ["estimate", "-w", "llama2-7b:mode=prefill,batch=1,in=512", "-i", "trn1.32xlarge",
+               "--tp", "32", "--vs", "mode=decode,out=32"]
+    assert main(prefill) == 0
+    rows = {line[2:22].strip(): line[22:].split() for line in capsys.readouterr().out.splitlines()
+            if line.startswith("  ") and len(line) > 22}
+    assert rows["tokens/s"][1:] == ["\u2013", "\u2013"]                # A's only
+    assert rows["tokens/s (decode)"][0] == "\u2013" and rows["tokens/s (decode)"][-1] == "\u2013"
+    assert rows["time/output token"][0] == "\u2013"
+    assert rows["TTFT"][-1].endswith("x")                               # both have one
+    assert rows["compute"][-1] == "\u2013" and rows["MFU"][-1].endswith("x")
+    r = _json(capsys, prefill)
+    assert "tokens_per_s" not in r["ratio"] and "breakdown" not in r["ratio"]
+    assert r["ratio"]["ttft_s"] == pytest.approx(1.0)
+    same = _json(capsys, LLAMA_DECODE + ["--vs", "out=64"])          # one kind of step
+    assert {"tokens_per_s", "breakdown", "step_time_s"} <= set(same["ratio"])
+
+
 @pytest.mark.parametrize("argv, message", [
     (["-w", "llama9-1b"], "unknown workload 'llama9-1b'"),
     # near misses are named: a dash too many, a swapped pair, a cut name, a placement key

@@ -12,6 +12,7 @@ from .spec import split_spec
 GiB = 1 << 30
 BREAKDOWN = ("compute_s", "dma_s", "collective_exposed_s", "bubble_s", "optimizer_s", "overhead_s",
              "collective_hidden_s")
+_BREAKDOWN_LABELS = {k.removesuffix("_s").replace("_", " ") for k in BREAKDOWN}
 _PLACEMENT_KEYS = {"instance": str, "nodes": int, "lnc": int, "tp": int, "pp": int, "dp": int,
                    "cores": int}
 
@@ -194,11 +195,19 @@ def _wrapped_title(title: str) -> list[str]:
     return [*lines, current, f"  on {tail}"]
 
 
+# figures of one step: between a training step and an output token, no ratio to take
+_PER_STEP = ("time_s", "step_time_s", "tokens_per_s", "model_flops", "hardware_flops", "breakdown")
+
+
 def ratios(a: dict, b: dict) -> dict:
     """b / a for every number both results share at the same place (top level and one deep);
-    None where a is 0 (no finite ratio: infinite if b is not 0, undefined if it is)."""
+    None where a is 0 (no finite ratio: infinite if b is not 0, undefined if it is). Runs whose
+    steps differ (a training step, a prompt, an output token) share no per-step figure."""
+    unlike = "mode" in a and "mode" in b and _step_of(a) != _step_of(b)
     out: dict[str, Any] = {}
     for key, va in a.items():
+        if unlike and key in _PER_STEP:
+            continue
         vb = b.get(key)
         if isinstance(va, dict) and isinstance(vb, dict):
             sub = ratios(va, vb)
@@ -233,21 +242,61 @@ def _shows_zero(text: str) -> bool:
     return not any(c in "123456789" for c in text)
 
 
+def _step_of(r: dict) -> str:
+    """What a run's step (its breakdown's seconds) is."""
+    if r["mode"] == "decode" and "tpot_s" in r:
+        return "one output token"
+    return {"train": "a training step", "infer": "a forward pass"}.get(r["mode"], "the prompt")
+
+
+def _merged(rows_a: list[Row], rows_b: list[Row]) -> list[tuple[str, Row | None, Row | None]]:
+    """The rows of A and of B by label, in A's order, a row only one side has where that side
+    has it: a training step beside a decode has step time on one side and TTFT on the other,
+    and their tokens/s are not the same figure."""
+    of_b = {row[0]: row for row in rows_b}
+    labels_a = {row[0] for row in rows_a}
+    out: list[tuple[str, Row | None, Row | None]] = []
+    pending = [row for row in rows_b]
+    for row in rows_a:
+        if row[0] in of_b:
+            while pending[0][0] != row[0]:            # B's own rows that come before it
+                extra = pending.pop(0)
+                if extra[0] not in labels_a:
+                    out.append((extra[0], None, extra))
+            pending.pop(0)
+        out.append((row[0], row, of_b.get(row[0])))
+    return out + [(row[0], None, row) for row in pending if row[0] not in labels_a]
+
+
+def _shown(r: dict, row: Row | None) -> tuple[Any, str]:
+    """(value, text) of a row for one side; (None, "–") where that side has no such figure."""
+    if row is None:
+        return None, NO_RATIO
+    try:
+        value = row[1](r)
+    except KeyError:
+        return None, NO_RATIO
+    return value, row[2](value)
+
+
 def format_comparison(a: dict, b: dict) -> str:
     lines = [*_wrapped_title(f"A: {_title(a)}"), *_wrapped_title(f"B: {_title(b)}"),
              f"  {'':<20} {'A':>22} {'B':>22} {'B/A':>8}"]
-    for label, get, fmt in _rows(a, b):
-        try:
-            va, vb = get(a), get(b)
-        except KeyError:
+    steps_differ = _step_of(a) != _step_of(b)
+    for label, row_a, row_b in _merged(_rows(a, b), _rows(b, a)):
+        (va, ta), (vb, tb) = _shown(a, row_a), _shown(b, row_b)
+        if va is None and vb is None:
             continue
         if label == "parallel":
-            lines += under_label(label, fmt(va), lead="A ")
-            lines += under_label("", fmt(vb), lead="B ")
+            lines += under_label(label, ta, lead="A ")
+            lines += under_label("", tb, lead="B ")
             continue
-        ta, tb = fmt(va), fmt(vb)
-        ratio = ratio_text(va, vb, ta, tb)
+        # seconds of one step against seconds of another kind of step: no ratio to take
+        unlike = steps_differ and label in _BREAKDOWN_LABELS
+        ratio = NO_RATIO if unlike or va is None or vb is None else ratio_text(va, vb, ta, tb)
         lines.append(f"  {label:<20} {ta:>22} {tb:>22} {ratio:>8}")
+    if steps_differ:
+        lines.append(f"  (the breakdown is of A's step, {_step_of(a)}, and of B's, {_step_of(b)})")
     return "\n".join(lines + _fp8_note(a, b))
 
 
