@@ -163,3 +163,30 @@ def test_torchrun_from_its_own_venv_runs_its_workers_there(torch_venv, tmp_path)
     assert all(r["prefix"] == str(torch_venv.parent.parent) and r["orjson"] == "missing" for r in reports)
     prof = fileformat.load(tmp_path / "out.nsprof")
     assert [e["rank"] for e in prof.meta["ranks"]] == [0, 1]
+
+
+MAIN_MODULE = '''
+import pickle, sys
+class Point:
+    pass
+names = {k: type(v).__name__ if k == "__loader__" else repr(v)
+         for k, v in dict(globals()).items() if k.startswith("__") and k != "__builtins__"}
+print("REPORT", sys.argv, sys.path[0], sorted(names.items()), type(__builtins__).__name__,
+      type(pickle.loads(pickle.dumps(Point()))).__module__)
+'''
+
+
+def test_a_script_sees_what_python_script_gives_it(tmp_path):
+    """sys.argv[0] as typed (relative), __file__ absolute, the __main__ module's names, and
+    classes that pickle by __main__: as `python main.py` itself has them."""
+    (tmp_path / "main.py").write_text(MAIN_MODULE)
+    own = subprocess.run([sys.executable, "main.py", "a"], capture_output=True, text=True,
+                         cwd=tmp_path, env=_env(), timeout=60)
+    env = {**_env(), "PYTHONPATH": str(ROOT)}
+    captured = subprocess.run([*CLI, "capture", "-s", "out.nsprof", "--", sys.executable,
+                               "main.py", "a"], capture_output=True, text=True, cwd=tmp_path,
+                              env=env, timeout=300)
+    line = [ln for ln in own.stdout.splitlines() if ln.startswith("REPORT ")]
+    assert line and line[0].startswith("REPORT ['main.py', 'a']"), own.stdout + own.stderr
+    assert [ln for ln in captured.stdout.splitlines() if ln.startswith("REPORT ")] == line, \
+        captured.stderr

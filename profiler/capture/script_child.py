@@ -88,6 +88,27 @@ def _script_frames(tb):
     return tb
 
 
+def _run_file(path: str) -> None:
+    """Run a script file as `python SCRIPT` does: as module __main__, with `__file__` absolute
+    and sys.argv[0] as typed (runpy.run_path would make sys.argv[0] absolute too)."""
+    import builtins
+    import types
+    from importlib.machinery import SourceFileLoader
+    with open(path, "rb") as fh:
+        code = compile(fh.read(), path, "exec")   # bytes: the file's coding cookie applies
+    main = types.ModuleType("__main__")
+    main.__file__, main.__cached__, main.__builtins__ = path, None, builtins
+    main.__loader__ = SourceFileLoader("__main__", path)
+    if sys.version_info < (3, 14):    # its __main__ starts with one; 3.14 builds it lazily
+        main.__annotations__ = {}
+    saved = sys.modules["__main__"]
+    sys.modules["__main__"] = main    # pickling (a spawned DataLoader worker) finds its classes
+    try:
+        exec(code, main.__dict__)
+    finally:
+        sys.modules["__main__"] = saved
+
+
 def run_target(kind: str, target: str, args: list[str]) -> int:
     import runpy
     sys.argv = [target, *args]
@@ -101,7 +122,10 @@ def run_target(kind: str, target: str, args: list[str]) -> int:
         else:
             path = os.path.abspath(target)            # __file__ absolute, as `python SCRIPT` has it
             sys.path.insert(0, os.path.dirname(path))
-            runpy.run_path(path, run_name="__main__")
+            if os.path.isfile(path):
+                _run_file(path)
+            else:                                     # a folder or zip with a __main__.py
+                runpy.run_path(path, run_name="__main__")
         return 0
     except SystemExit as e:
         code = e.code
