@@ -25,6 +25,10 @@ from monitor.report import Report
 
 MAX_METRICS_PER_RECORD = 100
 MAX_VALUES_PER_METRIC = 100
+# CloudWatch takes magnitudes from 8.515920e-109 to 1.174271e+108 (2^-360 to 2^360), and 0
+# (PutMetricData's MetricDatum.Value): beyond it a record is refused, below it the value is 0.
+LARGEST_VALUE = 1.174271e108
+SMALLEST_VALUE = 8.515920e-109
 MAX_DIMENSION_VALUE = 1024
 # Of AWS's six instance labels, these identify the host; the others only repeat them.
 INSTANCE_DIMENSIONS = ("instance_id", "instance_type")
@@ -77,6 +81,12 @@ class EmfEncoder:
                 if spec.name in self._exclude:
                     continue
                 for key, value in samples:
+                    if abs(value) > LARGEST_VALUE:
+                        problems.append(Problem("value_range", f"{spec.name} {value:.4g} is beyond "
+                                                "what CloudWatch takes (1.17e108): not written"))
+                        continue
+                    if abs(value) < SMALLEST_VALUE:
+                        value = 0.0
                     dims = self._instance + self._dimensions(spec.labels, key, problems)
                     metrics = by_dims.setdefault(dims, {})
                     metrics.setdefault(spec.name, (spec, []))[1].append(value)

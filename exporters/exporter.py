@@ -67,9 +67,15 @@ class PrometheusExporter:
     # ------------------------------------------------------------------ input
     def ingest(self, report: Report) -> Exposition:
         started = self._timer()
+        fresh = Context.of(report.instance, report.hardware)
         if self._context is None:
-            self._context = Context.of(report.instance, report.hardware)
-            self.state.instance = self._context.instance
+            self._context = fresh
+            self.state.instance = fresh.instance
+        elif any(fresh.instance) and fresh.instance != self._context.instance:
+            # The instance is known now (the first reports came before its metadata could be
+            # read) or is another: every series names it, so they start over under its labels.
+            self._context = fresh
+            self.state = MetricState(self._clock, fresh.instance)
         elif (later := self._context.with_hardware_of(report.hardware)) is not self._context:
             self._context = later          # the devices are known now: per-core series get theirs
             self.state.drop_unknown_devices()
@@ -84,9 +90,11 @@ class PrometheusExporter:
             self.state.drop_devices()
         self.state.set_info(mt.BY_NAME["instance_info"], ())
         hw = report.hardware
+        # the layout as last given: a driver loaded after the exporter started shows its devices
         self.state.set_info(mt.BY_NAME["neuron_hardware_info"], tuple(
             "" if v is None else str(v)
-            for v in (hw.device_count, hw.device_memory_bytes, hw.cores_per_device)))
+            for v in (hw.device_count, hw.device_memory_bytes, hw.cores_per_device)),
+            update=hw.device_count is not None and not hw.error)
         for problem in problems:
             self.note_problem(problem)
         self.reports += 1

@@ -29,7 +29,7 @@ PEAK_BF16_PER_PHYSICAL_CORE = peak_bf16_per_physical_core()
 # `kind` label (beside monitor.stream's bad-line kinds) and CloudWatch's notices.
 REPORT_PROBLEMS = ("unknown_group", "group_error", "runtime_error", "malformed_field")
 INPUT_PROBLEMS = ("eof",)
-CLOUDWATCH_PROBLEMS = ("instance_info", "dimension_value")
+CLOUDWATCH_PROBLEMS = ("instance_info", "dimension_value", "value_range")
 PROBLEM_KINDS = REPORT_PROBLEMS + INPUT_PROBLEMS + CLOUDWATCH_PROBLEMS
 
 
@@ -174,11 +174,14 @@ def _hw_counters(group: Any, base: tuple[str, ...], ctx: Context) -> list[Family
 def _system_vcpu(group: Any, base: tuple[str, ...], ctx: Context) -> list[FamilySamples]:
     count, usage = _specs("system_vcpu_count", "system_vcpu_usage_ratio")
     avg = group.average
-    # AWS: user = user + nice, system = system + io_wait + irq + soft_irq, capped at 100 %.
-    user = min(sum(avg.get(k, 0.0) for k in ("user", "nice")), 1.0)
-    system = min(sum(avg.get(k, 0.0) for k in ("system", "io_wait", "irq", "soft_irq")), 1.0)
-    return [(count, [(base, float(group.vcpu_count))]),
-            (usage, [(base + ("user",), user), (base + ("system",), system)])]
+    # AWS: user = user + nice, system = system + io_wait + irq + soft_irq, capped at 100 %. A
+    # sum whose main part the stream lacks (or carried malformed) is no reading: no series.
+    usages = [(base + (kind,), min(sum(avg.get(k, 0.0) for k in parts), 1.0))
+              for kind, parts in (("user", ("user", "nice")),
+                                  ("system", ("system", "io_wait", "irq", "soft_irq")))
+              if kind in avg]
+    counts = [(base, float(group.vcpu_count))] if group.vcpu_count else []   # 0: unknown
+    return [(count, counts), (usage, usages)]
 
 
 def _memory_info(group: Any, base: tuple[str, ...], ctx: Context) -> list[FamilySamples]:
@@ -306,7 +309,8 @@ _K8S_SPECS: dict[str, mt.MetricSpec] = {}
 def _k8s_spec(spec: mt.MetricSpec) -> mt.MetricSpec:
     k8s = _K8S_SPECS.get(spec.name)
     if k8s is None:
-        k8s = _K8S_SPECS[spec.name] = replace(spec, labels=spec.labels + K8S_LABELS)
+        k8s = _K8S_SPECS[spec.name] = replace(spec, labels=spec.labels + K8S_LABELS,
+                                              placement_labels=len(K8S_LABELS))
     return k8s
 
 

@@ -54,6 +54,9 @@ class MetricSpec:
     # The family is each report's set for its runtime: a series the runtime's latest group does
     # not carry is removed (a model unloaded, a pid replaced), not kept at its last value.
     replaced: bool = False
+    # The last labels that many say where the core or device is placed (--enable-k8s-info's
+    # pod): a series of an earlier placement is removed once the core has a new one.
+    placement_labels: int = 0
 
     @property
     def family(self) -> str:
@@ -67,6 +70,13 @@ class MetricSpec:
     @property
     def all_labels(self) -> tuple[str, ...]:
         return (INSTANCE_LABELS + self.labels) if self.instance_labels else self.labels
+
+    @property
+    def adds_up(self) -> bool:
+        """Whether two processes' readings of one series add up to the whole (bytes held, a
+        share of the host's vCPUs), as for runtimes that share a tag; else the larger stands
+        for both (a core's busy fraction, a latency percentile)."""
+        return self.unit == "bytes" or self.name == "neuron_runtime_vcpu_usage_ratio"
 
 
 def _aws(name: str, kind: Kind, help_text: str, labels: tuple[str, ...], group: str, source: str,

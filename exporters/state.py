@@ -81,6 +81,18 @@ class Family:
                 s.value = value = s.value + count
                 s.line = s.prefix + fmt(value) + "\n"
 
+    def joined(self, samples: Iterable[tuple[tuple[str, ...], float]], adds_up: bool,
+               done: set[tuple[str, ...]]) -> list[tuple[tuple[str, ...], float]]:
+        """`samples` of a second process under one tag, joined with the values this report
+        already set (`done`): added where readings add up, else the larger."""
+        out = []
+        for key, value in samples:
+            if key in done:
+                old = self.series[key].value
+                value = old + value if adds_up else max(old, value)
+            out.append((key, value))
+        return out
+
     def replace_runtimes(self, kept: dict[str | None, set[tuple[str, ...]]]) -> None:
         """Each runtime of `kept` has exactly the series whose keys it lists (their values set
         already): the ones it no longer has go. One pass over the family for a whole report,
@@ -92,6 +104,15 @@ class Family:
 
     def drop_runtimes(self, alive: set[str]) -> None:
         gone = [k for k, s in self.series.items() if s.runtime_tag not in alive]
+        for key in gone:
+            del self.series[key]
+
+    def keep_latest_placement(self, current: Iterable[tuple[str, ...]], placement: int) -> None:
+        """The last `placement` labels of a key say where its core or device is placed (the
+        k8s pod): a core has one placement at a time, so the series of its earlier ones go
+        (two pods would each count the core)."""
+        now = {key[:-placement]: key for key in current}
+        gone = [k for k in self.series if now.get(k[:-placement], k) != k]
         for key in gone:
             del self.series[key]
 
@@ -114,22 +135,36 @@ class MetricState:
     def apply(self, groups: Iterable[GroupSamples]) -> None:
         now = self._clock()
         replaced: dict[str, dict[str | None, set[tuple[str, ...]]]] = {}
+        tags_seen: set[str | None] = set()
+        gauges_set: dict[str, set[tuple[str, ...]]] = {}    # keys set by this report's runtimes
         for group in groups:
+            # a second runtime under a tag already seen in this report (torchrun workers that
+            # inherit one NEURON_PROCESS_TAG): its gauges join the first's, not overwrite them
+            shared = group.runtime_tag is not None and group.runtime_tag in tags_seen
+            tags_seen.add(group.runtime_tag)
             for spec, samples in group.families:
                 fam = self.family(spec)
-                if spec.kind == "counter" and not spec.replaced:
-                    fam.add_counts(samples, now)
-                    continue
-                fam.set_gauges(samples, now)
+                counts = spec.kind == "counter" and not spec.replaced
+                if group.runtime_tag is not None and not counts and not spec.replaced:
+                    done = gauges_set.setdefault(spec.name, set())
+                    if shared:
+                        samples = fam.joined(samples, spec.adds_up, done)
+                    done.update(key for key, _ in samples)
+                (fam.add_counts if counts else fam.set_gauges)(samples, now)
+                if spec.placement_labels:
+                    fam.keep_latest_placement((key for key, _ in samples), spec.placement_labels)
                 if spec.replaced:      # a runtime's set of series is what it carries now
                     replaced.setdefault(spec.name, {}).setdefault(group.runtime_tag, set()).update(
                         key for key, _ in samples)
         for name, kept in replaced.items():
             self.families[name].replace_runtimes(kept)
 
-    def set_info(self, spec: mt.MetricSpec, values: tuple[str, ...]) -> None:
-        """Info metrics are set once, from the first report, as AWS's exporter does."""
+    def set_info(self, spec: mt.MetricSpec, values: tuple[str, ...], update: bool = False) -> None:
+        """An info metric is set from the first report, as AWS's exporter does; with `update`,
+        these values replace what it holds (one series: the latest known)."""
         fam = self.family(spec)
+        if fam.series and update and values not in fam.series:
+            fam.series.clear()
         if not fam.series:
             fam.new_series(values, 1.0, 0.0)
 

@@ -210,13 +210,28 @@ def without_none(d: dict) -> dict:
 
 
 def indexed(d: dict, key: str, path: str, error: str,
-            parse: Callable[[Any, str], Any]) -> dict[int, Any]:
-    """``{"0": {...}, "1": {...}}`` -> ``{0: parsed, 1: parsed}``; absent is allowed on error."""
+            parse: Callable[[Any, str], Any], lenient: bool = False) -> dict[int, Any]:
+    """``{"0": {...}, "1": {...}}`` -> ``{0: parsed, 1: parsed}``; absent is allowed on error.
+    ``lenient``: an entry that does not parse is dropped and noted, the others kept."""
     value = d.get(key)
     if value is None and error:
         return {}
     sub = f"{path}.{key}"
-    return {index(k, sub): parse(v, f"{sub}.{k}") for k, v in obj(value, sub).items()}
+    read = _entry(parse) if lenient else parse
+    out = {index(k, sub): read(v, f"{sub}.{k}") for k, v in obj(value, sub).items()}
+    return {k: v for k, v in out.items() if v is not None} if lenient else out
+
+
+def _entry(parse: Callable[[Any, str], Any]) -> Callable[[Any, str], Any]:
+    """`parse` for one entry of a list (a core, a device): None, noted, where it fails, so that
+    one bad value costs that entry and not the group's others."""
+    def read(value: Any, path: str) -> Any:
+        try:
+            return parse(value, path)
+        except ReportError as exc:
+            note_dropped(f"{exc} (that entry ignored)")
+            return None
+    return read
 
 
 def indexed_out(items: dict) -> dict:
@@ -230,13 +245,17 @@ def counts(d: dict, key: str, path: str, error: str) -> dict[str, int]:
     return count_map(value, f"{path}.{key}")
 
 
-def optional_array(d: dict, key: str, path: str, parse: Callable[[Any, str], Any]) -> tuple | None:
-    """An array that may be JSON null (``neuron_devices: null`` without a Neuron driver)."""
+def optional_array(d: dict, key: str, path: str, parse: Callable[[Any, str], Any],
+                   lenient: bool = False) -> tuple | None:
+    """An array that may be JSON null (``neuron_devices: null`` without a Neuron driver);
+    ``lenient`` as for `indexed`."""
     value = d.get(key)
     if value is None:
         return None
     sub = f"{path}.{key}"
-    return tuple(parse(v, f"{sub}[{i}]") for i, v in enumerate(array(value, sub)))
+    read = _entry(parse) if lenient else parse
+    out = tuple(read(v, f"{sub}[{i}]") for i, v in enumerate(array(value, sub)))
+    return tuple(v for v in out if v is not None) if lenient else out
 
 
 def verbatim(value: Any, path: str) -> Any:

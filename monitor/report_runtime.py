@@ -38,7 +38,7 @@ class CoreCounters:
                 physical = f.lenient_map(value, f"{path}.{key}", _physical_core)
                 break
         return cls(f.pct(d.get("neuroncore_utilization"), path + ".neuroncore_utilization"),
-                   f.optional(f.num, d.get("flops"), path + ".flops"), physical, physical_key)
+                   f.optional(f.nonneg, d.get("flops"), path + ".flops"), physical, physical_key)
 
     def dump(self) -> dict:
         out: dict = {"neuroncore_utilization": f.pct_out(self.utilization)}
@@ -202,8 +202,9 @@ class EngineCounters:
     @classmethod
     def parse(cls, d: Any, path: str) -> EngineCounters:
         period, error, d = f.group_head(d, path)
+        # neuronscope's own group: a core with a bad value is left out, not every core
         return cls(period, error, f.indexed(d, "neuroncores_in_use", path, error,
-                                            CoreEngineCounters.parse))
+                                            CoreEngineCounters.parse, lenient=True))
 
     def dump(self) -> dict:
         if self.error and not self.cores:

@@ -167,7 +167,8 @@ class DeviceCounters:
     @classmethod
     def parse(cls, d: Any, path: str) -> DeviceCounters:
         period, error, d = f.group_head(d, path)
-        devices = f.optional_array(d, "neuron_devices", path, DeviceCounter.parse)
+        # neuronscope's own group: a device with a bad value is left out, not every device
+        devices = f.optional_array(d, "neuron_devices", path, DeviceCounter.parse, lenient=True)
         return cls(period, error, devices or ())
 
     def dump(self) -> dict:

@@ -1,0 +1,104 @@
+"""What a real stream does to the exporter's series over time: a pod that takes over a core, a
+driver or instance metadata that shows up after the exporter started, readings a stream carried
+malformed, and two processes under one tag. Each is read as Prometheus would scrape it."""
+from __future__ import annotations
+
+import copy
+import json
+import pathlib
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from exporters.exporter import PrometheusExporter
+from monitor.report import Report
+
+FIXTURES = pathlib.Path(__file__).parent / "fixtures"
+
+
+def load(name: str) -> dict:
+    return json.loads((FIXTURES / name).read_text())
+
+
+def scrape(exporter: PrometheusExporter, name: str) -> dict[tuple, float]:
+    out = {}
+    for family in text_string_to_metric_families(exporter.current.text.decode()):
+        for sample in family.samples:
+            if sample.name == name:
+                out[tuple(sorted(sample.labels.items()))] = sample.value
+    return out
+
+
+def feed(exporter: PrometheusExporter, *docs: dict) -> None:
+    for doc in docs:
+        exporter.ingest(Report.from_json(json.dumps(doc).encode(), received_at=1.0))
+
+
+def test_a_core_moved_to_another_pod_is_counted_once():
+    first = load("neuron_monitor_sdk_k8s.json")
+    moved = copy.deepcopy(first)
+    moved["neuron_k8s_info"]["neuroncores_k8s_info"]["0"]["pod_name"] = "trainer-1"
+    gone = copy.deepcopy(first)
+    del gone["neuron_k8s_info"]
+    exporter = PrometheusExporter(clock=lambda: 1.0, k8s_labels=True)
+
+    def pods_of_core0() -> list[str]:
+        return sorted(dict(key)["pod_name"] for key in scrape(exporter, "neuroncore_utilization_ratio")
+                      if dict(key)["neuroncore"] == "0")
+    feed(exporter, first)
+    assert pods_of_core0() == ["trainer-0"]
+    feed(exporter, moved)
+    assert pods_of_core0() == ["trainer-1"]
+    feed(exporter, gone)
+    assert pods_of_core0() == [""]
+
+
+def test_instance_and_devices_known_only_later_are_taken_up():
+    late = load("neuron_monitor_extensions.json")
+    early = copy.deepcopy(late)
+    early["instance_info"] = {"error": "IMDS not reachable"}
+    early["neuron_hardware_info"] = {"error": "no driver"}
+    exporter = PrometheusExporter(clock=lambda: 1.0)
+    feed(exporter, early, late)
+    (hardware,) = scrape(exporter, "neuron_hardware_info")
+    assert dict(hardware)["neuron_device_count"] == str(late["neuron_hardware_info"]["neuron_device_count"])
+    ids = {dict(key).get("instance_id") for key in scrape(exporter, "neuroncore_utilization_ratio")}
+    assert ids == {late["instance_info"]["instance_id"]}
+
+
+def test_a_malformed_reading_is_left_out_not_exported_as_zero():
+    doc = load("neuron_monitor_extensions.json")
+    doc["system_data"]["vcpu_usage"]["average_usage"]["user"] = -5
+    devices = doc["system_data"]["neuron_device_counters"]["neuron_devices"]
+    devices[0]["power_watts"] = -5
+    exporter = PrometheusExporter(clock=lambda: 1.0)
+    feed(exporter, doc)
+    usage = {dict(k)["usage_type"] for k in scrape(exporter, "system_vcpu_usage_ratio")}
+    assert usage == {"system"}
+    power = {dict(k)["neuron_device_index"] for k in scrape(exporter, "neuron_device_power_watts")}
+    assert power == {str(d["neuron_device_index"]) for d in devices[1:]} and power
+    bad = load("neuron_monitor_aws_example.json")
+    core = next(iter(bad["neuron_runtime_data"][0]["report"]["neuroncore_counters"]
+                     ["neuroncores_in_use"].values()))
+    core["flops"] = -1
+    report = Report.from_json(json.dumps(bad))
+    assert any("flops" in note for note in report.dropped)
+
+
+def test_processes_under_one_tag_add_their_memory():
+    doc = load("neuron_monitor_aws_example.json")
+    one = doc["neuron_runtime_data"][0]
+    two = copy.deepcopy(one)
+    two["pid"] = one["pid"] + 1
+    doc["neuron_runtime_data"] = [one, two]
+    exporter = PrometheusExporter(clock=lambda: 1.0)
+    feed(exporter, doc)
+    alone = PrometheusExporter(clock=lambda: 1.0)
+    single = copy.deepcopy(doc)
+    single["neuron_runtime_data"] = [one]
+    feed(alone, single)
+    both, each = (scrape(e, "neuron_runtime_memory_used_bytes") for e in (exporter, alone))
+    assert both.keys() == each.keys() and each
+    for key, value in each.items():
+        assert both[key] == 2 * value
+    latency = scrape(exporter, "execution_latency_seconds")
+    assert latency == scrape(alone, "execution_latency_seconds")      # not added: the larger
