@@ -8,7 +8,7 @@
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -77,6 +77,10 @@ class Lowerer:
         stages = self.cache.get(op.key)
         if stages is None:
             stages = LOWERING[op.kind](op, self.ctx)
+            share = op.get("model_share", 1.0)
+            if share != 1.0:      # padding or replicated work: the chip's FLOPs, not the model's
+                stages = [replace(s, flops=s.flops * share, adj_flops=s.adj_flops * share)
+                          for s in stages]
             self.cache[op.key] = stages
         return LoweredOp(index, op.name, op.kind, op.phase, op.deps or (), stages)
 

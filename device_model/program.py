@@ -62,6 +62,13 @@ class Op:
         return (self.kind, self.params)
 
 
+def _share(model_share: float) -> dict[str, float]:
+    """The `model_share` parameter, left out where it is 1 (the op's key stays as it was)."""
+    if not 0.0 < model_share <= 1.0:
+        raise SpecError(f"model_share must be in (0, 1], got {model_share!r}")
+    return {} if model_share == 1.0 else {"model_share": float(model_share)}
+
+
 def _positive(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0 or value != int(value):
         raise SpecError(f"{name} must be a positive integer, got {value!r}")
@@ -81,13 +88,15 @@ class Program:
     def matmul(self, m: int, k: int, n: int, dtype: str = "bf16", *, batch: int = 1,
                out_dtype: str | None = None, weights: bool = True, name: str | None = None,
                deps: tuple[int, ...] | None = None, run_bytes: int = 0,
-               left_dtype: str | None = None, right_dtype: str | None = None) -> int:
+               left_dtype: str | None = None, right_dtype: str | None = None,
+               model_share: float = 1.0) -> int:
         """[batch, m, k] @ [k, n] (or [batch, k, n] when weights=False). `weights` marks the right
         operand as a parameter that can be prefetched before the producer op finishes.
         `run_bytes`: the right operand is read in contiguous runs of this many bytes per
         partition (a KV cache read in decode); 0: its transfers spread evenly.
         `left_dtype`/`right_dtype`: what the operands are stored in, if not `dtype` (the matmul
-        converts them as it loads them)."""
+        converts them as it loads them). `model_share`: the part of its FLOPs that are the
+        model's (MFU), the rest being padding or replicated work (HFU only)."""
         for label, v in (("m", m), ("k", k), ("n", n), ("batch", batch)):
             _positive(label, v)
         get_dtype(dtype)
@@ -96,7 +105,8 @@ class Program:
                   if value and get_dtype(value).name != get_dtype(dtype).name}
         return self._add("matmul", name, deps, m=int(m), k=int(k), n=int(n), dtype=dtype, batch=int(batch),
                          out_dtype=out_dtype or ("fp32" if dtype == "fp32" else "bf16"), weights=weights,
-                         **({"run_bytes": int(run_bytes)} if run_bytes else {}), **stored)
+                         **({"run_bytes": int(run_bytes)} if run_bytes else {}), **stored,
+                         **_share(model_share))
 
     def transpose(self, rows: int, cols: int, dtype: str = "bf16", *, engine: str = "tensor",
                   name: str | None = None, deps: tuple[int, ...] | None = None) -> int:
@@ -131,14 +141,15 @@ class Program:
 
     def attention(self, batch: int, q_rows: int, kv_len: int, head_dim: int, dtype: str = "bf16", *,
                   causal: bool = False, backward: bool = False, name: str | None = None,
-                  deps: tuple[int, ...] | None = None) -> int:
+                  deps: tuple[int, ...] | None = None, model_share: float = 1.0) -> int:
         """Fused (flash) attention over `batch` (sequence, KV head) pairs: `q_rows` query rows
-        (query heads sharing the KV head times query length) against `kv_len` keys."""
+        (query heads sharing the KV head times query length) against `kv_len` keys.
+        `model_share` as for `matmul` (padded query heads)."""
         get_dtype(dtype)
         return self._add("attention", name or ("attention_bwd" if backward else "attention"), deps,
                          batch=_positive("batch", batch), q_rows=_positive("q_rows", q_rows),
                          kv_len=_positive("kv_len", kv_len), head_dim=_positive("head_dim", head_dim),
-                         dtype=dtype, causal=causal, backward=backward)
+                         dtype=dtype, causal=causal, backward=backward, **_share(model_share))
 
     # --- ScalarE / VectorE / GpSimdE -------------------------------------------------------
     def activation(self, func: str, elements: int, dtype: str = "bf16", *, inputs: int = 1,

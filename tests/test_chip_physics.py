@@ -144,6 +144,22 @@ def test_lnc2_halves_per_core_work_and_shares_hbm():
     assert ctx2.dma_bw == pytest.approx(2.9e12 / 4 / 2, rel=0.01)
 
 
+@pytest.mark.parametrize("backward", [False, True])
+def test_lnc2_splits_one_attention_pair_over_both_physical_cores(backward):
+    """One (sequence, KV head) pair a rank (batch 1, tp >= kv_heads) is split by its query
+    tiles: half the time of LNC=1, the same FLOPs, and a sequence costs what it does in a
+    batch of two."""
+    def run(pairs: int, lnc: int) -> dict:
+        p = Program()
+        p.attention(pairs, 4 * 8192, 8192, 128, causal=True, backward=backward)
+        return instance("trn2.48xlarge", lnc=lnc).run(p).metrics()
+    one, two, pair_of_two = run(1, 1), run(1, 2), run(2, 2)
+    assert two["model_flops"] == pytest.approx(one["model_flops"], rel=0.01)
+    assert two["time_s"] == pytest.approx(one["time_s"] / 2, rel=0.08)
+    assert pair_of_two["model_flops"] == pytest.approx(2 * two["model_flops"], rel=0.01)
+    assert pair_of_two["time_s"] == pytest.approx(2 * two["time_s"], rel=0.08)
+
+
 def test_tensor_engine_throttles_after_idle_gaps():
     p = Program()
     p.matmul(512, 512, 512)

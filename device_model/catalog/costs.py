@@ -63,8 +63,8 @@ class CostParams:
     # NeuronCore generation (`cc_fraction`): NC-v2 from C1; NC-v3 from J2's prefill, whose
     # sequence-parallel collectives set it (HJ1, held out, lands within 1% with it).
     cc_dma_fraction: float = 0.21          # assumption: NC-v2, from C1 1 GiB (busbw 52.8 GiB/s)
-    cc_dma_fraction_v3: float = 0.25       # assumption: NC-v3, calibrated on J2 TTFT (trn2 TP64)
-    cc_dma_fraction_v4: float = 0.25       # assumption: NC-v4 as NC-v3 (no trn3 measurement)
+    cc_dma_fraction_v3: float = 0.24       # assumption: NC-v3, calibrated on J2 TTFT (trn2 TP64)
+    cc_dma_fraction_v4: float = 0.24       # assumption: NC-v4 as NC-v3 (no trn3 measurement)
     cc_reduce_elem_bytes: float = 4.0      # N3, EVRF061: DMA collective compute reduces in FP32
     cc_allreduce_fp32_fraction: float = 1.0  # assumption: AR gathers FP32 sums (I2 TTFT)
     cc_ring_slots: float = 4.0             # assumption: ring chunks in flight per EFA hop (C3)

@@ -29,13 +29,25 @@ def _pairs(q_rows: int, kv_len: int, causal: bool) -> int:
     return max(1, math.ceil(nq * nk * (0.5 + 0.5 / nk)))
 
 
+def _core_share(pairs: int, shard: int) -> tuple[int, int]:
+    """(sequence, KV head) pairs one physical core of a logical core takes, and the number of
+    parts each pair's query tiles are split into. With LNC=2 the pairs are shared out; where
+    there are fewer pairs than physical cores (one sequence, one KV head a rank: GQA at
+    tp >= kv_heads) a pair's query tiles are split instead, or one core would do all the work
+    while the model counted it on both."""
+    if pairs >= shard:
+        return math.ceil(pairs / shard), 1
+    return 1, shard // pairs
+
+
 def lower_attention(op: Op, ctx: CoreContext) -> list[Stage]:
     dev, c = ctx.device, ctx.costs
     dt = get_dtype(op.get("dtype"))
-    groups = max(1, math.ceil(op.get("batch") / ctx.shard))      # (sequence, KV head) pairs
+    groups, q_parts = _core_share(op.get("batch"), ctx.shard)
     q_rows, kv_len, d = op.get("q_rows"), op.get("kv_len"), op.get("head_dim")
     backward = op.get("backward")
-    n = groups * _pairs(q_rows, kv_len, op.get("causal"))
+    n = groups * math.ceil(_pairs(q_rows, kv_len, op.get("causal")) / q_parts)
+    q_rows = math.ceil(q_rows / q_parts)             # this core's query rows (all of K and V)
     kv_cols = min(KV_TILE, kv_len)
     q_cols = min(Q_TILE, q_rows)
     k_tiles = math.ceil(d / dev.pe_rows)

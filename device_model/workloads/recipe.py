@@ -25,6 +25,11 @@ def _call(method: str, *args: Any, **kwargs: Any) -> Call:
     return method, args, tuple(sorted(kwargs.items()))
 
 
+def _shared(model_share: float) -> dict[str, float]:
+    """The builder argument for a share of model work, none where it is all the model's."""
+    return {} if model_share == 1.0 else {"model_share": model_share}
+
+
 @dataclass(frozen=True, slots=True)
 class Join:
     """How a column-parallel linear meets its tensor-parallel `group`: `nbytes` is its gathered
@@ -66,15 +71,18 @@ class Recipe:
         self.steps.append(Step(name, tuple(fwd), tuple(bwd), self.tag))
 
     # --- builders --------------------------------------------------------------------------
-    def linear(self, name: str, m: int, k: int, n: int, join: Join | None = None) -> None:
+    def linear(self, name: str, m: int, k: int, n: int, join: Join | None = None,
+               model_share: float = 1.0) -> None:
         """X[m,k] @ W[k,n]; backward dX = dY @ W^T and dW = X^T @ dY. With `join` the linear is
         column parallel (NxD's `LinearWithAsyncCommunication`, Megatron's alike): under sequence
         parallelism X is all-gathered first, and again in backward for dW (only the shard is
         saved); the partial dX is reduce-scattered (all-reduced without SP). Nothing waits on
         those collectives but the ops after the linear: the backward gather runs beside dX and
-        the dX reduction beside dW."""
+        the dX reduction beside dW. `model_share`: the part of its work that is the model's
+        (columns of padded or replicated heads are the chip's only), in all three matmuls."""
         dt, act = self.mm_dtype, self.act
-        on_weights = {"left_dtype": act, "right_dtype": self.weight or dt, "out_dtype": act}
+        on_weights = {"left_dtype": act, "right_dtype": self.weight or dt, "out_dtype": act,
+                      **_shared(model_share)}
         forward = [_call("matmul", m, k, n, dt, name=name, **on_weights)]
 
         def dx(**after):
@@ -82,7 +90,8 @@ class Recipe:
 
         def dw(**after):
             return _call("matmul", k, m, n, dt, weights=False, out_dtype=self.grad,
-                         left_dtype=act, right_dtype=act, name=f"{name}.dw", **after)
+                         left_dtype=act, right_dtype=act, name=f"{name}.dw",
+                         **_shared(model_share), **after)
 
         if join is None or join.group.ranks <= 1:
             self._add(name, forward, [dx(), dw()])
@@ -103,11 +112,12 @@ class Recipe:
                   [collective("all_gather", "dw_all_gather"), dx(back=(2,)), dw(back=(2, 3)),
                    reduce])
 
-    def bmm(self, name: str, batch: int, m: int, k: int, n: int, run_bytes: int = 0) -> None:
+    def bmm(self, name: str, batch: int, m: int, k: int, n: int, run_bytes: int = 0,
+            model_share: float = 1.0) -> None:
         """Activation @ activation (attention): both operands get gradients. `run_bytes`: the
         right operand comes from the KV cache in runs of that many bytes per partition."""
         dt, act = self.mm_dtype, self.act
-        both = {"left_dtype": act, "right_dtype": act, "out_dtype": act}
+        both = {"left_dtype": act, "right_dtype": act, "out_dtype": act, **_shared(model_share)}
         extra = {"run_bytes": run_bytes} if run_bytes else {}
         self._add(name, [_call("matmul", m, k, n, dt, batch=batch, weights=False, name=name,
                                **both, **extra)],
@@ -115,11 +125,13 @@ class Recipe:
                    _call("matmul", k, m, n, dt, batch=batch, weights=False, name=f"{name}.db", **both)])
 
     def attention(self, name: str, batch: int, q_rows: int, kv_len: int, head_dim: int,
-                  causal: bool) -> None:
+                  causal: bool, model_share: float = 1.0) -> None:
         """Fused attention: its backward recomputes the scores itself (no saved probabilities)."""
         args = (batch, q_rows, kv_len, head_dim, self.act)
-        self._add(name, [_call("attention", *args, causal=causal, name=name)],
-                  [_call("attention", *args, causal=causal, backward=True, name=f"{name}.bwd")])
+        share = _shared(model_share)
+        self._add(name, [_call("attention", *args, causal=causal, name=name, **share)],
+                  [_call("attention", *args, causal=causal, backward=True, name=f"{name}.bwd",
+                         **share)])
 
     def norm(self, name: str, rows: int, hidden: int, rms: bool) -> None:
         self._add(name, [_call("layernorm", rows, hidden, self.act, rms=rms, name=name)],

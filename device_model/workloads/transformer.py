@@ -124,6 +124,15 @@ def make_shard(cfg: ModelConfig, tp: int, sp: bool, *, pad: bool = False) -> Sha
                  math.ceil(cfg.vocab / tp))
 
 
+def model_shares(cfg: ModelConfig, sh: Shard) -> tuple[float, float]:
+    """The model's part of a rank's attention work (its query heads: zero heads padded in are
+    not) and of its QKV projection (KV heads replicated over tp > kv_heads ranks are computed
+    on each, once for the model): what MFU counts, as it does not grow with tp."""
+    heads = cfg.heads / (sh.tp * sh.heads)
+    qkv = (cfg.heads + 2 * cfg.kv_heads) / (sh.tp * (sh.heads + 2 * sh.kv_heads))
+    return heads, qkv
+
+
 def shard_layer_params(cfg: ModelConfig, sh: Shard) -> int:
     """Parameters one rank holds for one layer (norms replicated, KV heads maybe replicated)."""
     h, d = cfg.hidden, sh.head_dim
@@ -170,10 +179,11 @@ def layer_recipe(cfg: ModelConfig, sh: Shard, prec: Precision, batch: int, q_len
     drop = cfg.dropout and training
     qkv = (sh.heads + 2 * sh.kv_heads) * d
     rms = cfg.norm == "rms"
+    heads_share, qkv_share = model_shares(cfg, sh)
 
     join = _join(tokens, cfg, sh, group, prec)
     r.norm("attn_norm", rows, h, rms)
-    r.linear("qkv", tokens, h, qkv, join)
+    r.linear("qkv", tokens, h, qkv, join, model_share=qkv_share)
     if cfg.bias:
         r.binary("qkv_bias", "add", tokens * qkv, grads=0)
     if cfg.rope:
@@ -188,14 +198,15 @@ def layer_recipe(cfg: ModelConfig, sh: Shard, prec: Precision, batch: int, q_len
         # forward runs again before the backward (to rebuild the output and row statistics)
         r.tag = "attn"
         r.attention("attention", batch * sh.kv_heads, sh.heads // sh.kv_heads * q_len, kv_len, d,
-                    cfg.causal and q_len > 1)
+                    cfg.causal and q_len > 1, model_share=heads_share)
         r.tag = ""
     else:
         # decode reads K and V from the cache, stored [positions, batch, KV heads, head_dim]:
         # one position's batch x KV heads x head_dim per run
         run = batch * sh.kv_heads * d * int(prec.act_bytes) if cache_write and q_len == 1 else 0
-        _unfused_attention(r, cfg, sh, batch, q_len, kv_len, drop, run, fused_softmax)
-    r.linear("attn_out", tokens, sh.heads * d, h)
+        _unfused_attention(r, cfg, sh, batch, q_len, kv_len, drop, run, fused_softmax,
+                           heads_share)
+    r.linear("attn_out", tokens, sh.heads * d, h, model_share=heads_share)
     _row_join(r, "attn", join)
     if drop:
         r.binary("attn_out_dropout", "mul", rows * h)
@@ -283,15 +294,15 @@ def head_recipe(cfg: ModelConfig, sh: Shard, prec: Precision, tokens: int,
 
 def _unfused_attention(r: Recipe, cfg: ModelConfig, sh: Shard, batch: int, q_len: int,
                        kv_len: int, drop: bool, cache_run: int = 0,
-                       fused_softmax: bool = False) -> None:
+                       fused_softmax: bool = False, heads_share: float = 1.0) -> None:
     """Scores, softmax, dropout and context as separate ops (what selective checkpointing
     recomputes). Query heads sharing a KV head are stacked as rows (GQA)."""
     d, group_q = sh.head_dim, sh.heads // sh.kv_heads
     r.tag = "attn"
-    r.bmm("scores", batch * sh.kv_heads, group_q * q_len, d, kv_len, cache_run)
+    r.bmm("scores", batch * sh.kv_heads, group_q * q_len, d, kv_len, cache_run, heads_share)
     r.softmax("softmax", batch * sh.heads * q_len, kv_len, cfg.causal and q_len > 1,
               fused=fused_softmax)
     if drop:
         r.binary("attn_dropout", "mul", batch * sh.heads * q_len * kv_len)
-    r.bmm("context", batch * sh.kv_heads, group_q * q_len, kv_len, d, cache_run)
+    r.bmm("context", batch * sh.kv_heads, group_q * q_len, kv_len, d, cache_run, heads_share)
     r.tag = ""
