@@ -13,9 +13,8 @@ from .workloads import REGISTRY, Placement, estimate
 from .workloads.report import apply_vs, format_comparison, format_model, ratio_text, ratios
 from .cliargs import positive_int as _positive
 from .runtime.layout import ENGINES as ENGINE_ORDER
+from .limits import MAX_NODES
 
-
-MAX_NODES = 4096          # instances in one job: beyond the largest clusters
 MAX_CORES = 1 << 20       # logical cores, and any parallel degree
 
 

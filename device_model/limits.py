@@ -18,6 +18,7 @@ import os
 from .errors import SpecError
 
 MAX_INSTRUCTIONS = 1 << 25
+MAX_NODES = 4096          # instances in one job (`--nodes`): beyond the largest clusters
 ENV = "NEURONSCOPE_MAX_INSTRUCTIONS"
 _TILE = 128        # stationary and contraction tile (PE array side)
 _MOVING = 512      # moving tile (free size)

@@ -126,6 +126,8 @@ BAD = [
     ('[instance."trn2.48xlarge"]\nefa_bw = 1e30', ["'efa_bw'", "bytes/s"]),
     # a memory of 1,000 bytes: the refusal said "over by 1236690434%"
     ("[device.trainium2]\nhbm_bytes = 1000", ["'hbm_bytes'", "between 1,024 bytes (1 KiB)"]),
+    # one instruction per transfer: 1-byte transfers ran for minutes, then out of memory
+    ("[costs]\ndma_transfer_bytes = 1", ["'dma_transfer_bytes'", "between 512 bytes"]),
     ("[device.trainium2]\nphysical_cores = 7.5", ["'physical_cores'", "integer"]),
     ("[device.trainium2]\ndefault_lnc = 3", ["[device.trainium2]", "default_lnc=3"]),
     ("[device.trainium2]\nphysical_cores = 6", ["[device.trainium2]", "hbm_stacks"]),

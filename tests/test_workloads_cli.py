@@ -247,3 +247,12 @@ def test_a_collective_comparison_names_the_nodes_and_algorithms_of_each_side(cap
     assert out[0] == "A: allreduce:bytes=1G,ranks=64 on 2 x trn1.32xlarge (LNC=1)"
     assert out[1] == "B: allreduce:bytes=1G,ranks=32 on 1 x trn1.32xlarge (LNC=1)"
     assert out[3].split() == ["algorithm", "flat-ring", "kangaring"]
+
+
+@pytest.mark.parametrize("text", ["-1", "0"])
+def test_a_count_below_one_says_what_is_wanted(text, capsys):
+    """-1 and 0 alike: "must be 0 or more" had invited a 0 that was refused as well."""
+    with pytest.raises(SystemExit) as stop:
+        main(["estimate", "-w", "mlp", "--cores", text])
+    assert stop.value.code == 2
+    assert f"'{text}' must be a positive integer (1 or more)" in capsys.readouterr().err

@@ -41,6 +41,10 @@ _RANGES = (("_hz", 1e6, 1e11, "Hz"), ("_bw", 1e6, 1e16, "bytes/s"))
 # memories of a chip or host: hbm_bytes = 1000 was taken, and a model "over by 1,236,690,434 %"
 _MEMORY_SIZES = ("sbuf_bytes", "psum_bytes", "hbm_bytes", "host_memory_bytes")
 _MEMORY_RANGE = (1 << 10, 1 << 50)
+# DMA transfer and packet sizes: every transfer is an instruction the model simulates, so a
+# 1-byte transfer turned one estimate into billions of them (minutes, then out of memory)
+_TRANSFER_SIZES = ("dma_transfer_bytes", "dma_packet_bytes", "cc_dma_packet_bytes")
+_TRANSFER_RANGE = (512, 1 << 30)
 
 
 def _numeric_fields(cls: type) -> dict[str, type]:
@@ -174,6 +178,9 @@ def _check_value(name: str, value: object, kind: type) -> tuple[str, object]:
     least, most = _MEMORY_RANGE
     if name in _MEMORY_SIZES and not least <= value <= most:
         return f"got {value!r}, must be between {least:,} bytes (1 KiB) and {most:,} (1 PiB)", None
+    least, most = _TRANSFER_RANGE
+    if name in _TRANSFER_SIZES and not least <= value <= most:
+        return f"got {value!r}, must be between {least} bytes and {most:,} (1 GiB)", None
     return "", value
 
 

@@ -155,7 +155,11 @@ def train_plan(cfg: ModelConfig, inst: Instance, opts: dict, placement) -> Train
                      opts["ckpt"] or "none", opts["sp"] not in ("off", "0"), lay, _flash(cfg, opts),
                      dp_overlap=opts["dp_overlap"] not in ("off", "0"),
                      fused_softmax=_fused_softmax(cfg, opts))
-    return TrainingPlan(inst, spec)
+    plan = TrainingPlan(inst, spec)
+    if opts["zero1"] == "on" and lay.dp == 1:       # asked for, and nothing to shard over
+        plan.warnings += ("zero1=on has no effect with dp=1: it shards the optimizer state "
+                          "over the data-parallel ranks, and there is only one",)
+    return plan
 
 
 def infer_plan(cfg: ModelConfig, inst: Instance, opts: dict, placement) -> InferencePlan:

@@ -9,6 +9,7 @@ from ..catalog.dtypes import DTYPES
 from ..program import CollectiveGroup, Program
 from ..catalog.specs import check_dtype
 from ..errors import SpecError
+from ..limits import MAX_NODES
 from .spec import Param, parse_int, parse_size
 
 DTYPE_NAMES = tuple(DTYPES)
@@ -81,6 +82,10 @@ def check_ranks(inst: Instance, ranks: int, nodes: int) -> None:
         raise SpecError(f"a collective needs ranks >= 2 (ranks={ranks} moves nothing)")
     per_node = inst.logical_cores
     need = math.ceil(ranks / per_node)
+    if need > MAX_NODES:          # no --nodes the command line takes would hold them
+        raise SpecError(f"{ranks:,} ranks need {need:,} nodes of {inst.spec.name}, more than the "
+                        f"{MAX_NODES:,} a job may have ({MAX_NODES * per_node:,} ranks at most "
+                        f"at LNC={inst.lnc})")
     if need > nodes:
         raise SpecError(f"{ranks} ranks need {need} nodes of {inst.spec.name} ({per_node} "
                         f"logical cores each at LNC={inst.lnc}); pass --nodes {need}")

@@ -30,6 +30,7 @@ class Layout:
     devices_per_node: int
     nodes: int
     topology: str
+    ranks_per_node: int = 0      # --cores spread over --nodes; 0: every core of a node
 
     @property
     def ranks(self) -> int:
@@ -40,11 +41,15 @@ class Layout:
         return self.cores_per_device * self.devices_per_node
 
     def group(self, size: int, stride: int, first: int = 0) -> CollectiveGroup:
-        """The group of ranks first, first + stride, ...: how many share a chip, chips, nodes."""
+        """The group of ranks first, first + stride, ...: how many share a chip, chips, nodes.
+        A node's ranks fill its chips in order."""
         members = [first + i * stride for i in range(size)]
-        devices = [r // self.cores_per_device for r in members]
+        per_node = self.ranks_per_node or self.cores_per_node
+        node_of = [r // per_node for r in members]
+        devices = [n * self.devices_per_node + (r % per_node) // self.cores_per_device
+                   for r, n in zip(members, node_of)]
         per_device = max(devices.count(d) for d in set(devices))
-        nodes = len({r // self.cores_per_node for r in members})
+        nodes = len(set(node_of))
         # every logical core of a chip is a rank of some group of this kind, all running at once
         return CollectiveGroup(size, per_device, len(set(devices)), nodes, self.topology,
                                self.cores_per_device)
@@ -111,7 +116,8 @@ def resolve_layout(inst: Instance, nodes: int, cores: int | None, tp: int | None
     Ranks are all logical cores of `nodes` instances unless `cores` limits them. Defaults: for
     training, and for inference with `replicas_first` (an encoder: one model per core), tp=1,
     pp=1 and dp takes the rest; for other inference the largest tp that divides the heads and
-    fits one node, with replicas (dp) on the rest."""
+    fits one node, with replicas (dp) on the rest. `cores` over several `nodes` are spread
+    evenly, each node running its share."""
     per_device = inst.device.logical_cores(inst.lnc)
     per_node = per_device * inst.spec.devices
     available = per_node * nodes
@@ -127,7 +133,7 @@ def resolve_layout(inst: Instance, nodes: int, cores: int | None, tp: int | None
         elif training or replicas_first:
             tp = 1
         else:
-            tp = _largest_divisor(heads, min(per_node, ranks // fixed), max(1, ranks // fixed))
+            tp = _largest_divisor(heads, min(ranks // nodes, ranks // fixed), max(1, ranks // fixed))
     if pp is None:
         pp = 1 if dp is None else max(1, ranks // (tp * dp))
     if dp is None:
@@ -137,10 +143,12 @@ def resolve_layout(inst: Instance, nodes: int, cores: int | None, tp: int | None
              f"{ranks} {rank_s} (logical cores) of {nodes} x {inst.spec.name} at LNC={inst.lnc}")
     if tp * pp * dp != ranks:
         raise SpecError(_mismatch(given, tp, pp, dp, ranks, where))
+    if ranks % nodes:         # --cores over --nodes: each node runs its equal share
+        raise SpecError(f"--cores {ranks} does not split evenly over --nodes {nodes}")
     if not training and pp > 1:
         if given["pp"] is None:     # derived from tp and dp: the user asked for no pipeline
             raise SpecError(f"tp*dp = {tp * dp} does not fill the {where}, and inference has no "
                             f"pipeline parallelism: give tp*dp = {ranks}, or --cores {tp * dp}")
         raise SpecError("pipeline parallelism (pp > 1) is modelled for mode=train only")
     topology = inst.spec.topology
-    return Layout(tp, pp, dp, per_device, inst.spec.devices, nodes, topology)
+    return Layout(tp, pp, dp, per_device, inst.spec.devices, nodes, topology, ranks // nodes)
