@@ -72,7 +72,8 @@ def _capture_parser(sub) -> None:
     c.add_argument("--auto-cast", choices=("none", "matmult", "all"), default="matmult",
                    help="scripts: cast FP32 to BF16 for matmuls (compiler default) or everywhere")
     c.add_argument("--detail-steps", type=non_negative_int, default=4, metavar="N",
-                   help="scripts: steps kept at instruction level (the last N; 0 = all)")
+                   help="scripts: steps kept at instruction level, the last N (default: %(default)s; "
+                        "0 = all); the summaries and advice cover those steps")
     c.add_argument("--progress", choices=("auto", "on", "off"), default="auto")
     c.add_argument("--steps", type=_step_window, metavar="FIRST[-[LAST]]",
                    help="scripts: record only these steps (5, 3-6 or 3-; counted from 1); the script "

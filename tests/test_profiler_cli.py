@@ -111,8 +111,8 @@ def test_advise_ranks_findings(profiles, capsys):
     findings = orjson.loads(capsys.readouterr().out)["findings"]
     rules = [f["rule"] for f in findings]
     assert "exposed-collectives" in rules
-    impacts = [f["impact"] for f in findings]
-    assert impacts == sorted(impacts, reverse=True)
+    seconds = [f["seconds"] for f in findings]        # time at stake per step, most first
+    assert seconds == sorted(seconds, reverse=True)
     assert all(f["evidence"] and f["fix"] for f in findings)
 
 

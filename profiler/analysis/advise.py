@@ -1,6 +1,9 @@
 """`neuron-profile advise`: ranked findings, each with evidence and a fix.
 
-Each rule estimates the share of step time at stake (`impact`, 0..1); findings are ranked by it.
+Each rule estimates the share of step time at stake (`impact`, 0..1) of the step it measures:
+the device's (the chip model's step) or, for data loading, the host's (the script's wall-clock
+step). The two differ by orders of magnitude in a script capture, so findings are ranked by the
+time at stake per step in seconds (`seconds`), the share times the mean step it is a share of.
 Thresholds are plain constants below so they can be read and argued with.
 """
 from __future__ import annotations
@@ -38,9 +41,11 @@ ROW_MULTIPLE = 8
 class Finding:
     rule: str
     title: str
-    impact: float                 # share of step time at stake, 0..1
+    impact: float                 # share of the `basis` step's time at stake, 0..1
     evidence: tuple[str, ...]
     fix: str
+    basis: str = "device"         # whose step `impact` is a share of: "device" or "host"
+    seconds: float = 0.0          # time at stake per step (what findings are ranked by)
 
 
 def _intervals(profile: Profile, engines: tuple[str, ...],
@@ -71,8 +76,10 @@ def _collective_exposure(p: Profile) -> tuple[float, float]:
 
 
 def rule_dma_small(p: Profile, s: dict) -> Finding | None:
-    share = s["dma_active_time_percent"] / 100
     avg = s["dma_transfer_average_bytes"]
+    if avg is None:             # no instructions kept: the transfers' sizes are unknown
+        return None
+    share = s["dma_active_time_percent"] / 100
     if share < DMA_BOUND_SHARE or not s["dma_transfer_count"] or avg >= SMALL_DMA_BYTES:
         return None
     return Finding("dma-small-transfers", "DMA-bound with small transfers", share * (1 - avg / SMALL_DMA_BYTES),
@@ -169,7 +176,8 @@ def rule_data_loading(p: Profile, s: dict) -> Finding | None:
                    (f"{count(int(sel.sum()), 'DataLoader wait')} take {human_time(wait)} of {human_time(host_time)} "
                     f"host step time ({share:.0%})",),
                    "load data in the background: DataLoader(num_workers>0, pin_memory=True, "
-                   "prefetch_factor>=2, persistent_workers=True), or pre-tokenize the dataset")
+                   "prefetch_factor>=2, persistent_workers=True), or pre-tokenize the dataset",
+                   basis="host", seconds=share * host_time / steps["step"].size)
 
 
 def rule_batch_multiple(p: Profile, s: dict) -> Finding | None:
@@ -240,14 +248,28 @@ def advise(profile: Profile) -> list[Finding]:
         worst: dict[str, Finding] = {}
         for view in (v for v in views if v.rows("steps")):
             for f in advise(view):
-                if f.rule not in worst or f.impact > worst[f.rule].impact:
+                if f.rule not in worst or f.seconds > worst[f.rule].seconds:
                     worst[f.rule] = replace(f, evidence=(f"on {view.meta['rank_label']}",) + f.evidence)
-        return sorted(worst.values(), key=lambda f: (-f.impact, f.rule))
+        return _ranked(worst.values())
     if not profile.rows("steps"):
         return []           # nothing ran on the device: no rule has anything to weigh
     summary = summarize(profile)
     found = [f for rule in RULES if (f := rule(profile, summary)) is not None]
-    return sorted(found, key=lambda f: (-f.impact, f.rule))
+    return _ranked(_timed(f, summary) for f in found)
+
+
+def _timed(f: Finding, summary: dict) -> Finding:
+    """A device finding with its time at stake per step: its share of the mean device step (a
+    host finding computes its own, from the host steps)."""
+    if f.basis != "device":
+        return f
+    return replace(f, seconds=min(f.impact, 1.0) * summary["step_time_mean"])
+
+
+def _ranked(findings) -> list[Finding]:
+    """Most time at stake per step first: one measure for device and host findings, whose shares
+    are of steps of very different lengths."""
+    return sorted(findings, key=lambda f: (-f.seconds, -f.impact, f.rule))
 
 
 NO_STEPS = ("no steps in this profile: nothing ran on the device, so there is nothing to advise "
@@ -262,8 +284,8 @@ def findings_text(findings: list[Finding], steps: int | None = None) -> str:
         return "no findings: nothing in this profile crosses a rule's threshold\n"
     lines = []
     for i, f in enumerate(findings, 1):
-        lines += _wrapped(f"{i}. {f.title} [{f.rule}] (about {min(f.impact, 1):.0%} of step "
-                          f"time at stake)", "   ")
+        lines += _wrapped(f"{i}. {f.title} [{f.rule}] (about {human_time(f.seconds)} per step at "
+                          f"stake, {min(f.impact, 1):.0%} of the {f.basis} step)", "   ")
         for e in f.evidence:
             lines += _wrapped(f"   evidence: {e}", " " * 13)
         lines += _wrapped(f"   fix: {f.fix}", " " * 8)

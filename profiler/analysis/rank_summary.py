@@ -31,7 +31,9 @@ def aggregate(parts: list[dict]) -> dict:
     total = sum(p["total_time"] for p in parts)
     out: dict = {}
     for key, first in parts[0].items():
-        if key in _SAME or not isinstance(first, (int, float)):
+        if any(p[key] is None for p in parts):     # unavailable on a rank: unavailable added up
+            out[key] = None
+        elif key in _SAME or not isinstance(first, (int, float)):
             out[key] = first
         elif key in _MEAN:
             out[key] = sum(p[key] for p in parts) / len(parts)
@@ -40,9 +42,11 @@ def aggregate(parts: list[dict]) -> dict:
         else:
             out[key] = sum(p[key] for p in parts)
     moved = out["hbm_read_bytes"] + out["hbm_write_bytes"]
-    out["mm_arithmetic_intensity"] = (out["hardware_flops"] - out["transpose_flops"]) / max(moved, 1.0)
+    if out["transpose_flops"] is not None:
+        out["mm_arithmetic_intensity"] = (out["hardware_flops"] - out["transpose_flops"]) / max(moved, 1.0)
     count = out["dma_transfer_count"]
-    out["dma_transfer_average_bytes"] = out["dma_transfer_total_bytes"] / count if count else 0.0
+    if count is not None:
+        out["dma_transfer_average_bytes"] = out["dma_transfer_total_bytes"] / count if count else 0.0
     out["ranks"] = len(parts)
     return out
 

@@ -19,6 +19,8 @@ def printable(text: str) -> str:
 
 
 def _fmt_value(v) -> str:
+    if v is None:           # a figure only instructions give, of steps kept at operator level
+        return "unavailable"
     if isinstance(v, float):
         return f"{v:.6g}"
     return printable(str(v))
@@ -69,7 +71,10 @@ def summary_text(profile: Profile, limit: int = 15) -> str:
     summary = {**rank_keys(profile), **summarize(profile)}
     lines = [f"{k} {_fmt_value(v)}" for k, v in summary.items()]
     lines += [f"note {printable(str(n))}" for n in profile.meta.get("notes", ())]      # e.g. what torch.compile hid
-    lines += ["", "top operators (self time over the summarised steps)", ops_table(top_operators(profile, limit))]
+    covered = (f"steps {summary['summarized_steps']} of {summary['profile_step_count']}"
+               if summary["step_count"] else "no steps")
+    lines += ["", f"top operators (self time over the summarised {covered})",
+              ops_table(top_operators(profile, limit))]
     return "\n".join(lines) + "\n"
 
 
@@ -118,6 +123,12 @@ def _ns_span(rows: dict) -> tuple[np.ndarray, np.ndarray]:
     return start, np.rint(rows["end"] * 1e9).astype(np.int64) - start
 
 
+def _counts(column: np.ndarray) -> np.ndarray:
+    """A float column of byte or FLOP counts as int64 (a value past int64 is clipped)."""
+    whole = np.rint(np.nan_to_num(column.astype(np.float64)))
+    return np.clip(whole, -2.0 ** 63, 2.0 ** 63 - 1024).astype(np.int64)
+
+
 def _profile_doc(profile: Profile) -> dict:
     ins = profile.table("instructions")
     ops = profile.table("ops")
@@ -130,7 +141,9 @@ def _profile_doc(profile: Profile) -> dict:
     instruction = {"timestamp": start_ns, "duration": dur_ns, "label": labels[rows].tolist(),
                    "opcode": opcodes[ins["opcode"]].tolist(),
                    "hlo_name": names[ops["name_s"][ins["op"]]].tolist() if ins["op"].size else [],
-                   "hbm_read_bytes": ins["hbm_r"], "hbm_write_bytes": ins["hbm_w"], "flops": ins["flops"]}
+                   # counts stored as float32 columns, written as the integers they are
+                   "hbm_read_bytes": _counts(ins["hbm_r"]), "hbm_write_bytes": _counts(ins["hbm_w"]),
+                   "flops": _counts(ins["flops"])}
     keys = list(instruction)
     records = [dict(zip(keys, vals)) for vals in zip(*(
         v.tolist() if isinstance(v, np.ndarray) else v for v in instruction.values()))]

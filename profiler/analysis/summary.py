@@ -90,7 +90,7 @@ def summarize(profile: Profile) -> dict:
     model_flops, hw_flops = total("flops"), total("hw_flops")
     transpose = total("transpose_flops") if has_ins else 0.0
     adj = total("adj_flops") / lnc
-    adj_hw = total("adj_hw_flops") / lnc if has_ins else adj
+    adj_hw = total("adj_hw_flops") / lnc
     hbm_r, hbm_w = total("hbm_r"), total("hbm_w")
     peak = float(meta["tensor_peak_flops_bf16"])
     core = _core_of(meta)
@@ -129,17 +129,64 @@ def summarize(profile: Profile) -> dict:
     out["activate_instruction_count"] = int(round(rep.weighted(ins, ones, act)))
     out.update(_cc_metrics(profile, chosen, t))
     busy = merged() if has_ins else float(ops["self_time"][op_mask].sum())
-    out["total_exec_time"] = _device_span(ops, op_mask, steps["step"][step_sel])
+    # the operators' span is inside the steps' time; summed in another order it can come out
+    # an ulp above it
+    out["total_exec_time"] = min(_device_span(ops, op_mask, steps["step"][step_sel]), t)
     out["total_active_time"] = busy
     out["total_active_time_percent"] = 100.0 * min(1.0, busy / t)
     thr = profile.table("throttles")
     limited = float(np.sum(thr["duration"] * (1 - thr["ratio"])))
     out["average_utilization_limit_percent"] = 100.0 * (1 - min(1.0, limited / t))
     out.update(_step_metrics(profile, chosen, total_time))
+    out["figures_from"] = "instructions" if has_ins else "operators"
+    if not has_ins:
+        out.update(operator_level_figures(ops, op_mask, t, lnc))
     # byte, FLOP and instruction counts are whole numbers (int64 in AWS's schema); one past
     # int64 (a damaged or hand-made profile) stays a float, which JSON writers take
     return {k: int(round(v)) if isinstance(v, float) and _is_count(k) and abs(v) < 2.0 ** 63
             else v for k, v in out.items()}
+
+
+# figures only instructions give (per-instruction counts, SBUF/PSUM traffic, DMA queues,
+# transposes, SyncE, throttling): unavailable (None) when no summarised step kept instructions
+INSTRUCTION_ONLY_KEYS = (
+    "transpose_flops", "adjusted_hardware_flops", "hfu_estimated_percent", "mm_arithmetic_intensity",
+    "trace_count", "event_count", "sbuf_read_bytes", "sbuf_write_bytes", "psum_read_bytes",
+    "psum_write_bytes", "dma_transfer_count", "dma_transfer_average_bytes", "input_queue_bytes",
+    "output_queue_bytes", "weight_queue_bytes", "matmul_instruction_count",
+    "activate_instruction_time", "activate_instruction_count", "average_utilization_limit_percent",
+    *(f"{e}_engine_instruction_count" for e in SUMMARY_ENGINES),
+    *(f"sync_engine_{k}" for k in ("instruction_time", "active_time", "active_time_percent")))
+
+
+def operator_level_figures(ops: dict, op_mask: np.ndarray, t: float, lnc: int) -> dict:
+    """The engine figures of steps kept at operator level only (no instructions in scope), from
+    each operator's busy seconds per engine, and None for what only instructions tell.
+
+    An engine's instruction time is exactly the sum of its busy seconds; its active time is that
+    sum with each operator's share capped at the operator's span (lanes of one engine may overlap
+    inside an operator), and the device's active time each operator's busy seconds over all
+    engines capped at its self time: estimates within a few per cent of the instruction-level
+    figures of the same steps. SyncE keeps no busy column, hence no figures."""
+    span = (ops["end"] - ops["start"])[op_mask]
+    own = ops["self_time"][op_mask]
+    busy = {e: ops[f"busy_{e}"][op_mask] for e in BUSY_ENGINES}
+    out: dict = dict.fromkeys(INSTRUCTION_ONLY_KEYS)
+    for e in SUMMARY_ENGINES:
+        if e not in busy:
+            continue
+        active = float(np.minimum(busy[e], span).sum())
+        out[f"{e}_engine_instruction_time"] = float(busy[e].sum())
+        out[f"{e}_engine_active_time"] = active
+        out[f"{e}_engine_active_time_percent"] = 100.0 * min(1.0, active / t)
+    dma_active = float(np.minimum(busy["dma"], span).sum())
+    moved = float((ops["hbm_r"][op_mask] + ops["hbm_w"][op_mask]).sum()) * lnc    # per logical core
+    out.update({"dma_active_time": dma_active, "dma_active_time_percent": 100.0 * min(1.0, dma_active / t),
+                "dma_transfer_total_bytes": moved})
+    any_engine = np.minimum(np.sum(list(busy.values()), axis=0), own) if own.size else own
+    out["total_active_time"] = float(any_engine.sum())
+    out["total_active_time_percent"] = 100.0 * min(1.0, out["total_active_time"] / t)
+    return out
 
 
 def _core_of(meta: dict) -> int:
@@ -263,11 +310,17 @@ class OpStat:
     count: int
     self_time: float
     total_time: float
-    flops: float
-    hbm_bytes: float
+    flops: int               # whole numbers, as the summary's counts (AWS's int64 fields)
+    hbm_bytes: int
     bound: str
     self_share: float
     phase: str = ""          # forward, backward, optimizer, other; "" when phases are mixed
+
+
+def _whole(count: float) -> int | float:
+    """A FLOP or byte count as the integer it is (the table sums float64 columns); one past int64
+    (a damaged or hand-made profile) stays a float, as in `summarize`."""
+    return int(round(count)) if abs(count) < 2.0 ** 63 else float(count)
 
 
 def op_bound(busy: np.ndarray) -> np.ndarray:
@@ -301,7 +354,7 @@ def top_operators(profile: Profile, limit: int | None = 20, by: str = "name") ->
     whole = max(float(self_t.sum()), 1e-15)
     stats = [OpStat(profile.strings[int(u) // len(PHASES)], profile.strings[int(kinds[i])],
                     int(counts[i]), float(self_t[i]), float(t),
-                    float(f) * lnc, float(b) * lnc, str(bound[i]), float(self_t[i] / whole),
+                    _whole(f * lnc), _whole(b * lnc), str(bound[i]), float(self_t[i] / whole),
                     PHASES[int(u) % len(PHASES)])
              for i, (u, t, f, b) in enumerate(zip(uniq, sums(ops["end"] - ops["start"]),
                                                   sums(ops["flops"]), sums(ops["hbm_r"] + ops["hbm_w"])))]
