@@ -4,6 +4,7 @@ capture of a torch.compile'd script says that Inductor's fused kernels are missi
 in the profile's summary (the in-process `profiler.profile` API too)."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -113,3 +114,25 @@ def test_the_profile_api_notes_a_compiled_model_once():
     assert len(said) == 1 and said[0].startswith(WARNING)
     assert prof.windows == 2 and prof.profile.meta["compiled_graphs"] == 1
     assert f"note {WARNING}" in summary_text(prof.profile)
+
+
+@pytest.mark.slow
+def test_a_cold_compile_cache_records_what_a_warm_one_does(tmp_path):
+    """With a cold Inductor cache, compiling runs real tensor ops (AOTAutograd's zeros and
+    clones, kernel benchmarks): the compiler's work, recorded as the first step's until the
+    compilations were left out. Cold and warm give the same operators."""
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
+    script = tmp_path / "s.py"
+    script.write_text(textwrap.dedent(COMPILED))
+
+    def operators(name: str) -> list[tuple[str, int]]:
+        out = tmp_path / name
+        res = subprocess.run([*CLI, "capture", "-s", str(out), "--", sys.executable, str(script)],
+                             capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+        assert res.returncode == 0, res.stderr
+        p = fileformat.load(out)
+        ops = p.table("ops")
+        return [(p.strings[i], s) for i, s in zip(ops["name_s"], ops["step"].tolist())]
+    cold, warm = operators("cold.nsprof"), operators("warm.nsprof")
+    assert cold == warm
+    assert ("aten::addmm", 1) in cold          # the first step's own work is kept

@@ -80,6 +80,7 @@ class Hooks:
         self._forward_since = False       # a module's forward began since a step ended
         self._scaler_busy = False         # inside a patched GradScaler method (subclasses nest)
         self._patched: list = []           # (owner, name, original attribute) patched
+        self._compile_watch: list = []     # removers of Dynamo's compile callbacks, once set
         self._evaluated: set[int] = set()  # root modules run in eval mode since a step ended
         self._trained: set[int] = set()    # ... and in training mode
 
@@ -98,11 +99,15 @@ class Hooks:
         self._patch_train(mod.Module)
         self._patch_function_apply(torch)
         self._patch_attention_fastpath(torch)
+        self._patch_compile(torch)
 
     def remove(self) -> None:
         for h in self.handles:
             h.remove()
         self.handles = []
+        for remove in self._compile_watch:
+            remove()
+        self._compile_watch = []
         for owner, name, original in reversed(self._patched):
             setattr(owner, name, original)
         self._patched = []
@@ -318,6 +323,41 @@ class Hooks:
         mha = getattr(torch.backends, "mha", None)
         if mha is not None and "get_fastpath_enabled" in vars(mha):
             self._patch(mha, "get_fastpath_enabled", _never)
+
+    def _patch_compile(self, torch) -> None:
+        """Dynamo and Inductor run real tensor ops while they compile (AOTAutograd traces the
+        backward with zeros and clones; a cold Inductor cache benchmarks kernels): work of the
+        compiler, not of the model, and absent when the cache is warm. Once the script first
+        calls torch.compile, Dynamo's compile start and end callbacks pause the recorder around
+        each compilation (the forward's, and the backward's that AOTAutograd compiles later).
+        Waiting for that call keeps Dynamo's import (a second) off scripts that never compile."""
+        original = vars(torch).get("compile")
+        if original is None:
+            return
+        hooks = self
+
+        def compile_(*args, **kwargs):
+            if not hooks._compile_watch:
+                hooks._watch_compiles()
+            return original(*args, **kwargs)
+        self._patch(torch, "compile", compile_)
+
+    def _watch_compiles(self) -> None:
+        try:
+            from torch._dynamo.callback import callback_handler
+        except ImportError:           # a torch without compile callbacks: nothing to pause on
+            return
+        rec = self.rec
+
+        def started(*_):
+            rec.pause_for_compile(True)
+
+        def ended(*_):
+            rec.pause_for_compile(False)
+        callback_handler.register_start_callback(started)
+        callback_handler.register_end_callback(ended)
+        self._compile_watch = [lambda: callback_handler.remove_start_callback(started),
+                               lambda: callback_handler.remove_end_callback(ended)]
 
     def _patch_dataloader(self) -> None:
         from torch.utils.data import dataloader

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import math
+import time
 
 import numpy as np
 
@@ -282,6 +283,7 @@ class NativeRecorder(RecorderBase):
         line, when the library is built first."""
         super().__init__(steps)
         self.active = False
+        self._compile_spans: list[list] = []    # [start, end or None] of torch.compile's work
         self.boxed_outputs = boxed_outputs
         self.lib = load(note)
         if self.lib.ns_record_size() != RECORD.itemsize:
@@ -337,6 +339,17 @@ class NativeRecorder(RecorderBase):
         if self.keeps(self.step) != self.active:
             self._record(not self.active)
 
+    def pause_for_compile(self, starts: bool) -> None:
+        """The callback stays on (switching it off and on again starts the library afresh):
+        the compilations' spans are noted, and the calls that began in them dropped when the
+        records are decoded."""
+        was = self.compiling
+        super().pause_for_compile(starts)
+        if not was and self.compiling:
+            self._compile_spans.append([time.perf_counter_ns(), None])   # the records' clock
+        elif was and not self.compiling and self._compile_spans:
+            self._compile_spans[-1][1] = time.perf_counter_ns()
+
     def compact(self) -> None:
         """Records hold no tensors, so they stay in the library until the stop or a flush; only
         every COLLECT_EVERY steps are they moved over, to bound the library's buffers."""
@@ -363,6 +376,7 @@ class NativeRecorder(RecorderBase):
     def _decode(self, recording: Recording, batch) -> None:
         records, sigs, names = batch
         self._add_signatures(sigs, names.decode().split("\n"))
+        records = records[~self._in_compile(records["t0"])]
         n = len(records)
         if n == 0:
             return
@@ -380,6 +394,15 @@ class NativeRecorder(RecorderBase):
         order = np.argsort(records["t0"], kind="stable")
         chunk = {"sig": sig_ids[inverse.reshape(-1)], **{c: records[c] for c in COLUMNS if c != "sig"}}
         recording.chunks.append({c: chunk[c][order].astype(t) for c, t in COLUMNS.items()})
+
+    def _in_compile(self, t0: np.ndarray) -> np.ndarray:
+        """Which calls began while torch.compile was compiling (its own work, not the model's)."""
+        if not self._compile_spans:
+            return np.zeros(len(t0), bool)
+        spans = np.array([(s, np.iinfo(np.int64).max if e is None else e)
+                          for s, e in self._compile_spans], dtype=np.int64)
+        at = np.searchsorted(spans[:, 0], t0, side="right") - 1
+        return (at >= 0) & (t0 <= spans[np.maximum(at, 0), 1])
 
     def _add_signatures(self, blob: np.ndarray, names: list[str]) -> None:
         pos, size = 0, len(blob)

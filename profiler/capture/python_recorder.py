@@ -85,10 +85,10 @@ class Recorder(TorchDispatchMode, RecorderBase):
 
     def stop(self) -> Recording:
         self.__exit__(None, None, None)
-        self.hooks.remove()
-        if self._compile is not None:
+        if self._compile is not None:      # unwrapped in the reverse order of wrapping
             torch.compile = self._compile
             self._compile = None
+        self.hooks.remove()
         self.compact()
         return self.recording
 

@@ -133,10 +133,17 @@ class RecorderBase:
         self.step = 1
         self.explicit_steps = False
         self.opt_t0 = 0
+        self.compiling = 0        # torch.compile compilations under way (they may nest)
         self.hooks = Hooks(self)
 
     def keeps(self, step: int) -> bool:
         return self.first_step <= step and (self.last_step is None or step <= self.last_step)
+
+    def pause_for_compile(self, starts: bool) -> None:
+        """A torch.compile compilation starts or ends: what runs in between is the compiler's
+        work, not recorded (a recorder that sees none of it, as the Python recorder's dispatch
+        mode, has nothing more to do)."""
+        self.compiling = max(0, self.compiling + (1 if starts else -1))
 
     def set_module(self, module: int) -> None:
         self.module = module
