@@ -129,9 +129,17 @@ def test_the_screen_takes_no_keys_from_a_piped_stream_without_a_terminal(tmp_pat
         assert "no terminal for keyboard input" in out.stderr
 
 
-def test_unknown_flag_exits_2():
-    result = run_cli("--bogus")
+@pytest.mark.parametrize("args,message", [
+    (["--bogus"], "unrecognized arguments: --bogus"),
+    (["--speed", "fast"], "argument --speed: invalid float value: 'fast'"),
+    (["--input", "a", "--replay", "b"], "not allowed with argument"),
+])
+def test_argparse_errors_are_one_line_exit_2(args, message):
+    """argparse printed its eight lines of usage before the error; the docs promise one line."""
+    result = run_cli(*args)
     assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.count("\n") == 1 and message in result.stderr, result.stderr
+    assert result.stderr.startswith("neuron-top: ") and "usage:" not in result.stderr
 
 
 def test_fd_lines_splits_a_pipe_as_it_arrives():

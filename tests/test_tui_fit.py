@@ -17,6 +17,7 @@ from tui.app import NeuronTopApp
 from tui.snapshot import overview_text
 from tui.view import core_grid
 from tui.widgets.grid import CoreGridView
+from tui.widgets.panels import Banner, MemorySummaryView, VcpuPanel
 from tui.widgets.processes import ProcessTable
 from tui.widgets.tree import MemoryTreeView
 
@@ -53,6 +54,25 @@ async def test_the_memory_tree_keeps_three_rows_on_screen_at_80x24(name):
         assert visible - tree.content_region.y >= 4   # its column line and three rows
         grid = app.query_one(CoreGridView)
         assert grid.size.height >= 2   # the grid keeps its header and a device row
+
+
+@run_async
+async def test_the_memory_tree_keeps_three_rows_at_80x16_under_a_three_line_banner():
+    """The sections above it took every row: its heading showed, then the Apps bar. The memory
+    summary steps aside (and the vCPU panel after it) until the terminal grows again."""
+    app = stream_app("group_error")
+    async with app.run_test(size=(80, 16)) as pilot:
+        await settle(pilot, app, 1)
+        await pilot.pause(0.05)
+        assert app.query_one(Banner).size.height == 3
+        tree = app.query_one(MemoryTreeView)
+        visible = min(tree.region.bottom, app.query_one("#overview").region.bottom)
+        assert visible - tree.content_region.y >= 4   # its column line and three rows
+        assert app.query_one(CoreGridView).size.height >= 2
+        assert not app.query_one(MemorySummaryView).display
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause(0.1)
+        assert app.query_one(MemorySummaryView).display and app.query_one(VcpuPanel).display
 
 
 @run_async

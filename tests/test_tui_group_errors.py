@@ -9,8 +9,9 @@ from monitor.report import Report
 from tests.test_tui_support import FIXTURES, make_app, run_async, settle
 from tui.history import History
 from tui.procdetail import process_detail
-from tui.procs import process_rows
+from tui.procs import cell_text, process_rows
 from tui.snapshot import overview_text
+from tui.status import stream_faults
 from tui.view import memory_summary, runtimes_for, vcpu_usage
 from tui.widgets.processes import ProcessTable
 from tui.widgets.procscreen import ProcessDetailView
@@ -67,7 +68,8 @@ def test_dash_1_shows_the_failed_groups_as_n_a():
     text_out = overview_text(load(GROUP_ERROR), width=100)
     assert "Runtime vCPU Usage  user N/A  system N/A" in text_out
     assert "Total 0B" not in text_out and "Total N/A" in text_out
-    my_app = next(line for line in text_out.splitlines() if "my_app_1" in line)
+    my_app = next(line for line in text_out.splitlines()   # its row (the banner names it too)
+                  if line.split()[:2] == ["12345", "my_app_1"])
     assert " 0B" not in my_app and "N/A" in my_app
 
 
@@ -134,3 +136,47 @@ async def test_the_process_screen_memory_totals_match_the_table():
         assert any(line.strip().startswith(f"Device {device}") for line in lines), shown
         assert any(line.strip().startswith(f"Host {host}") for line in lines), shown
         assert not any(line.rstrip().endswith("·") for line in lines)
+
+
+# ------------------------------------------------------------------ whose groups failed
+def with_a_healthy_neighbour() -> Report:
+    """group_error's my_app_1 (memory_used and vCPU failed) beside a healthy copy of it."""
+    doc = orjson.loads(GROUP_ERROR.read_bytes())
+    failing = doc["neuron_runtime_data"][0]
+    healthy = orjson.loads(AWS.read_bytes())["neuron_runtime_data"][0]
+    healthy["pid"], healthy["neuron_runtime_tag"] = 4242, "healthy_app"
+    doc["neuron_runtime_data"] = [failing, healthy]
+    return Report.from_dict(doc)
+
+
+def test_the_banner_names_the_runtime_with_each_failed_group():
+    """It said "memory_used failed: …" with two runtimes on screen: whose?"""
+    faults = stream_faults(with_a_healthy_neighbour(), (), [])
+    (warning,) = [f.text for f in faults if f.severity == "warning"]
+    assert "my_app_1: memory_used failed: failed to read memory usage" in warning
+    assert "my_app_1: neuron_runtime_vcpu_usage failed: process exited" in warning
+    assert "healthy_app" not in warning
+
+
+def test_dash_1_names_the_runtime_with_each_failed_group():
+    shown = " ".join(overview_text(with_a_healthy_neighbour(), width=80).split())
+    assert "my_app_1: memory_used failed" in shown
+
+
+def test_a_runtime_whose_groups_failed_is_not_ok_in_the_table():
+    """Its memory, vCPU (and executions) read N/A while STATUS said "ok"."""
+    rows = {row.tag: row for row in process_rows(with_a_healthy_neighbour())}
+    assert rows["my_app_1"].status == "memory_used, neuron_runtime_vcpu_usage failed"
+    assert rows["healthy_app"].status == ""
+    assert cell_text(rows["healthy_app"], "status") == "ok"
+
+
+@run_async
+async def test_the_table_shows_the_failed_groups_at_80_columns():
+    app = make_app([with_a_healthy_neighbour()])
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot, app, 1)
+        await pilot.press("p")
+        rows = text(app.query_one(ProcessTable)).splitlines()
+    failing = next(row for row in rows if "my_app_1" in row)
+    assert "memory_used" in failing and not failing.rstrip().endswith(" ok"), failing

@@ -6,7 +6,7 @@ import pytest
 
 from monitor.report import Report
 from tests.test_tui_support import AWS_EXAMPLE, demo_reports, make_app, run_async, settle
-from tui.fmt import percent
+from tui.fmt import human_bytes, percent
 from tui.memtree import all_branch_keys, build_tree, visible_rows
 from tui.procs import COLUMNS, process_rows
 from tui.snapshot import overview_text
@@ -232,3 +232,12 @@ async def test_first_choice_of_a_column_sorts_highest_first():
         assert app.sort_key == "device_bytes"
         mem = [r.device_bytes for r in table.rows]
         assert mem == sorted(mem, reverse=True)
+
+
+@pytest.mark.parametrize("value,shown", [
+    (1023, "1023B"), (1024, "1.0KB"), (1048575, "1.0MB"), (1048576, "1.0MB"),
+    (1048575 * 1024, "1.0GB"), (1_500_000, "1.4MB"), (-1048575, "-1.0MB"),
+])
+def test_human_bytes_rolls_over_when_the_figure_rounds_up_to_1024(value, shown):
+    """1048575 B read "1024.0KB": compared before rounding, printed after."""
+    assert human_bytes(value) == shown

@@ -9,7 +9,9 @@ import re
 import shutil
 import stat
 import sys
+from typing import NoReturn
 
+from monitor.errors import one_line
 from tui import __version__
 from tui.signals import ExitSignals, Terminated
 
@@ -21,8 +23,16 @@ class UsageError(Exception):
     """One line for stderr; exit status 2."""
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse's own usage errors (an unknown flag, a value that is not a number) as one line
+    like neuron-top's others, status 2: argparse printed its whole usage first, eight lines."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {one_line(message)} (--help lists the options)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog=PROG,
         description="Live NeuronCore, memory, engine and process view of a Trainium host, from the "
                     "simulated instance or any neuron-monitor JSON stream.",

@@ -4,6 +4,11 @@ from __future__ import annotations
 _BYTE_UNITS = ("B", "KB", "MB", "GB", "TB", "PB")
 
 
+def count_text(count: int, noun: str) -> str:
+    """``1 core``, ``16 cores``."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def pid_text(pid: int | None) -> str:
     """``pid 4242``, or ``pid unknown`` where the source does not know the process."""
     return f"pid {pid}" if pid else "pid unknown"
@@ -18,7 +23,8 @@ def human_bytes(value: float | None) -> str:
         return f"{int(size)}B"
     for unit in _BYTE_UNITS[1:]:
         size /= 1024.0
-        if abs(size) < 1024 or unit == _BYTE_UNITS[-1]:
+        # compared as printed: 1048575 B is 1023.999 KB, which one decimal rounds to "1024.0KB"
+        if abs(round(size, 1)) < 1024 or unit == _BYTE_UNITS[-1]:
             return f"{size:.1f}{unit}"
     raise AssertionError("unreachable")
 

@@ -35,7 +35,7 @@ WIDGET_KEYS: tuple[tuple[str, str], ...] = (
               "(esc returns, o shows its app)"),
     ("ctrl+p", "command palette: views, apps, sort columns, pause, FLOPs, screenshot, theme"),
     ("tab / shift+tab", "move focus: memory tree, core grid, process table"),
-    ("pgup / pgdn / home / end", "scroll the memory tree"),
+    ("pgup / pgdn / home / end", "scroll the memory tree or the process table"),
     ("mouse", "click a core, a tab, a tree node or a column header; wheel scrolls"),
 )
 

@@ -10,7 +10,7 @@ from monitor.report import Report, RuntimeReport
 from monitor.vocab import ENGINE_LABELS, ENGINES
 from tui.history import History, runtime_key
 from tui.procs import ProcessRow, process_row
-from tui.view import DEVICE_CATEGORIES, HOST_CATEGORIES, host_vcpu_count, usable
+from tui.view import DEVICE_CATEGORIES, HOST_CATEGORIES, failed_groups, host_vcpu_count, usable
 
 
 
@@ -31,12 +31,6 @@ class ProcessDetail:
     latency: tuple[tuple[str, float], ...]  # (percentile, seconds)
     period: float
     failed: Mapping[str, str] = field(default_factory=dict)  # group name -> its error
-
-
-def failed_groups(runtime: RuntimeReport) -> dict[str, str]:
-    """The runtime's groups that carry an ``error``, by JSON name, with the error text."""
-    return {name: group.error for name, group in runtime.groups()
-            if group is not None and group.error}
 
 
 def find_runtime(report: Report, pid: int | None, tag: str | None = None) -> RuntimeReport | None:

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from monitor.errors import one_line
 from monitor.report import K8sInfo, Report, RuntimeReport
 from tui.fmt import core_ranges, human_bytes, per_second, percent
-from tui.view import host_vcpu_count, usable
+from tui.view import failed_groups, host_vcpu_count, usable
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,7 +22,7 @@ class ProcessRow:
     executions_per_second: float | None
     errors: int | None  # execution errors within the period
     latency_p50: float | None  # seconds
-    status: str  # "" when healthy, else the runtime's error text
+    status: str  # "" when healthy, else the runtime's error text, or which of its groups failed
     pod: str | None = None  # namespace/pod of its cores (neuron_k8s_info), None without it
 
 
@@ -67,10 +68,15 @@ def fit_columns(width: int, rows: list[ProcessRow], grow_tag: int = 0
 
 
 def cell_text(row: ProcessRow, key: str) -> str:
-    """A cell as the table prints it (unescaped: the caller escapes stream text)."""
+    """A cell as the table prints it. Stream text (tag, status, pod) comes escaped, so its width
+    is measured on what shows: an ESC shows as four cells (a backslash, x1b), not none."""
     value = getattr(row, key)
     if value is None:
         return "N/A"
+    if key == "status":
+        return one_line(value) if value else "ok"
+    if isinstance(value, str):
+        return one_line(value)
     if key == "cores":
         return core_ranges(value)
     if key in ("device_bytes", "host_bytes"):
@@ -83,7 +89,7 @@ def cell_text(row: ProcessRow, key: str) -> str:
         return per_second(value)
     if key == "latency_p50":
         return f"{value * 1000:.2f}ms"
-    return str(value) if value != "" else "ok"
+    return str(value)
 
 
 def highest_first(key: str) -> bool:
@@ -120,7 +126,16 @@ def process_row(runtime: RuntimeReport, k8s: K8sInfo | None = None,
     of_one = host * host_vcpus if host is not None and host_vcpus else None
     return ProcessRow(runtime.known_pid, runtime.tag, cores, util,
                       used.device_bytes if used else None, used.host_bytes if used else None,
-                      of_one, host, rate, errors, p50, runtime.error, pod_text(k8s, cores))
+                      of_one, host, rate, errors, p50, runtime_status(runtime), pod_text(k8s, cores))
+
+
+def runtime_status(runtime: RuntimeReport) -> str:
+    """"" when healthy; else the runtime's error, or the groups that failed ("memory_used,
+    execution_stats failed"): their figures read N/A, and "ok" would say they were fine."""
+    if runtime.error:
+        return runtime.error
+    failed = failed_groups(runtime)
+    return f"{', '.join(failed)} failed" if failed else ""
 
 
 def matches(row: ProcessRow, query: str) -> bool:

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import textwrap
 
-from monitor.coverage import stream_gaps
 from monitor.errors import one_line
 from monitor.report import Report
 from tui import __version__
 from tui.faults import report_faults
 from tui.fmt import fit, human_bytes, percent, tflops
 from tui.procs import cell_text, fit_columns, process_rows
+from tui.status import gaps_text
 from tui.view import (DEVICE_CATEGORIES, HOST_CATEGORIES, NO_DEVICE, CoreGrid, core_grid,
                       instance_title, memory_summary, vcpu_usage)
 
@@ -35,9 +35,9 @@ def overview_text(report: Report, *, width: int = 80, show_flops: bool = False,
                + (f" · {one_line(source)}" if source else ""))
     # what the stream lacks, what failed and the faults wrap (the screen wraps them too): cut,
     # the names of the groups that failed were lost at 80 columns
-    gaps = stream_gaps(report)
+    gaps = gaps_text(report)
     if gaps:
-        out += _wrapped("! " + one_line(gaps.summary()), width)
+        out += _wrapped("! " + one_line(gaps), width)
     for fault in report_faults(report):
         out += _wrapped(("FAULT: " if fault.severity == "error" else "WARNING: ")
                         + one_line(fault.text), width)

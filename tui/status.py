@@ -13,9 +13,11 @@ from monitor.coverage import stream_gaps
 from monitor.errors import one_line
 from monitor.report import Report
 from monitor.sources import Source
+from monitor.vocab import RUNTIME_GROUPS
 from tui.faults import Fault, report_faults
+from tui.view import failed_groups
 
-__all__ = ["stream_faults", "source_status", "exit_status"]
+__all__ = ["stream_faults", "gaps_text", "source_status", "exit_status"]
 
 
 def stream_faults(report: Report | None, vanished: Iterable[tuple[int | None, str]],
@@ -25,10 +27,29 @@ def stream_faults(report: Report | None, vanished: Iterable[tuple[int | None, st
     if report is None:
         return tuple(Fault("error", one_line(r)) for r in rejections[:3])
     faults = tuple(Fault(f.severity, one_line(f.text)) for f in report_faults(report, vanished))
-    gaps = stream_gaps(report)
+    gaps = gaps_text(report)
     if gaps:
-        faults += (Fault("warning", one_line(gaps.summary())),)
+        faults += (Fault("warning", one_line(gaps)),)
     return faults
+
+
+def gaps_text(report: Report) -> str:
+    """One line: what the stream lacks and which groups failed, a runtime's failed groups
+    under its tag (``stream lacks: flops · err-mem: memory_used failed: …``): with several
+    runtimes, "memory_used failed" alone left the reader to guess whose."""
+    gaps = stream_gaps(report)
+    parts = ["stream lacks: " + ", ".join(gaps.missing)] if gaps.missing else []
+    parts += [f"{group} failed: {error}" for group, error in gaps.failed
+              if group not in RUNTIME_GROUPS]
+    for runtime in report.runtimes:
+        groups_by_error: dict[str, list[str]] = {}
+        for group, error in failed_groups(runtime).items():
+            groups_by_error.setdefault(error, []).append(group)
+        parts += [f"{runtime.tag}: {', '.join(groups)} failed: {error}"
+                  for error, groups in groups_by_error.items()]
+    if gaps.dropped:
+        parts.append(f"{len(gaps.dropped)} malformed field(s) ignored, e.g. {gaps.dropped[0]}")
+    return " · ".join(parts)
 
 
 def source_status(source: Source, ended, have_report: bool,

@@ -30,6 +30,12 @@ def usable(group: G | None) -> G | None:
     return group if group is not None and not group.error else None
 
 
+def failed_groups(runtime: RuntimeReport) -> dict[str, str]:
+    """The runtime's groups that carry an ``error``, by JSON name, with the error text."""
+    return {name: group.error for name, group in runtime.groups()
+            if group is not None and group.error}
+
+
 def app_tabs(report: Report) -> tuple[str, ...]:
     """``all`` then one tab per runtime tag, in report order (AWS's "Neuron Apps" bar)."""
     tags = dict.fromkeys(r.tag for r in report.runtimes)

@@ -1,10 +1,13 @@
 """Small one-to-few-line sections: title, banner, vCPU, memory summary, the Neuron Apps bar."""
 from __future__ import annotations
 
+import os
+
 from textual import events
 from textual.message import Message
 from textual.strip import Strip
 
+from monitor.errors import one_line
 from tui.faults import Fault
 from tui.fmt import fit, human_bytes, percent, wrap_words
 from tui.view import DEVICE_CATEGORIES, HOST_CATEGORIES, MemorySummary, VcpuUsage
@@ -182,8 +185,41 @@ class MemorySummaryView(LineWidget):
         return full if len(full) <= len(short) else short
 
 
+# Tab names are shortened down to this many cells, no further: past that the bar shows the tabs
+# around the selected one instead (then each name keeps up to READABLE_TAB cells)
+MIN_TAB, READABLE_TAB = 4, 12
+
+
+def shared_prefix(tags: list[str]) -> str:
+    """The start every tag shares (two tags or more), leaving each at least one cell."""
+    if len(tags) < 2:
+        return ""
+    prefix = os.path.commonprefix(tags)
+    return prefix[:min(len(tag) for tag in tags) - 1]
+
+
+def elide_middle(text: str, width: int) -> str:
+    """``text`` in at most ``width`` cells, its middle replaced by ``…``: the start and the end
+    (where a worker's number is) both stay, the end a cell longer."""
+    if len(text) <= width:
+        return text
+    head = max(0, width - 1) // 2
+    return text[:head] + "…" + text[len(text) - (width - 1 - head):] if width > 1 else "…"
+
+
+def short_tab_names(tags: list[str], longest: int) -> list[str]:
+    """Tags of at most ``longest`` cells. The start they all share goes first (``…13`` for
+    worker-13, beside worker-12): shortening each evenly made every one of them "wor…"."""
+    prefix = shared_prefix(tags)
+    if len(prefix) < 2:   # an ellipsis in place of one cell saves nothing
+        return [elide_middle(tag, longest) for tag in tags]
+    return ["…" + elide_middle(tag[len(prefix):], longest - 1) for tag in tags]
+
+
 class AppsBar(LineWidget):
-    """AWS's "Neuron Apps" tab bar: ``>[1]:all<  [2]:<tag> …``; click a tab to select it."""
+    """AWS's "Neuron Apps" tab bar: ``>[1]:all<  [2]:<tag> …``; click a tab to select it. With
+    more tabs than fit, it shows those around the selected one, between ``‹N`` and ``N›``
+    (the number of tabs left out on each side: a click there steps to the next of them)."""
 
     COMPONENT_CLASSES = {"apps--selected", "apps--label"}
     DEFAULT_CSS = """
@@ -201,6 +237,7 @@ class AppsBar(LineWidget):
         super().__init__(id=id)
         self.tabs: tuple[str, ...] = ("all",)
         self.selected = "all"
+        self.first = 0  # the first tab shown when they do not all fit; follows the selected
         self._spans: list[tuple[int, int, str]] = []
 
     def show(self, tabs: tuple[str, ...], selected: str) -> None:
@@ -208,32 +245,67 @@ class AppsBar(LineWidget):
             self.tabs, self.selected = tabs, selected
             self.invalidate()
 
+    @staticmethod
+    def _tab_width(name: str) -> int:
+        return len(name) + 7   # " [k]:" name " " and a space after
+
     def _names(self, width: int) -> tuple[str, list[str]]:
-        """The heading and tab names that fit: long tags are shortened (with an ellipsis) evenly
-        rather than the bar being cut mid-name at the terminal's edge."""
-        def length(head: str, names: list[str]) -> int:
-            return len(head) + sum(len(name) + 7 for name in names)
-        names = list(self.tabs)
+        """The heading and the tab names, as they show: escaped (a tag's control characters
+        take cells: measured raw, they were never shortened), then shortened evenly when the
+        bar is too narrow (short_tab_names). "all" is never shortened."""
+        names = [one_line(tab) for tab in self.tabs]
         for head in (" Neuron Apps: ", " Apps: "):
-            if length(head, names) <= width:
+            if len(head) + sum(map(self._tab_width, names)) <= width:
                 return head, names
-        longest = max(len(n) for n in names)
-        while longest > 4 and length(head, names) > width:
-            longest -= 1
-            names = [fit(n, longest) if len(n) > longest else n for n in names]
-        return head, names
+        first, tags = names[:1], names[1:]
+        for longest in range(max(map(len, tags)), MIN_TAB - 1, -1):
+            short = first + short_tab_names(tags, longest)
+            if len(head) + sum(map(self._tab_width, short)) <= width:
+                return head, short
+        return head, first + short_tab_names(tags, READABLE_TAB)
+
+    def _window(self, head: str, names: list[str], width: int) -> tuple[int, int]:
+        """The tabs shown, names[first:last]: all of them when they fit, else as many as fit
+        around the selected one, which is always among them."""
+        def fits(first: int, last: int) -> bool:
+            left = len(f"‹{first} ") if first else 0
+            right = len(f"{len(names) - last}›") if last < len(names) else 0
+            return len(head) + left + sum(map(self._tab_width, names[first:last])) + right <= width
+        chosen = self.tabs.index(self.selected) if self.selected in self.tabs else 0
+        first = min(self.first, chosen, len(names) - 1)
+        while first < chosen and not fits(first, chosen + 1):
+            first += 1
+        last = chosen + 1
+        while last < len(names) and fits(first, last + 1):
+            last += 1
+        while first > 0 and fits(first - 1, last):   # room left at the end: fill it
+            first -= 1
+        self.first = first
+        return first, last
 
     def build_lines(self, width: int) -> list[Strip]:
         head, names = self._names(width)
-        parts = [(head, self.style_of("apps--label"))]
-        x, self._spans = len(parts[0][0]), []
-        for number, (tab, name) in enumerate(zip(self.tabs, names), start=1):
-            key = str(number) if number <= 9 else "-"
+        first, last = self._window(head, names, width)
+        label = self.style_of("apps--label")
+        parts = [(head, label)]
+        x, self._spans = len(head), []
+        if first:
+            text = f"‹{first}"
+            parts += [(text, label), (" ", None)]
+            self._spans.append((x, x + len(text), self.tabs[first - 1]))
+            x += len(text) + 1
+        for number in range(first, last):
+            tab, name = self.tabs[number], names[number]
+            key = str(number + 1) if number < 9 else "-"
             chosen = tab == self.selected
             text = f">[{key}]:{name}<" if chosen else f" [{key}]:{name} "
             parts += [(text, self.style_of("apps--selected") if chosen else None), (" ", None)]
             self._spans.append((x, x + len(text), tab))
             x += len(text) + 1
+        if last < len(names):
+            text = f"{len(names) - last}›"
+            parts.append((text, label))
+            self._spans.append((x, x + len(text), self.tabs[last]))
         return [strip(parts)]
 
     def on_click(self, event: events.Click) -> None:

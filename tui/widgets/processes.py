@@ -31,6 +31,8 @@ class ProcessTable(LineWidget, can_focus=True):
     BINDINGS = [
         Binding("up", "cursor(-1)", show=False),
         Binding("down", "cursor(1)", show=False),
+        Binding("pageup", "page(-1)", show=False),
+        Binding("pagedown", "page(1)", show=False),
         Binding("enter", "details", "details"),
         Binding("home", "cursor(-100000)", show=False),
         Binding("end", "cursor(100000)", show=False),
@@ -54,6 +56,7 @@ class ProcessTable(LineWidget, can_focus=True):
         self.parents_tree: list[TreeLine] | None = None
         self._header_spans: list[tuple[int, int, str]] = []
         self._line_rows: list[int | None] = []  # per body line: index into rows, None = a parent
+        self._footer_count = 0  # the last lines: a blank and the summary under the rows
 
     def show(self, rows: list[ProcessRow], sort_key: str, reverse: bool, query: str,
              tree: list[TreeLine] | None = None) -> None:
@@ -67,6 +70,7 @@ class ProcessTable(LineWidget, can_focus=True):
             self.cursor = keys.index(selected)
         self.cursor = min(self.cursor, max(0, len(rows) - 1))
         self.invalidate(layout=True)
+        self._follow_cursor()
 
     @property
     def selected_pid(self) -> int | None:
@@ -121,10 +125,10 @@ class ProcessTable(LineWidget, can_focus=True):
                   " · s: next sort column · r: reverse · /: filter (tag:, pid:) · enter: details"
                   f" · t: {'flat list' if self.parents_tree is not None else 'tree of parents'}"
                   " · I/T/K: SIGINT/SIGTERM/SIGKILL")
-        lines.append(Strip.blank(0))
-        lines += [strip([(part, self.style_of("procs--muted"))])
-                  for part in wrap_words(footer, width, 3)]
-        return lines
+        summary = [strip([(part, self.style_of("procs--muted"))])
+                   for part in wrap_words(footer, width, 3)]
+        self._footer_count = 1 + len(summary)
+        return lines + [Strip.blank(0)] + summary
 
     def _tree_lines(self, columns: list[tuple[tuple, int]], width: int) -> list[Strip]:
         lines, index = [], 0
@@ -155,10 +159,72 @@ class ProcessTable(LineWidget, can_focus=True):
         bad = row.status or (row.errors or 0) > 0
         return strip([(line, self.style_of("procs--error") if bad else None)])
 
+    # ------------------------------------------------------------------ scrolling
+    # The rows scroll between the column header and the summary under them, both kept in
+    # place: with more runtimes than lines, the cursor went off screen and enter opened a
+    # process nobody could see.
+    def _pinned_footer(self) -> int:
+        """Summary lines kept at the bottom while the rows scroll (none when it would leave
+        no row on screen)."""
+        lines, height = self.lines_for(self.size.width), self.size.height
+        if len(lines) <= height or height - 1 - self._footer_count < 1:
+            return 0
+        return self._footer_count
+
+    def _body_height(self) -> int:
+        """Body lines (rows, parents and the note) on screen."""
+        return max(1, self.size.height - 1 - self._pinned_footer())
+
+    def _body_count(self) -> int:
+        return len(self.lines_for(self.size.width)) - 1 - self._footer_count
+
+    def _follow_cursor(self) -> None:
+        if not self.size.height:
+            return
+        visible = self._body_height()
+        self.top_row = min(self.top_row, max(0, self._body_count() - visible))
+        if self.cursor not in self._line_rows:
+            return
+        line = self._line_rows.index(self.cursor)
+        if line < self.top_row:
+            self.top_row = line
+        elif line >= self.top_row + visible:
+            self.top_row = line - visible + 1
+        if self.cursor == 0 and line < visible:
+            self.top_row = 0  # the first row: the parent processes above it show too
+
+    def render_line(self, y: int) -> Strip:
+        lines, height = self.lines_for(self.size.width), self.size.height
+        pinned = self._pinned_footer()
+        if y == 0:   # the column header stays put
+            return lines[0]
+        if pinned and height - pinned <= y < height:   # so does the summary, at the bottom
+            return lines[len(lines) - (height - y)]
+        index = self.top_row + y
+        if index < len(lines):
+            return lines[index]
+        return Strip.blank(self.size.width, self._base_style)
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._follow_cursor()
+
+    def on_mouse_scroll_down(self, event: events.MouseScrollDown) -> None:
+        self.top_row = min(self.top_row + 1, max(0, self._body_count() - self._body_height()))
+        self.refresh()
+
+    def on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
+        self.top_row = max(0, self.top_row - 1)
+        self.refresh()
+
+    # ------------------------------------------------------------------ actions
     def action_cursor(self, delta: int) -> None:
         if self.rows:
             self.cursor = min(max(self.cursor + delta, 0), len(self.rows) - 1)
             self.invalidate()
+            self._follow_cursor()
+
+    def action_page(self, pages: int) -> None:
+        self.action_cursor(pages * self._body_height())
 
     def action_details(self) -> None:
         if self.rows:
@@ -173,8 +239,10 @@ class ProcessTable(LineWidget, can_focus=True):
             for start, end, key in self._header_spans:
                 if start <= offset.x < end and key != "status":
                     self.post_message(self.SortChanged(key))
-        elif 1 <= offset.y <= len(self._line_rows):
-            index = self._line_rows[offset.y - 1]
-            if index is not None:
-                self.cursor = index
-                self.invalidate()
+            return
+        if offset.y >= self.size.height - self._pinned_footer():
+            return   # the summary
+        line = offset.y - 1 + self.top_row
+        if 0 <= line < len(self._line_rows) and self._line_rows[line] is not None:
+            self.cursor = self._line_rows[line]
+            self.invalidate()

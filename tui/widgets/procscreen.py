@@ -9,8 +9,10 @@ from textual.screen import ModalScreen, Screen
 from textual.strip import Strip
 from textual.widgets import Static
 
+from monitor.errors import one_line
 from tui.braille import braille_rows
-from tui.fmt import core_ranges, human_bytes, per_second, percent, pid_text, tflops, wrap_words
+from tui.fmt import (core_ranges, count_text, human_bytes, per_second, percent, pid_text, tflops,
+                     wrap_words)
 from tui.procdetail import ProcessDetail
 from tui.procs import ProcessRow
 from tui.widgets.base import LineWidget, strip
@@ -57,7 +59,9 @@ class ProcessDetailView(LineWidget, can_focus=True):
         if d is None:
             return [strip([(f"{pid_text(self.pid)}: waiting for its report…", muted)])]
         row = d.row
-        head = (f"{pid_text(row.pid)} · {row.tag} · {len(row.cores)} cores ({core_ranges(row.cores)}) · "
+        cores = f"{count_text(len(row.cores), 'core')} ({core_ranges(row.cores)})"
+        # stream text escaped before it is measured (strip() would escape it after)
+        head = (f"{pid_text(row.pid)} · {one_line(row.tag)} · {cores} · "
                 f"NC utilization {percent(row.utilization)} · "
                 f"vCPU {vcpu_text(row, d.failed.get('neuron_runtime_vcpu_usage', ''))}")
         lines = [strip([(" " + part, self.style_of("detail--head"))])
@@ -66,7 +70,7 @@ class ProcessDetailView(LineWidget, can_focus=True):
             lines.append(strip([(" stopped reporting; showing its last report", self.style_of(
                 "detail--error"))]))
         elif row.status:
-            lines.append(strip([(fit_line(f" status: {row.status}", width),
+            lines.append(strip([(fit_line(f" status: {one_line(row.status)}", width),
                                  self.style_of("detail--error"))]))
         lines += self._history(d, width)
         lines += self._executions(d, width)
@@ -92,8 +96,9 @@ class ProcessDetailView(LineWidget, can_focus=True):
         return strip([(f" {title} ".ljust(width), self.style_of("detail--section"))])
 
     def _history(self, d: ProcessDetail, width: int) -> list[Strip]:
-        lines = [self._section(f"Utilization history, mean over its {len(d.row.cores)} cores "
-                               "(newest right)", width)]
+        cores = count_text(len(d.row.cores), "core")
+        lines = [self._section(f"Utilization history, mean over its {cores} (newest right)",
+                               width)]
         graph_w = max(4, width - LABEL - 9)
         for index, (label, series) in enumerate(d.history):
             height = 2 if index == 0 else 1
@@ -196,7 +201,7 @@ class ProcessScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         view = ProcessDetailView(self.pid, id="detail")
         # a tag is data, never markup
-        view.border_title = escape(f"Process {self.pid or '(pid unknown)'} ({self.tag})")
+        view.border_title = escape(f"Process {self.pid or '(pid unknown)'} ({one_line(self.tag)})")
         yield view
         keys = " esc back  o its app  arrows scroll  " + (
             "" if self.readonly else "I/T/K SIGINT/TERM/KILL  ") + "q quit"

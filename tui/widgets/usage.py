@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from monitor.errors import one_line
 from tui.braille import braille_rows
 from tui.fmt import core_ranges, fit, percent
 
@@ -25,7 +26,8 @@ def usage_lines(groups: list[Group], width: int, height: int) -> list[list[tuple
     for index, (tag, cores, series) in enumerate(shown):
         now = float(series[-1]) if series.size and np.isfinite(series[-1]) else None
         value = f" {percent(now)}"
-        lines.append([(fit(f"{tag} · NC {core_ranges(cores)}", width - len(value)), "usage--label"),
+        label = f"{one_line(tag)} · NC {core_ranges(cores)}"   # escaped before it is measured
+        lines.append([(fit(label, width - len(value)), "usage--label"),
                       (value, "usage--value")])
         rows = max(1, graph_rows + (1 if index < extra else 0))
         lines += [[(row, "usage--graph")] for row in braille_rows(series, width, rows, top=1.0)]
