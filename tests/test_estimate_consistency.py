@@ -448,3 +448,14 @@ def test_zero1_asked_for_without_data_parallelism_is_warned_about():
     assert any("zero1=on has no effect with dp=1" in w for w in r["warnings"])
     quiet = estimate("llama3-8b:seq=4096,gbs=8", TRN2, Placement(cores=8, tp=8, dp=1))
     assert "warnings" not in quiet
+
+
+def test_a_decoders_traced_forward_pays_no_generation_start():
+    """`mode=infer` is one traced forward pass: its host side is the outputs' copy back, as an
+    encoder's; the request start (sampling, the program switch) is a generation's, prefill's."""
+    infer = estimate("llama3-8b:mode=infer,seq=512", TRN2, TP8)
+    prefill = estimate("llama3-8b:mode=prefill,in=512", TRN2, TP8)
+    start = TRN2.costs.generation_start_s
+    assert prefill["breakdown"]["overhead_s"] >= start
+    assert infer["breakdown"]["overhead_s"] < start / 10
+    assert infer["latency_s"] < prefill["latency_s"] - 0.9 * start

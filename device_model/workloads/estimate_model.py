@@ -248,9 +248,10 @@ def estimate_infer(plan: InferencePlan, mode: str) -> dict:
     spec, lay, inst = plan.spec, plan.spec.layout, plan.inst
     mem = plan.check_memory()
     overhead = inst.costs.exec_overhead_s
-    # host-side time of the forward over the prompt: a decoder's first token waits for its
-    # request's start, an encoder's forward for its outputs' return to the host
-    host = (inst.costs.generation_start_s if plan.cfg.causal
+    # host-side time of the forward over the prompt: a generation request's first token waits
+    # for the request's start; a traced forward pass (an encoder's, or a decoder's mode=infer)
+    # for its outputs' return to the host
+    host = (inst.costs.generation_start_s if plan.cfg.causal and mode != "infer"
             else plan.output_bytes() / inst.costs.host_copy_bytes_per_s)
     ttft = plan.prefill.time + overhead + host
     out = {"mode": mode, "model": _model_info(plan.cfg),
