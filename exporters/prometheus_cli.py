@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from exporters.exporter import PrometheusExporter, package_version
-from exporters.server import MetricsHTTPServer, TlsReloader, serve_in_thread
+from exporters.server import MetricsHTTPServer, TlsReloader, serve_in_thread, tls_problem
 from monitor.errors import one_line
 from monitor.live import InputError, collector_reports
 from monitor.report import Report
@@ -92,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         tls = TlsReloader(args.cert_file, args.key_file) if args.cert_file else None
     except (OSError, ssl.SSLError) as exc:
-        print(f"{PROG}: error: cannot load the TLS certificate/key: {exc}", file=sys.stderr)
+        problem = tls_problem(Path(args.cert_file), Path(args.key_file), exc)
+        print(f"{PROG}: error: cannot load the TLS certificate/key: {problem}", file=sys.stderr)
         return 2
     exporter = PrometheusExporter(notice=_notice, k8s_labels=args.enable_k8s_info)
     try:

@@ -236,6 +236,24 @@ class MetricsHTTPServer(http.server.ThreadingHTTPServer):
         return self.server_address[1]
 
 
+def tls_problem(cert_file: Path, key_file: Path, exc: Exception) -> str:
+    """What is wrong with a certificate/key pair, naming the file: OpenSSL says only "[SSL] PEM
+    lib (_ssl.c:3905)" for a file that holds no PEM block at all."""
+    if isinstance(exc, OSError) and not isinstance(exc, ssl.SSLError):
+        return f"{exc.filename or cert_file}: {exc.strerror or exc}"
+    for path, marker, what in ((cert_file, b"-----BEGIN CERTIFICATE-----", "certificate"),
+                               (key_file, b"PRIVATE KEY-----", "private key")):
+        try:
+            if marker not in path.read_bytes():
+                return f"{path}: holds no PEM {what}"
+        except OSError as err:
+            return f"{path}: {err.strerror or err}"
+    reason = getattr(exc, "reason", None) or ""
+    if reason == "KEY_VALUES_MISMATCH":
+        return f"{key_file} is not the private key of {cert_file}"
+    return f"{cert_file} / {key_file}: {reason or exc}"
+
+
 class TlsReloader:
     """An SSL context whose certificate and key are reloaded when either file changes."""
 
@@ -271,8 +289,8 @@ class TlsReloader:
             if digest:
                 self._refused = digest
                 self.refusal = (f"the changed TLS certificate or key cannot be loaded "
-                                f"({getattr(exc, 'reason', None) or exc}); still serving the "
-                                "previous pair")
+                                f"({tls_problem(self.cert_file, self.key_file, exc)}); still "
+                                "serving the previous pair")
             return False
         self._digest, self._refused = digest, ""
         return True

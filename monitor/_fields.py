@@ -140,13 +140,13 @@ def nonneg(value: Any, path: str) -> float:
 
 def count(value: Any, path: str) -> int:
     """A non-negative integer; integral floats (1.0) are accepted and become ints."""
-    t = type(value)
+    t, given = type(value), value
     if t is float and value.is_integer():
         value = int(value)
     elif t is not int:
         fail(path, "missing" if value is None else f"expected integer, got {kind(value)}")
-    if not 0 <= value <= _U64_MAX:
-        fail(path, f"expected a non-negative 64-bit integer, got {value}")
+    if not 0 <= value <= _U64_MAX:       # as written: 1e300 is not echoed as 301 digits
+        fail(path, f"expected a non-negative 64-bit integer, got {given!r}")
     return value
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from monitor.errors import ConfigError
+from monitor.errors import ConfigError, not_utf8
 from monitor.vocab import RENAMED_GROUPS as _RENAMED
 from monitor.vocab import RUNTIME_GROUPS, SYSTEM_GROUPS
 
@@ -91,6 +91,9 @@ class MonitorConfig:
             raise ConfigError(f"{os.fspath(path)}: cannot read config ({exc.strerror})") from None
         if len(raw) > MAX_CONFIG_BYTES:
             raise ConfigError(f"{os.fspath(path)}: config is larger than 1 MiB")
+        problem = not_utf8(raw)
+        if problem:
+            raise ConfigError(f"{os.fspath(path)}: {problem}")
         try:
             data = orjson.loads(raw)
         except orjson.JSONDecodeError as exc:

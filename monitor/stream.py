@@ -23,7 +23,7 @@ from typing import IO
 
 import orjson
 
-from monitor.errors import ReportError, one_line
+from monitor.errors import ReportError, not_utf8, one_line
 from monitor.report import Report
 
 __all__ = ["ReportStream", "classify_line", "DEFAULT_MAX_LINE_BYTES", "LINE_KINDS"]
@@ -46,7 +46,9 @@ def classify_line(line: bytes | str, received_at: float | None = None
     try:
         data = orjson.loads(line)
     except orjson.JSONDecodeError as exc:
-        return None, _decode_error_kind(line, exc), str(exc).split("\n", 1)[0]
+        kind = _decode_error_kind(line, exc)
+        detail = not_utf8(line) if kind == "not_utf8" else None
+        return None, kind, detail or str(exc).split("\n", 1)[0]
     if type(data) is not dict:
         return None, "not_object", f"expected a JSON object, got {type(data).__name__}"
     try:
@@ -105,7 +107,8 @@ class ReportStream:
 
     def _parse(self, line: bytes | str) -> Report | None:
         if len(line) > self._max:
-            self._skip("too_long", f"{len(line)} bytes exceeds the {self._max}-byte limit")
+            # a reader cuts such a line short: its length here is not the line's own
+            self._skip("too_long", f"longer than the {self._max:,}-byte limit")
             return None
         if not line.strip():
             return None

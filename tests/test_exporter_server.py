@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families as parse_tex
 from exporters.exporter import PrometheusExporter
 from exporters.exposition import Exposition
 from exporters.server import (MetricsHTTPServer, TlsReloader, accepts_gzip, serve_in_thread,
-                              wants_openmetrics)
+                              tls_problem, wants_openmetrics)
 from exporters.textformat import OPENMETRICS_CONTENT_TYPE, TEXT_CONTENT_TYPE
 from monitor.report import Report
 
@@ -218,6 +218,21 @@ def test_broken_replacement_certificate_keeps_the_old_one(tmp_path):
         TlsReloader(cert, key)
     cert.write_text("still not one")       # another bad change: said again
     assert tls.reload_if_changed() is False and "cannot be loaded" in tls.refusal
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
+def test_a_pair_that_cannot_load_names_the_file_and_why(tmp_path):
+    """OpenSSL's own words were "[SSL] PEM lib (_ssl.c:3905)", naming no file."""
+    cert, key = make_cert(tmp_path, "first")
+    other_cert, other_key = make_cert(tmp_path, "other")
+    cases = ((cert, cert, f"{cert}: holds no PEM private key"),
+             (key, key, f"{key}: holds no PEM certificate"),
+             (cert, other_key, f"{other_key} is not the private key of {cert}"),
+             (cert, tmp_path / "missing.key", f"{tmp_path / 'missing.key'}: No such file"))
+    for cert_file, key_file, message in cases:
+        with pytest.raises((OSError, ssl.SSLError)) as failed:
+            TlsReloader(cert_file, key_file)
+        assert tls_problem(cert_file, key_file, failed.value).startswith(message)
 
 
 def test_slow_clients_are_bounded_and_scrapes_go_on(exporter, monkeypatch):

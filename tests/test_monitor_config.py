@@ -171,3 +171,14 @@ def test_periods_below_the_minimum_are_refused(text):
     with pytest.raises(ConfigError, match="at least 10ms"):
         parse_period(text)
     assert parse_period("10ms") == pytest.approx(0.01)
+
+
+@pytest.mark.parametrize("raw, message", [
+    ('{"period": "1s"}'.encode("utf-16"), "UTF-16 text (it starts with a UTF-16 byte-order mark)"),
+    (b'{"period": "1s\xff"}', "not UTF-8 text: byte 0xff at offset 14"),
+])
+def test_a_config_that_is_not_utf8_says_how(tmp_path, raw, message):
+    path = tmp_path / "monitor.json"
+    path.write_bytes(raw)
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        MonitorConfig.from_file(path)

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -171,6 +172,11 @@ def test_instance_round_trip(root: Path):
     assert back.connected_devices[0] == (12, 3, 4, 1)
     assert describe_instance(inst, 7, 1.0, [], 0, 0.0).instance_id == desc.instance_id
     assert describe_instance(inst, 8, 1.0, [], 0, 0.0).instance_id != desc.instance_id
+    # another instance type, or another host, started with the same seed: another id
+    trn1 = describe_instance(instance("trn1.32xlarge"), 7, 1.0, [], 0, 0.0)
+    assert trn1.instance_id != desc.instance_id
+    with mock.patch("socket.gethostname", return_value="another-host"):
+        assert describe_instance(inst, 7, 1.0, [], 0, 0.0).instance_id != desc.instance_id
     assert ((root / "instance.json").stat().st_mode & 0o777) == 0o600
     (root / "instance.json").write_bytes(b"{not json")
     with pytest.raises(CorruptCounters):

@@ -103,3 +103,15 @@ def test_no_exception_escapes_and_every_line_is_accounted(lines):
     assert len(err.getvalue().splitlines()) == len(stream.errors)
     assert lines.count(GOOD) <= good
     assert set(stream.errors) <= set(LINE_KINDS)    # the exporter's counter starts each at 0
+
+
+def test_bad_bytes_and_huge_numbers_are_named_as_given():
+    """Where the byte is and what it is (orjson said only "str is not valid UTF-8: surrogates
+    not allowed: line 1 column 1"), and a count too large as written, not as 301 digits."""
+    _, kind, detail = classify_line(b'{"neuron_runtime_data": [], "x": "\xff"}')
+    assert kind == "not_utf8" and detail == ("not UTF-8 text: byte 0xff at offset 34 "
+                                             "(invalid start byte)")
+    doc = orjson.loads(GOOD)
+    doc["neuron_runtime_data"][0]["pid"] = 1e300
+    _, kind, detail = classify_line(orjson.dumps(doc))
+    assert kind == "wrong_type" and detail.endswith("got 1e+300"), detail

@@ -6,10 +6,12 @@ import contextlib
 import fcntl
 import os
 import signal
+import socket
 import stat
 import subprocess
 import sys
 import time
+import zlib
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -38,8 +40,11 @@ class SimError(SpecError):
 
 def describe_instance(inst: Instance, seed: int, speed: float, apps: list[AppSpec],
                       launcher_pid: int, started_at: float) -> SimInstance:
-    """instance_info with ids that are stable for a seed, hardware info and topology."""
-    rng = np.random.default_rng([seed, 0x1D])
+    """instance_info with ids that are stable for a seed, an instance type and a host, hardware
+    info and topology. The type and host are drawn in: with the default seed, every simulated
+    host of a fleet (and a trn1 beside a trn2) had one instance id, and their series merged."""
+    host = zlib.crc32(socket.gethostname().encode())
+    rng = np.random.default_rng([seed, 0x1D, zlib.crc32(inst.spec.name.encode()), host])
     region, prefix = REGIONS[int(rng.integers(len(REGIONS)))]
     zone = int(rng.integers(3))
     spec, dev = inst.spec, inst.device
