@@ -84,7 +84,8 @@ class PrometheusExporter:
         groups = extract(report, ctx, problems)
         if self._k8s_labels:
             groups = with_k8s_labels(groups, report.k8s)
-        self.state.apply(groups)
+        tags = Counter(r.tag for r in report.runtimes)
+        self.state.apply(groups, frozenset(t for t, n in tags.items() if n > 1))
         self.state.keep_runtimes({r.tag for r in report.runtimes})
         if report.hardware.device_count == 0 and not report.hardware.error:
             self.state.drop_devices()

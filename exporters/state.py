@@ -132,22 +132,26 @@ class MetricState:
             fam = self.families[spec.name] = Family(spec, self.instance)
         return fam
 
-    def apply(self, groups: Iterable[GroupSamples]) -> None:
+    def apply(self, groups: Iterable[GroupSamples], shared_tags: frozenset[str] = frozenset()
+              ) -> None:
+        """`shared_tags`: tags more than one runtime of the report has (torchrun workers that
+        inherit one NEURON_PROCESS_TAG): the gauges of the second and later runtimes under one
+        join the first's instead of overwriting them."""
         now = self._clock()
         replaced: dict[str, dict[str | None, set[tuple[str, ...]]]] = {}
         tags_seen: set[str | None] = set()
-        gauges_set: dict[str, set[tuple[str, ...]]] = {}    # keys set by this report's runtimes
+        gauges_set: dict[str, set[tuple[str, ...]]] = {}    # keys set under shared tags
         for group in groups:
-            # a second runtime under a tag already seen in this report (torchrun workers that
-            # inherit one NEURON_PROCESS_TAG): its gauges join the first's, not overwrite them
-            shared = group.runtime_tag is not None and group.runtime_tag in tags_seen
-            tags_seen.add(group.runtime_tag)
+            tag = group.runtime_tag
+            sharing = tag in shared_tags
+            joins = sharing and tag in tags_seen
+            tags_seen.add(tag)
             for spec, samples in group.families:
                 fam = self.family(spec)
                 counts = spec.kind == "counter" and not spec.replaced
-                if group.runtime_tag is not None and not counts and not spec.replaced:
+                if sharing and not counts and not spec.replaced:
                     done = gauges_set.setdefault(spec.name, set())
-                    if shared:
+                    if joins:
                         samples = fam.joined(samples, spec.adds_up, done)
                     done.update(key for key, _ in samples)
                 (fam.add_counts if counts else fam.set_gauges)(samples, now)
