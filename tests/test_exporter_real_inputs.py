@@ -7,10 +7,10 @@ import copy
 import json
 import pathlib
 
-from prometheus_client.parser import text_string_to_metric_families
-
 from exporters.exporter import PrometheusExporter
 from monitor.report import Report
+from tests.test_exporter_runtime_series import ingest
+from tests.test_exporter_runtime_series import series as scrape
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 
@@ -19,18 +19,9 @@ def load(name: str) -> dict:
     return json.loads((FIXTURES / name).read_text())
 
 
-def scrape(exporter: PrometheusExporter, name: str) -> dict[tuple, float]:
-    out = {}
-    for family in text_string_to_metric_families(exporter.current.text.decode()):
-        for sample in family.samples:
-            if sample.name == name:
-                out[tuple(sorted(sample.labels.items()))] = sample.value
-    return out
-
-
 def feed(exporter: PrometheusExporter, *docs: dict) -> None:
     for doc in docs:
-        exporter.ingest(Report.from_json(json.dumps(doc).encode(), received_at=1.0))
+        ingest(exporter, doc)
 
 
 def test_a_core_moved_to_another_pod_is_counted_once():
