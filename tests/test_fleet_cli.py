@@ -200,9 +200,10 @@ def _drive_tmux(tmp_path, url: str, instance_ids: list[str]) -> None:
         wait_for(instance_ids[1], absent=(instance_ids[0],))
         keys("Escape")
         wait_for(*instance_ids)
-        keys("Enter")                     # the first row, sorted by instance id
-        first = sorted(instance_ids)[0]
-        wait_for(f"running on {first}", "NeuronCore", "Neuron Apps")
+        # the cursor stays on the instance it was on while filtered (the rows are sorted by
+        # instance id, so where that row is depends on the ids)
+        keys("Enter")
+        wait_for(f"running on {instance_ids[1]}", "NeuronCore", "Neuron Apps")
         keys("Escape")
         wait_for("2 up, 0 down")
         keys("q")
