@@ -71,9 +71,11 @@ class PrometheusExporter:
         if self._context is None:
             self._context = fresh
             self.state.instance = fresh.instance
-        elif any(fresh.instance) and fresh.instance != self._context.instance:
+        elif _instance_id(fresh) and _instance_id(fresh) != _instance_id(self._context):
             # The instance is known now (the first reports came before its metadata could be
             # read) or is another: every series names it, so they start over under its labels.
+            # Judged by the id alone: a report whose other metadata reads differently (a field
+            # missing once) must not reset every counter.
             self._context = fresh
             self.state = MetricState(self._clock, fresh.instance)
         elif (later := self._context.with_hardware_of(report.hardware)) is not self._context:
@@ -174,3 +176,8 @@ class PrometheusExporter:
         h.family(spec["neuron_exporter_series"]).set_gauges(
             [((), float(self.state.series_count()))], now)
         h.family(spec["neuron_exporter_build_info"]).set_gauges([((package_version(),), 1.0)], now)
+
+
+def _instance_id(context: Context) -> str:
+    """The instance id among a context's instance label values ("" while unknown)."""
+    return dict(zip(mt.INSTANCE_LABELS, context.instance)).get("instance_id", "")

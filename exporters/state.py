@@ -141,6 +141,7 @@ class MetricState:
         replaced: dict[str, dict[str | None, set[tuple[str, ...]]]] = {}
         tags_seen: set[str | None] = set()
         gauges_set: dict[str, set[tuple[str, ...]]] = {}    # keys set under shared tags
+        placed: dict[str, list[tuple[str, ...]]] = {}      # keys of placement-labelled families
         for group in groups:
             tag = group.runtime_tag
             sharing = tag in shared_tags
@@ -156,12 +157,15 @@ class MetricState:
                     done.update(key for key, _ in samples)
                 (fam.add_counts if counts else fam.set_gauges)(samples, now)
                 if spec.placement_labels:
-                    fam.keep_latest_placement((key for key, _ in samples), spec.placement_labels)
+                    placed.setdefault(spec.name, []).extend(key for key, _ in samples)
                 if spec.replaced:      # a runtime's set of series is what it carries now
                     replaced.setdefault(spec.name, {}).setdefault(group.runtime_tag, set()).update(
                         key for key, _ in samples)
         for name, kept in replaced.items():
             self.families[name].replace_runtimes(kept)
+        for name, keys in placed.items():     # once per family and report, all runtimes at once
+            fam = self.families[name]
+            fam.keep_latest_placement(keys, fam.spec.placement_labels)
 
     def set_info(self, spec: mt.MetricSpec, values: tuple[str, ...], update: bool = False) -> None:
         """An info metric is set from the first report, as AWS's exporter does; with `update`,

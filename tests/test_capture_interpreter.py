@@ -168,11 +168,11 @@ def test_torchrun_from_its_own_venv_runs_its_workers_there(torch_venv, tmp_path)
 MAIN_MODULE = '''
 import pickle, sys
 class Point:
-    pass
+    x: int = 0          # evaluated, not a string: the capture's own __future__ flags stay its own
 names = {k: type(v).__name__ if k == "__loader__" else repr(v)
          for k, v in dict(globals()).items() if k.startswith("__") and k != "__builtins__"}
 print("REPORT", sys.argv, sys.path[0], sorted(names.items()), type(__builtins__).__name__,
-      type(pickle.loads(pickle.dumps(Point()))).__module__)
+      type(pickle.loads(pickle.dumps(Point()))).__module__, Point.__annotations__)
 '''
 
 

@@ -170,3 +170,15 @@ def test_the_prometheus_exporter_keeps_both_processes_of_a_shared_tag():
     info = [line for line in text.splitlines() if line.startswith("neuron_runtime_info{")]
     pids = {twin["pid"] - 1, twin["pid"]}
     assert len(info) == 2 and all(any(f'pid="{p}"' in line for line in info) for p in pids)
+
+
+def test_a_value_beyond_what_cloudwatch_takes_is_left_out_and_a_tiny_one_is_zero():
+    doc = copy.deepcopy(BASE)
+    devices = doc["system_data"]["neuron_device_counters"]["neuron_devices"]
+    devices[0]["power_watts"] = 1e200          # PutMetricData refuses beyond 2^360
+    devices[1]["power_watts"] = 1e-200         # and stores anything below 2^-360 as 0
+    (records,), problems = emf(doc)
+    powers = metric(records, "neuron_device_power_watts")
+    assert 1e200 not in powers and 0.0 in powers
+    assert any(p.kind == "value_range" and "neuron_device_power_watts" in p.message
+               for p in problems)

@@ -84,6 +84,8 @@ def test_a_count_that_is_not_whole_per_step_shows_its_fraction(one_phase_and_two
 
 
 @pytest.mark.parametrize("count, text", [(0, "0"), (54, "54"), (0.5, "0.5"), (13.5, "13.5"),
-                                         (1 / 3, "0.33"), (2.25, "2.25"), (1e6, "1000000")])
+                                         (1 / 3, "0.33"), (2.25, "2.25"), (1e6, "1000000"),
+                                         # no bare trailing dot: once in 300 steps, 599 in 300
+                                         (1 / 300, "0.003"), (599 / 300, "2")])
 def test_count_text(count, text):
     assert count_text(count) == text

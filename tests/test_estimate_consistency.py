@@ -440,6 +440,16 @@ def test_cores_given_over_several_nodes_are_spread_over_them(capsys):
     assert decode["parallel"]["tp_link"] != "efa"       # the default tp stays within a node
     assert "does not split evenly over --nodes 3" in _fails(
         capsys, ["-w", spec, "-i", "trn2.48xlarge", "--nodes", "3", "--cores", "64"])
+    # 24 ranks a node: the default tp divides them (16 would put a group across EFA)
+    trn1 = instance("trn1.32xlarge")
+    spread = estimate("llama3-8b:mode=prefill", trn1, Placement(cores=48, nodes=2))
+    assert 24 % spread["parallel"]["tp"] == 0 and spread["parallel"]["tp_link"] != "efa"
+    assert "splits TP groups across nodes" in _fails(
+        capsys, ["-w", "llama3-8b:mode=prefill", "-i", "trn1.32xlarge", "--nodes", "2",
+                 "--cores", "48", "--tp", "16"])
+    # mlp's one core a node by default, not a --cores 1 nobody gave
+    mlp = estimate("mlp", TRN2, Placement(nodes=2))
+    assert mlp["parallel"]["dp"] == 2 and mlp["parallel"]["dp_link"] == "efa"
 
 
 def test_zero1_asked_for_without_data_parallelism_is_warned_about():

@@ -93,3 +93,17 @@ def test_processes_under_one_tag_add_their_memory():
         assert both[key] == 2 * value
     latency = scrape(exporter, "execution_latency_seconds")
     assert latency == scrape(alone, "execution_latency_seconds")      # not added: the larger
+
+
+def test_metadata_read_differently_under_the_same_id_keeps_the_counters():
+    """Only a new instance id starts the series over: a report missing another field of the
+    instance's metadata once must not reset every counter."""
+    first = load("neuron_monitor_aws_example.json")
+    again = copy.deepcopy(first)
+    del again["instance_info"]["instance_name"]
+    exporter = PrometheusExporter(clock=lambda: 1.0)
+    feed(exporter, first)
+    before = sum(scrape(exporter, "execution_status_total").values())
+    feed(exporter, again)
+    after = sum(scrape(exporter, "execution_status_total").values())
+    assert before > 0 and after == 2 * before

@@ -82,6 +82,10 @@ def test_vs_between_modes_shows_each_sides_own_figures(capsys):
     r = _json(capsys, prefill)
     assert "tokens_per_s" not in r["ratio"] and "breakdown" not in r["ratio"]
     assert r["ratio"]["ttft_s"] == pytest.approx(1.0)
+    assert main(["estimate", "-w", "mlp", "--vs", "mode=infer"]) == 0     # text as the JSON
+    rows = {line[2:22].strip(): line[22:].split() for line in capsys.readouterr().out.splitlines()
+            if line.startswith("  ") and len(line) > 22}
+    assert rows["step time"][-1] == "\u2013"
     same = _json(capsys, LLAMA_DECODE + ["--vs", "out=64"])          # one kind of step
     assert {"tokens_per_s", "breakdown", "step_time_s"} <= set(same["ratio"])
 

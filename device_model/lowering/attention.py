@@ -31,10 +31,10 @@ def _pairs(q_rows: int, kv_len: int, causal: bool) -> int:
 
 def _core_share(pairs: int, shard: int) -> tuple[int, int]:
     """(sequence, KV head) pairs one physical core of a logical core takes, and the number of
-    parts each pair's query tiles are split into. With LNC=2 the pairs are shared out; where
-    there are fewer pairs than physical cores (one sequence, one KV head a rank: GQA at
-    tp >= kv_heads) a pair's query tiles are split instead, or one core would do all the work
-    while the model counted it on both."""
+    parts each pair is split into. With LNC=2 the pairs are shared out; where there are fewer
+    pairs than physical cores (one sequence, one KV head a rank: GQA at tp >= kv_heads) a
+    pair is split instead, by its query tiles or, for a single query tile, by its keys (as
+    flash decoding does), or one core would do all the work while the model counted it on both."""
     if pairs >= shard:
         return math.ceil(pairs / shard), 1
     return 1, shard // pairs
@@ -46,8 +46,19 @@ def lower_attention(op: Op, ctx: CoreContext) -> list[Stage]:
     groups, q_parts = _core_share(op.get("batch"), ctx.shard)
     q_rows, kv_len, d = op.get("q_rows"), op.get("kv_len"), op.get("head_dim")
     backward = op.get("backward")
-    n = groups * math.ceil(_pairs(q_rows, kv_len, op.get("causal")) / q_parts)
-    q_rows = math.ceil(q_rows / q_parts)             # this core's query rows (all of K and V)
+    # the (query tile, key tile) pairs are shared out whole, the tiles as large as unsplit;
+    # each core reads its part of the split side (its query rows, or its keys) and all the other
+    pairs = _pairs(q_rows, kv_len, op.get("causal"))
+    per_core = math.ceil(pairs / q_parts)
+    n = groups * per_core
+    # an odd count leaves the last core a pair short: its FLOPs, counted on every core, are
+    # scaled to the pairs there are (the time is the busier core's)
+    exact = pairs / (q_parts * per_core)
+    q_io, kv_io = q_rows, kv_len
+    if q_parts > 1 and math.ceil(q_rows / Q_TILE) < q_parts:
+        kv_io = math.ceil(kv_len / q_parts)     # one query tile: each core takes part of the keys
+    elif q_parts > 1:
+        q_io = math.ceil(q_rows / q_parts)      # each core its query tiles, against all the keys
     kv_cols = min(KV_TILE, kv_len)
     q_cols = min(Q_TILE, q_rows)
     k_tiles = math.ceil(d / dev.pe_rows)
@@ -56,11 +67,11 @@ def lower_attention(op: Op, ctx: CoreContext) -> list[Stage]:
     pv_mms = math.ceil(kv_cols / dev.pe_rows)
     transpose_cyc = pv_mms * max(q_cols, min(c.mm_min_cycles, dev.pe_cols))
     pv_cyc = (pv_mms * mm(d) + transpose_cyc) * (3 if backward else 1)   # PV (dV, dQ, dK)
-    flops_qk = 2.0 * q_cols * kv_cols * d * (2 if backward else 1)
-    flops_pv = 2.0 * q_cols * kv_cols * d * (3 if backward else 1)
-    t_flops = 2.0 * q_cols * kv_cols * dev.pe_rows * (3 if backward else 1)
+    flops_qk = 2.0 * q_cols * kv_cols * d * (2 if backward else 1) * exact
+    flops_pv = 2.0 * q_cols * kv_cols * d * (3 if backward else 1) * exact
+    t_flops = 2.0 * q_cols * kv_cols * dev.pe_rows * (3 if backward else 1) * exact
 
-    io = float(groups) * (q_rows + 2 * kv_len) * d * dt.bytes * (2 if backward else 1)
+    io = float(groups) * (q_io + 2 * kv_io) * d * dt.bytes * (2 if backward else 1)
     sizes = chunk(io, ctx)
     loads = load_stage(sizes, Q_INPUT, ctx, (Dep(INPUTS),))
     full = lambda v: np.full(n, float(v))                                  # noqa: E731
@@ -80,6 +91,6 @@ def lower_attention(op: Op, ctx: CoreContext) -> list[Stage]:
                (Dep(3, np.arange(n)),), c.semaphore_latency_s, flops=flops_pv,
                hw_flops=flops_pv + t_flops, transpose_flops=t_flops, adj_flops=flops_pv,
                adj_hw_flops=flops_pv + t_flops, sbuf_r=q_cols * kv_cols * dt.bytes)
-    out = chunk(float(groups) * (q_rows + (2 * kv_len if backward else 0)) * d * dt.bytes, ctx)
+    out = chunk(float(groups) * (q_io + (2 * kv_io if backward else 0)) * d * dt.bytes, ctx)
     store = store_stage(out, Q_OUTPUT, ctx, (Dep(4, spread_bytes(out, n)),))
     return [loads, qk, exp, stats, pv, store]

@@ -133,7 +133,9 @@ def resolve_layout(inst: Instance, nodes: int, cores: int | None, tp: int | None
         elif training or replicas_first:
             tp = 1
         else:
-            tp = _largest_divisor(heads, min(ranks // nodes, ranks // fixed), max(1, ranks // fixed))
+            # within a node, and dividing a node's ranks, so that no TP group straddles two
+            tp = _largest_divisor(heads, min(ranks // nodes, ranks // fixed),
+                                  math.gcd(max(1, ranks // fixed), ranks // nodes))
     if pp is None:
         pp = 1 if dp is None else max(1, ranks // (tp * dp))
     if dp is None:
@@ -145,6 +147,12 @@ def resolve_layout(inst: Instance, nodes: int, cores: int | None, tp: int | None
         raise SpecError(_mismatch(given, tp, pp, dp, ranks, where))
     if ranks % nodes:         # --cores over --nodes: each node runs its equal share
         raise SpecError(f"--cores {ranks} does not split evenly over --nodes {nodes}")
+    per_node_ranks = ranks // nodes
+    if per_node_ranks % tp and tp % per_node_ranks:
+        # contiguous TP groups would straddle nodes unevenly (the model costs the first only)
+        raise SpecError(f"--tp {tp} splits TP groups across nodes: each of the {nodes} nodes "
+                        f"runs {per_node_ranks} ranks; give a tp that divides {per_node_ranks} "
+                        "or is a multiple of it")
     if not training and pp > 1:
         if given["pp"] is None:     # derived from tp and dp: the user asked for no pipeline
             raise SpecError(f"tp*dp = {tp * dp} does not fill the {where}, and inference has no "

@@ -13,6 +13,8 @@ GiB = 1 << 30
 BREAKDOWN = ("compute_s", "dma_s", "collective_exposed_s", "bubble_s", "optimizer_s", "overhead_s",
              "collective_hidden_s")
 _BREAKDOWN_LABELS = {k.removesuffix("_s").replace("_", " ") for k in BREAKDOWN}
+# the rows of _PER_STEP's figures (below): no ratio between steps of different kinds
+_PER_STEP_LABELS = _BREAKDOWN_LABELS | {"step time", "tokens/s"}
 _PLACEMENT_KEYS = {"instance": str, "nodes": int, "lnc": int, "tp": int, "pp": int, "dp": int,
                    "cores": int}
 
@@ -292,7 +294,7 @@ def format_comparison(a: dict, b: dict) -> str:
             lines += under_label("", tb, lead="B ")
             continue
         # seconds of one step against seconds of another kind of step: no ratio to take
-        unlike = steps_differ and label in _BREAKDOWN_LABELS
+        unlike = steps_differ and label in _PER_STEP_LABELS
         ratio = NO_RATIO if unlike or va is None or vb is None else ratio_text(va, vb, ta, tb)
         lines.append(f"  {label:<20} {ta:>22} {tb:>22} {ratio:>8}")
     if steps_differ:

@@ -97,7 +97,9 @@ def count_text(count: float) -> str:
     every other step is 0.5 per step, not 0)."""
     if float(count).is_integer():
         return f"{count:.0f}"
-    return f"{count:.2f}".rstrip("0")
+    if abs(count) < 0.01:            # once in 300 steps: 0.003, not a bare "0."
+        return f"{count:.1g}"
+    return f"{count:.2f}".rstrip("0").rstrip(".")     # 1.999: "2", not "2."
 
 
 def _maybe(text, value) -> str:

@@ -95,7 +95,9 @@ def _run_file(path: str) -> None:
     import types
     from importlib.machinery import SourceFileLoader
     with open(path, "rb") as fh:
-        code = compile(fh.read(), path, "exec")   # bytes: the file's coding cookie applies
+        # bytes: the file's coding cookie applies; dont_inherit: this module's own `from
+        # __future__ import annotations` must not become the script's
+        code = compile(fh.read(), path, "exec", dont_inherit=True)
     main = types.ModuleType("__main__")
     main.__file__, main.__cached__, main.__builtins__ = path, None, builtins
     main.__loader__ = SourceFileLoader("__main__", path)
