@@ -2,7 +2,7 @@
 
     python dashboards/generate.py          # rewrite neuron-monitor.json, neuronscope.json,
                                            # neuronscope-fleet.json and fleet-rules.yml
-    python dashboards/generate.py --check  # exit 1 if either file is out of date
+    python dashboards/generate.py --check  # exit 1 if any of the four is out of date
 
 neuron-monitor.json reproduces AWS's example dashboard (src/examples/neuron-monitor/
 neuron-monitor-grafana.json: title, uid, datasource "Prometheus", adhoc "Filters" variable,
@@ -12,6 +12,7 @@ screen's queries from monitor/fleet_queries.py (so it needs this repository on t
 """
 from __future__ import annotations
 
+import argparse
 import json
 import pathlib
 import sys
@@ -239,10 +240,17 @@ def outputs() -> dict:
 
 
 def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="generate.py", description="Write the dashboards and fleet rules of this folder "
+        "from their tables (neuron-monitor.json, neuronscope.json, neuronscope-fleet.json, "
+        "fleet-rules.yml).")
+    parser.add_argument("--check", action="store_true",
+                        help="write nothing; exit 1 if any file is out of date")
+    args = parser.parse_args(argv)       # --help, or an unknown flag, writes nothing
     files = {name: text() for name, text in outputs().items()}
     stale = [name for name, text in files.items()
              if not (HERE / name).exists() or (HERE / name).read_text() != text]
-    if "--check" in argv:
+    if args.check:
         for name in stale:
             print(f"dashboards/{name} is out of date: run python dashboards/generate.py",
                   file=sys.stderr)

@@ -12,7 +12,7 @@ from device_model.cliargs import non_negative_int, positive_int as _positive
 from device_model.errors import SpecError
 
 from . import __version__
-from .capture.options import DEFAULT_SESSION, CaptureOptions
+from .capture.options import DEFAULT_SESSION, RECORDER_KINDS, CaptureOptions
 from .errors import ProfilerUsageError
 from .model.profile import ProfileError
 
@@ -78,7 +78,7 @@ def _capture_parser(sub) -> None:
     c.add_argument("--steps", type=_step_window, metavar="FIRST[-[LAST]]",
                    help="scripts: record only these steps (5, 3-6 or 3-; counted from 1); the script "
                         "runs unrecorded outside them")
-    c.add_argument("--recorder", choices=("auto", "native", "python"), default="auto",
+    c.add_argument("--recorder", choices=RECORDER_KINDS, default="auto",
                    help="scripts: native (C++ RecordFunction hook, built on first use) or python "
                         "(TorchDispatchMode, no compiler needed); auto falls back to python")
 

@@ -1,4 +1,4 @@
-"""The import layering of DEVELOPERS.md: data flows device_model -> monitor -> {exporters, tui},
+"""The import layering of docs/architecture.md: data flows device_model -> monitor -> {exporters, tui},
 and device_model -> profiler. textual lives only in tui/, prometheus_client only in exporters/."""
 from __future__ import annotations
 
@@ -44,6 +44,13 @@ def layering_violations(root: pathlib.Path) -> list[str]:
 def test_packages_exist():
     for pkg in ALLOWED:
         assert (ROOT / pkg / "__init__.py").is_file(), pkg
+
+
+def test_every_package_has_its_place_in_the_layering():
+    """A new top-level package (a sink that imports only monitor, say) is checked only once it
+    is in ALLOWED: one that is not fails here rather than going unchecked."""
+    packages = {p.parent.name for p in ROOT.glob("*/__init__.py")} - {"tests"}
+    assert packages == set(ALLOWED), packages ^ set(ALLOWED)
 
 
 def test_imports_follow_the_layering():

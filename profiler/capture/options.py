@@ -11,6 +11,9 @@ from dataclasses import asdict, dataclass, field, fields
 
 import json
 
+# the recorders `--recorder` and $NEURONSCOPE_RECORDER choose between (recorders.py starts them)
+RECORDER_KINDS = ("auto", "native", "python")
+
 DEFAULT_SESSION = "profile.nsprof"
 
 

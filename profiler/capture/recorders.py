@@ -4,9 +4,8 @@ from __future__ import annotations
 import os
 from typing import Callable
 
+from .options import RECORDER_KINDS
 from .recording import RecorderBase
-
-RECORDER_KINDS = ("auto", "native", "python")
 
 
 def start_recorder(kind: str | None = None, steps: tuple[int, int | None] | None = None,
