@@ -84,16 +84,25 @@ class CollectorSource(Source):
             on_close()
 
 
-def local_instance_source() -> Source | None:
-    """The simulated instance `neuron-sim start` left running for this user, if any."""
+def local_instance_source(root: pathlib.Path | None = None) -> Source | None:
+    """The simulated instance `neuron-sim start` left running for this user (in `root`, if
+    given: `neuron-sim start --root DIR`), if any. A root that does not exist is not made; one
+    named that is not safe to read (open to others) raises its ValueError."""
+    from device_model.runtime.rundir import RuntimeDirError
     from device_model.runtime.shm import read_instance
+    if root is not None and not os.path.lexists(root):
+        return None
     try:
-        desc = read_instance(None)
+        desc = read_instance(root)
+    except RuntimeDirError:
+        if root is not None:
+            raise
+        return None
     except (OSError, ValueError):
         return None
     if desc is None:
         return None
-    return CollectorSource(None, label=f"local simulated {desc.instance_type}")
+    return CollectorSource(root, label=f"local simulated {desc.instance_type}")
 
 
 def simulated_demo_source(instance_name: str = "trn2.48xlarge", seed: int = 0) -> Source:

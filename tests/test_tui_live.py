@@ -88,3 +88,16 @@ def test_a_one_shot_of_the_demo_waits_for_its_jobs_to_load_their_models(tmp_path
     assert len(cores) == 48 and all(core.utilization > 0 for core in cores.values())
     assert sum(train.execution_stats.statuses.values()) > 0
     assert list(tmp_path.iterdir()) == []      # the demo's directory went with it
+
+
+def test_root_names_an_instance_started_in_its_own_directory(xdg, tmp_path):
+    """`neuron-sim start --root DIR` runs where neuron-top looked only by default; --root finds
+    it, and a directory with no instance is said, not replaced by the demo."""
+    out = top(tmp_path, "--root", str(xdg / "neuronscope"), "--json")   # another default dir
+    assert out.returncode == 0, out.stderr
+    (runtime,) = Report.from_json(out.stdout).runtimes
+    assert runtime.tag == "train"
+    empty = tmp_path / "nothing"
+    out = top(tmp_path, "--root", str(empty), "-1")
+    assert out.returncode == 2 and b"no simulated instance runs in" in out.stderr
+    assert not empty.exists()                    # looking did not make it

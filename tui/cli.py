@@ -47,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--demo", action="store_true",
                         help="start the default simulated trn2.48xlarge instance (a Llama training "
                              "job and an inference service) and show it; it stops on quit")
+    source.add_argument("--root", metavar="DIR", type=pathlib.Path,
+                        help="the simulated instance `neuron-sim start --root DIR` runs "
+                             "(default: the one started without --root, else the demo)")
     from tui import fleet_cli  # the fleet view's flags (--prometheus, --selector, ...)
 
     fleet_cli.add_arguments(parser, source)
@@ -189,6 +192,15 @@ def make_source(args: argparse.Namespace, signals: ExitSignals | None = None):
         return StreamSource(os.open(path, os.O_RDONLY), name)  # named as given: /dev/null, not null
     if args.replay is not None:
         return ReplaySource(_readable_file(args.replay), speed=args.speed, loop=args.loop)
+    if args.root is not None:
+        try:
+            local = local_instance_source(args.root)
+        except ValueError as exc:            # a directory open to others
+            raise UsageError(str(exc)) from None
+        if local is None:
+            raise UsageError(f"no simulated instance runs in {args.root} "
+                             f"(neuron-sim start --root {args.root})")
+        return local
     if not args.demo:
         local = local_instance_source()          # one `neuron-sim start` left running
         if local is not None:
