@@ -156,7 +156,8 @@ TABLE_COLUMNS = [
     ("Mean util", per_instance("instance_id:neuroncore_utilization_ratio:avg")),
     ("Max util", per_instance("instance_id:neuroncore_utilization_ratio:max")),
     ("Busy cores", per_instance("instance_id:neuroncore_busy:count")),
-    ("TFLOP/s", f"{per_instance('instance_id:neuron_core_model_flops:rate1m')} / 1e12"),
+    # parenthesised: `/` binds tighter than `and`, and divided instance_info, not the rate
+    ("TFLOP/s", f"({per_instance('instance_id:neuron_core_model_flops:rate1m')}) / 1e12"),
     ("HBM B/s", per_instance("instance_id:neuron_device_hbm_bytes:rate1m")),
     ("Memory used", per_instance("instance_id:neuron_device_memory_used_bytes:sum")),
     ("Memory total", per_instance("instance_id:neuron_device_memory_total_bytes:sum")),

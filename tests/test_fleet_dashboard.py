@@ -131,3 +131,15 @@ def test_template_variables_have_the_fleet_values(fleet, fleet_prometheus):
         values = api(fleet_prometheus.base_url, f"/api/v1/label/{m.group(2)}/values",
                      **{"match[]": substitute(m.group(1))})["data"]
         assert set(values) == want[var["name"]], var["name"]
+
+
+def test_the_instances_table_columns_are_in_their_units(fleet, fleet_prometheus):
+    """"TFLOP/s" had divided instance_info, not the rate (`/` binds before `and`): it showed
+    FLOP/s, 10^12 too large. The column over its recorded series, in one query, is 1e-12."""
+    wait_fleet_up(fleet, fleet_prometheus)
+    table = next(p for p in panels() if p["type"] == "table")
+    target = next(t for t in table["targets"] if "model_flops" in t["expr"])
+    ratio = (f"({substitute(target['expr'])}) / on (instance_id) "
+             "instance_id:neuron_core_model_flops:rate1m")
+    result = fleet_prometheus.wait_for(ratio, lambda r: len(r) == len(fleet.instances), 30)
+    assert all(float(s["value"][1]) == pytest.approx(1e-12) for s in result), result
