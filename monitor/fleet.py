@@ -12,6 +12,7 @@ they were last seen up. The queries themselves: monitor.fleet_queries.
 """
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -235,13 +236,23 @@ class FleetQuery:
 
     def _rows(self, results: dict[str, list[Sample] | dict], series, now: float, interval: float,
               start: float, step: float, points: int) -> tuple[InstanceRow, ...]:
+        up, age, modelled = results["up"], results["sample_age"], results["modelled"]
+
+        def freshness(labels: Mapping[str, str]) -> tuple[bool, float]:
+            """An instance's target that is up, else the one scraped last, stands for it: a
+            pod rescheduled to a new address leaves its old target in the lookback."""
+            key = (labels.get("instance", ""), labels.get("job", ""))
+            return up.get(key) == 1.0, -age.get(key, math.inf)
+
         targets: dict[str, Mapping[str, str]] = {}
         for sample in results["targets"]:
             iid = sample.labels.get("instance_id", "")
-            if iid:
+            if iid and (iid not in targets or freshness(sample.labels) > freshness(targets[iid])):
                 targets[iid] = sample.labels
-        hardware = {s.labels.get("instance_id", ""): s.labels for s in results["hardware"]}
-        up, age, modelled = results["up"], results["sample_age"], results["modelled"]
+        hardware_of = {(s.labels.get("instance", ""), s.labels.get("job", "")): s.labels
+                       for s in results["hardware"]}
+        hardware = {iid: hardware_of.get((t.get("instance", ""), t.get("job", "")), {})
+                    for iid, t in targets.items()}
         engines: dict[str, dict[str, float]] = {}
         for s in results["engines"]:
             engines.setdefault(s.labels.get("instance_id", ""), {})[s.labels.get("engine", "")] = s.value

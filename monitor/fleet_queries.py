@@ -31,7 +31,9 @@ _KNOWN = "max by (instance, job) (last_over_time(instance_info{$SEL}[$LOOKBACK])
 QUERIES: dict[str, str] = {
     # every instance seen within the lookback, with its labels (type, AZ, target)
     "targets": "last_over_time(instance_info{$SEL}[$LOOKBACK])",
-    "hardware": "last_over_time(neuron_hardware_info{$SEL}[$LOOKBACK])",
+    # a live target's current layout (a driver gone: 0 devices), a down one's last
+    "hardware": "neuron_hardware_info{$SEL} or on (instance, job) "
+                "last_over_time(neuron_hardware_info{$SEL}[$LOOKBACK])",
     # per target (instance, job): 1 up, 0 failed scrape; absent = no sample (stale)
     "up": f"up and on (instance, job) {_KNOWN}",
     "sample_age": f"time() - timestamp(up) and on (instance, job) {_KNOWN}",
