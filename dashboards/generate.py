@@ -198,7 +198,9 @@ def neuronscope_dashboard() -> dict:
         {"name": "instance", "type": "query", "datasource": DATASOURCE, "label": "Instance",
          "query": {"query": "label_values(neuron_exporter_build_info, instance)", "refId": "instance"},
          "definition": "label_values(neuron_exporter_build_info, instance)",
-         "multi": True, "includeAll": True, "allValue": ".*", "refresh": 2, "sort": 1, "hide": 0,
+         # one host: its per-device panels group by device index, which several hosts share
+         # (the fleet dashboard is the all-hosts view); Grafana opens on the first
+         "multi": False, "includeAll": False, "refresh": 2, "sort": 1, "hide": 0,
          "current": {}},
         {"name": "device", "type": "query", "datasource": DATASOURCE, "label": "Device",
          "query": {"query": 'label_values(hardware_ecc_events_total{instance=~"$instance"}, '

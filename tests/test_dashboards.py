@@ -47,6 +47,7 @@ def metric_names(expr: str) -> set[str]:
     expr = re.sub(r"\{[^}]*\}", "", expr)          # selectors
     expr = re.sub(r"\[[^\]]*\]", "", expr)         # ranges
     expr = re.sub(r"by \([^)]*\)", "", expr)       # grouping labels
+    expr = re.sub(r"offset \d+[smhdwy]", "", expr)   # offsets (a duration, not a name)
     return {w for w in re.findall(r"[a-zA-Z_][a-zA-Z0-9_]*", expr) if w not in PROMQL_WORDS}
 
 
