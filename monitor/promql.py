@@ -368,15 +368,28 @@ def parse_selector(text: str) -> tuple[Matcher, ...]:
             raise ValueError("the selector filters instances; it cannot match metric names")
         value = _unquote(token)
         if op in ("=~", "!~"):
-            try:
-                re.compile(value)
-            except re.error as exc:
-                raise ValueError(f"bad regular expression for {label}: {exc}") from None
+            _check_re2(label, value)
         matchers.append(Matcher(label, op, value))
         pos = match.end()
         if match.group(4) == "" and pos < len(body):
             raise ValueError(f"bad label matcher at {body[pos:][:40]!r}")
     return tuple(matchers)
+
+
+# RE2, which Prometheus matches with, has no lookaround or backreferences; Python's re has no
+# Unicode classes (\p{L}, \pL). A regex is checked by Python's re with those told apart.
+_NOT_RE2 = re.compile(r"\(\?<?[=!]|\\[1-9]")
+_UNICODE_CLASS = re.compile(r"\\[pP](?:\{[^}]*\}|[A-Za-z])")
+
+
+def _check_re2(label: str, value: str) -> None:
+    if _NOT_RE2.search(value):
+        raise ValueError(f"bad regular expression for {label}: Prometheus's RE2 has no "
+                         "lookaround ((?=, (?!, (?<=) or backreferences (\\1)")
+    try:
+        re.compile(_UNICODE_CLASS.sub(".", value))
+    except re.error as exc:
+        raise ValueError(f"bad regular expression for {label}: {exc}") from None
 
 
 def render_selector(matchers: tuple[Matcher, ...]) -> str:

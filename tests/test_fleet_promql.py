@@ -42,6 +42,17 @@ def test_selector_forms():
             parse_selector(bad)
 
 
+def test_regexes_are_checked_as_prometheus_reads_them():
+    """RE2's Unicode classes pass (Python's re rejected \\p{L}: "bad escape"); Python's
+    lookaround and backreferences, which RE2 has not, are refused before start."""
+    assert parse_selector(r'instance_type=~"\\p{L}.*"')[0].value == r"\p{L}.*"
+    assert parse_selector(r'instance_type=~"\\pL+"')[0].value == r"\pL+"
+    for bad in ('instance_type=~"(?=trn).*"', 'instance_type!~"(?<!x)y"',
+                r'instance_type=~"(a)\\1"'):
+        with pytest.raises(ValueError, match="RE2 has no lookaround"):
+            parse_selector(bad)
+
+
 def test_durations():
     assert parse_duration("15s") == 15 and parse_duration("1m30s") == 90
     assert parse_duration("500ms") == 0.5 and parse_duration("2h") == 7200
