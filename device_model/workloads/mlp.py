@@ -61,8 +61,8 @@ def estimate_mlp(inst: Instance, o: dict, placement) -> dict:
     if o["layers"] > MAX_BLOCKS:
         raise SpecError(f"mlp: layers={o['layers']} is more blocks than one program holds "
                         f"(at most {MAX_BLOCKS})")
-    lay = resolve_layout(inst, placement.nodes, placement.cores or placement.nodes, 1, 1, None, heads=1,
-                         training=True)
+    cores = placement.cores or placement.nodes       # default: one core a node
+    lay = resolve_layout(inst, placement.nodes, cores, 1, 1, None, heads=1, training=True)
     prog, params = mlp_program(o, lay.dp_group)
     # AdamW's ops are the step's optimizer time, as the model workloads' optimizer program's
     cost, adamw = measure_part(inst, prog, "adamw.")
