@@ -152,8 +152,14 @@ def per_instance(record: str) -> str:
 
 # Instances table: one instant query per column, merged on instance_id by Grafana.
 TABLE_COLUMNS = [
-    ("Type / zone", f"max by (instance_id, instance_type, availability_zone) ({PICK})"),
-    ("Mean util", per_instance("instance_id:neuroncore_utilization_ratio:avg")),
+    # every instance of the lookback, down ones too (instance_info goes stale with its target)
+    ("Type / zone", "max by (instance_id, instance_type, availability_zone) "
+                    f"(last_over_time({PICK}[15m]))"),
+    ("Up", "max by (instance_id) (up * on (instance, job) group_left (instance_id) "
+           f"last_over_time({PICK}[15m]))"),
+    # the mean over the cores runtimes hold: over every core needs the core count, a label of
+    # neuron_hardware_info, which PromQL cannot divide by (neuron-top does)
+    ("Mean util (held cores)", per_instance("instance_id:neuroncore_utilization_ratio:avg")),
     ("Max util", per_instance("instance_id:neuroncore_utilization_ratio:max")),
     ("Busy cores", per_instance("instance_id:neuroncore_busy:count")),
     # parenthesised: `/` binds tighter than `and`, and divided instance_info, not the rate
@@ -187,7 +193,7 @@ FLEET_PANELS = [
     ("Instances", "table", "", 24, 10, [(expr, title) for title, expr in TABLE_COLUMNS],
      {"table": True}),
     ("row", "Utilization"),
-    ("Utilization by instance", "status-history", "percentunit", 24, 10,
+    ("Utilization by instance (held cores)", "status-history", "percentunit", 24, 10,
      [(UTIL, "{{instance_id}}")], {"heat": True}),
     ("Busiest instances", "bargauge", "percentunit", 8, 8,
      [(f"topk({TOP}, {UTIL})", "{{instance_id}}")], {"instant": True}),
@@ -266,7 +272,7 @@ def _panel(n: int, entry: tuple, targets) -> dict:
                 "excludeByName": {"Time": True, "Value #A": True},  # instance_info's 1
                 "renameByName": {f"Value #{t['refId']}": t["legendFormat"]
                                  for t in panel["targets"][1:]}}}]
-        panel["options"] = {"showHeader": True, "sortBy": [{"displayName": "Mean util",
+        panel["options"] = {"showHeader": True, "sortBy": [{"displayName": "Mean util (held cores)",
                                                               "desc": True}]}
     if opts.get("instant"):
         for target in panel["targets"]:

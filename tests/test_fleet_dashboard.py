@@ -55,7 +55,11 @@ def test_dashboard_has_the_fleet_panels():
     table = by_title["Instances"]
     assert table["type"] == "table" and all(t["instant"] for t in table["targets"])
     assert table["transformations"][0]["id"] == "merge"  # one row per instance_id
-    assert by_title["Utilization by instance"]["type"] == "status-history"
+    assert by_title["Utilization by instance (held cores)"]["type"] == "status-history"
+    # a down instance stays a row (instance_info goes stale with its target), with Up 0
+    columns = {t["legendFormat"]: t["expr"] for t in table["targets"]}
+    assert "last_over_time(instance_info" in columns["Type / zone"]
+    assert columns["Up"].startswith("max by (instance_id) (up ")
     assert "topk(" in by_title["Busiest instances"]["targets"][0]["expr"]
     assert "bottomk(" in by_title["Idlest instances"]["targets"][0]["expr"]
     for title in ("HBM traffic per zone", "Power per zone"):
