@@ -456,3 +456,13 @@ def test_same_rows_sees_every_reading_and_the_history():
     assert not same_rows((row,), (dataclasses.replace(row, history=np.array([0.1, 0.5])),))
     assert not same_rows((row,), (dataclasses.replace(row, up=False, since=5.0),))
     assert not same_rows((row,), (row, row))
+
+
+def test_an_empty_table_under_a_selector_says_what_the_selector_filters():
+    """`--selector 'runtime_tag="serve"'` matched no instance and was told "is
+    neuron-monitor-prometheus being scraped?", which it was."""
+    from tui.fleet import no_rows_text
+    text = no_rows_text("http://p:9090", 'runtime_tag="serve"')
+    assert text.startswith('no instance at http://p:9090 matches {runtime_tag="serve"}')
+    assert "instance_info's labels" in text and "being scraped" not in text
+    assert "being scraped" in no_rows_text("http://p:9090", "")

@@ -44,6 +44,17 @@ from tui.widgets.help import HelpScreen
 FLEET_ACTIONS = {"quit", "help", "next_theme", "command_palette", "save_screenshot"}
 
 
+def no_rows_text(url: str, selector: str) -> str:
+    """Why the table is empty: no exporter scraped, or a selector no instance matches (it
+    filters instance_info's labels: a runtime_tag= matches nothing)."""
+    if selector:
+        return (f"no instance at {url} matches {{{selector}}}: the selector filters instances "
+                "by instance_info's labels (instance_id, instance_type, availability_zone, "
+                "region, ...)")
+    return (f"no neuron metrics at {url}: no instance_info series; is "
+            "neuron-monitor-prometheus being scraped?")
+
+
 class FleetArrived(Message):
     def __init__(self, snapshot: FleetSnapshot) -> None:
         super().__init__()
@@ -132,9 +143,7 @@ class FleetScreen(Screen):
             empty = "waiting for Prometheus…" if not self.error else "no data yet"
         else:
             totals = totals_line(snap.totals, snap)
-            sel = f"{{{self.selector}}}" if self.selector else ""
-            empty = (f"no neuron metrics at {self.url}: no instance_info{sel} series; is "
-                     "neuron-monitor-prometheus being scraped?")
+            empty = no_rows_text(self.url, self.selector)
         self.header.show(totals, source_line(self.url, self.selector, snap),
                                          banner, notes)
         if rows_changed:
