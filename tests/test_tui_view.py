@@ -96,6 +96,16 @@ def test_memory_summary_sums_categories():
     assert summary.host["dma_buffers"] == 1048576
 
 
+def test_a_memory_group_that_stopped_arriving_is_not_said_never_to_have_come():
+    """A stream whose memory_used came every 5 s and then stopped: "no memory_used group in
+    this stream" said it never had one."""
+    from dataclasses import replace
+    report = aws()
+    without = [replace(r, memory_used=None) for r in report.runtimes]
+    assert memory_summary(without).missing == "no memory_used group in the recent reports"
+    assert memory_summary([]).missing == "no runtime is running"
+
+
 def test_tree_expands_and_collapses():
     report = aws()
     roots = build_tree(report.runtimes, 4)

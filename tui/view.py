@@ -215,9 +215,11 @@ class MemorySummary:
 
     @property
     def missing(self) -> str:
-        """Why there is no summary: no runtime runs, or the stream has no memory_used group."""
+        """Why there is no summary: no runtime runs, or the recent reports carry no memory_used
+        group (the stream never had one, or it stopped arriving: "in this stream" had said
+        never, of one that came every 5 s until it stopped)."""
         return ("no runtime is running" if not self.runtimes
-                else "no memory_used group in this stream")
+                else "no memory_used group in the recent reports")
 
 
 def memory_summary(runtimes: Iterable[RuntimeReport]) -> MemorySummary:

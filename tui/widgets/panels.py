@@ -170,7 +170,7 @@ class MemorySummaryView(LineWidget):
         s = self.summary
         head, label = self.style_of("panel--head"), self.style_of("panel--label")
         if s is None or not s.reported:
-            missing = s.missing if s is not None else "no memory_used group in this stream"
+            missing = s.missing if s is not None else "no memory_used group in the recent reports"
             return [strip([(missing, label)])]
         host = [("Total", human_bytes(s.host_total))]
         host += [(name, human_bytes(s.host.get(key))) for key, name in HOST_CATEGORIES]
