@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from device_model import instance
 from device_model.errors import SpecError
 from device_model.runtime.faults import (FAULT_KINDS, FaultInjector, format_fault, parse_duration,
                                  parse_fault)
@@ -35,7 +36,12 @@ def test_examples_from_the_docs():
     ("numerical@rate=0.1/week", "allowed: exec"),
     ("numerical@3s,colour=red", "allowed: app=TAG"),
     ("numerical@3s,count=0", "positive"),
-    ("numerical@every=0s", "positive"),
+    ("numerical@every=0s", "at least 1ms"),
+    # each failed execution is queued: more were silently cut to 1,000
+    ("numerical@2s,count=5000", "at most 1,000 failed executions"),
+    # a 64-bit counter near its top left the runtime unreadable for the rest of the run
+    ("mem_ecc_corrected@2s,count=2000000000000000000", "at most 1,000,000,000 ECC events"),
+    ("sram_ecc_corrected@every=1e-8s", "at least 1ms"),     # one draw per event: it hung
 ])
 def test_bad_faults_name_the_problem(text, needle):
     with pytest.raises(SpecError, match=needle):
@@ -88,3 +94,15 @@ def test_rates_are_seeded_and_close_to_expectation():
     exec_faults, ecc = draws(3)
     assert 800 < exec_faults < 1200
     assert 4500 < ecc < 5500
+
+
+def test_a_fault_that_could_never_fire_or_would_crash_is_refused_at_start(monkeypatch):
+    from device_model.runtime.launcher import plan
+    inst = instance("trn1.32xlarge")
+    apps = ["a=matmul:m=512,k=512,n=512@0-1", "b=matmul:m=512,k=512,n=512@2-3"]
+    with pytest.raises(SpecError, match="app 'a' runs on no core of device 1"):
+        plan(inst, apps, ["mem_ecc_uncorrected@1s,device=1,app=a"])
+    assert plan(inst, apps, ["mem_ecc_uncorrected@1s,device=1,app=b"])
+    monkeypatch.setenv("NEURON_RT_EXEC_TIMEOUT", "0")     # divided the runtime by zero
+    with pytest.raises(SpecError, match="NEURON_RT_EXEC_TIMEOUT='0' must be positive"):
+        plan(inst, apps, [])

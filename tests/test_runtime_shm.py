@@ -183,3 +183,19 @@ def test_instance_round_trip(root: Path):
         shm.read_instance(root)
     shm.remove_instance(root)
     assert shm.read_instance(root) is None
+
+
+def test_stop_removes_a_hung_instances_files_once_its_killed_runtimes_are_gone(tmp_path):
+    """SIGSTOPped runtimes are killed by `stop`; their files, the instance and its logs went
+    only if the kill had finished, so status went on showing the instance up, runtimes dead."""
+    from collector_sim import start_instance, stop_instance
+    root = tmp_path / "neuronscope"
+    root.mkdir(mode=0o700)
+    start_instance(root, "a=matmul:m=512,k=512,n=512@0", "b=matmul:m=512,k=512,n=512@1",
+                   instance="trn1.2xlarge")
+    pids = [h.pid for h in list_runtimes(root)]
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    stop_instance(root)
+    assert shm.read_instance(root) is None and list_runtimes(root) == []
+    assert not list(root.glob("app-*.log")) and not list(root.glob("*.ctr"))

@@ -157,3 +157,15 @@ def test_history_keeps_order_and_bounds():
     assert history.engine_series(0, 0).shape == (4,)
     assert np.isfinite(history.device_series(0, "power")).all()
     assert history.core_series(999).size == 0
+
+
+def test_corrected_ecc_is_said_beside_uncorrected_on_one_device():
+    from dataclasses import replace
+    report = aws()
+    hw = report.system.hw_counters
+    device = replace(hw.devices[0], mem_ecc_uncorrected=3, sram_ecc_corrected=2)
+    report = replace(report, system=replace(report.system,
+                                            hw_counters=replace(hw, devices=(device,))))
+    (fault,) = [f for f in report_faults(report) if "ECC" in f.text]
+    assert fault.severity == "error"
+    assert fault.text == f"ND{device.index}: 3 uncorrected ECC (and 2 corrected)"

@@ -23,8 +23,9 @@ def report_faults(report: Report, vanished: Iterable[tuple[int | None, str]] = (
     for ecc in (hw.devices or ()) if hw else ():
         uncorrected = (ecc.mem_ecc_uncorrected or 0) + (ecc.sram_ecc_uncorrected or 0)
         corrected = (ecc.mem_ecc_corrected or 0) + (ecc.sram_ecc_corrected or 0)
-        if uncorrected:
-            faults.append(Fault("error", f"ND{ecc.index}: {uncorrected} uncorrected ECC"))
+        if uncorrected:   # with its corrected ones, which an uncorrected one had hidden
+            also = f" (and {corrected} corrected)" if corrected else ""
+            faults.append(Fault("error", f"ND{ecc.index}: {uncorrected} uncorrected ECC{also}"))
         elif corrected:
             faults.append(Fault("warning", f"ND{ecc.index}: {corrected} corrected ECC"))
     for runtime in report.runtimes:

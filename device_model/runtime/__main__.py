@@ -19,7 +19,7 @@ from pathlib import Path
 from .. import __version__
 from ..core import instance
 from ..errors import SpecError
-from .faults import parse_duration, parse_fault
+from .faults import exec_timeout, parse_duration, parse_fault
 from .apps import TAG_MAX, parse_cores
 from .layout import PUBLISH_INTERVAL_S
 from .process import EXEC_TIMEOUT_S, Runtime, RuntimeConfig
@@ -56,13 +56,12 @@ def config_from(args, env: dict[str, str]) -> RuntimeConfig:
     tag = env.get("NEURON_PROCESS_TAG") or str(os.getpid())
     if len(tag) > TAG_MAX:
         raise SpecError(f"NEURON_PROCESS_TAG is {len(tag)} characters; allowed: at most {TAG_MAX}")
-    timeout = env.get("NEURON_RT_EXEC_TIMEOUT")
+    timeout = exec_timeout(env)
     return RuntimeConfig(instance=args.instance, workload=args.workload, cores=cores, tag=tag,
                          lnc=inst.lnc, seed=args.seed, speed=args.speed,
                          faults=tuple(parse_fault(f) for f in args.inject), app_index=args.app_index,
                          root=args.root, interval=args.interval,
-                         exec_timeout_s=parse_duration(timeout, "NEURON_RT_EXEC_TIMEOUT") if timeout
-                         else EXEC_TIMEOUT_S)
+                         exec_timeout_s=EXEC_TIMEOUT_S if timeout is None else timeout)
 
 
 def serve(rt: Runtime, interval: float, duration: float | None, stop: list[bool],

@@ -34,6 +34,12 @@ EXEC_EFFECTS = {
     "failed_to_queue": ("failed_to_queue", "runtime"),
 }
 FAULT_KINDS = ECC_FAULTS + tuple(k for k in EXEC_EFFECTS if k not in ECC_FAULTS)
+# bounds of an event: every failed execution is queued one by one, and an ECC counter is a
+# 64-bit counter the collector reads as such (a count near 2**63 made it unreadable for good);
+# a period under a millisecond is thousands of events per tick, each drawn on its own
+MAX_FAILED_EXECUTIONS = 1000
+MAX_ECC_EVENTS = 1_000_000_000
+MIN_FAULT_PERIOD_S = 1e-3
 _UNITS = {"ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
 _RATE_UNITS = {"exec": None, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
 
@@ -82,8 +88,8 @@ def parse_fault(text: str) -> FaultSpec:
         kw.update(_parse_rate(kind, when[5:], text))
     elif when.startswith("every="):
         kw["every"] = parse_duration(when[6:], "fault period")
-        if kw["every"] <= 0:
-            raise SpecError(f"fault period in {text!r} must be positive")
+        if kw["every"] < MIN_FAULT_PERIOD_S:
+            raise SpecError(f"fault period in {text!r} must be at least 1ms")
         kw["at"] = kw["every"]
     else:
         kw["at"] = parse_duration(when, "fault time")
@@ -101,8 +107,25 @@ def parse_fault(text: str) -> FaultSpec:
             if number < (1 if key == "count" else 0):
                 raise SpecError(f"fault option {key}={value!r} in {text!r} must be a "
                                 f"{'positive' if key == 'count' else 'non-negative'} integer")
+            most = MAX_FAILED_EXECUTIONS if kind in EXEC_EFFECTS else MAX_ECC_EVENTS
+            if key == "count" and number > most:
+                what = "failed executions" if kind in EXEC_EFFECTS else "ECC events"
+                raise SpecError(f"fault option count={value} in {text!r}: at most {most:,} "
+                                f"{what} in one fault")
             kw[key] = number
     return FaultSpec(**kw)
+
+
+def exec_timeout(env) -> float | None:
+    """NEURON_RT_EXEC_TIMEOUT from `env` in seconds (None: unset). A hang lasts that long before
+    the execution times out, so it must be positive: 0 divided the runtime's segments by zero."""
+    text = env.get("NEURON_RT_EXEC_TIMEOUT")
+    if not text:
+        return None
+    value = parse_duration(text, "NEURON_RT_EXEC_TIMEOUT")
+    if value <= 0:
+        raise SpecError(f"NEURON_RT_EXEC_TIMEOUT={text!r} must be positive")
+    return value
 
 
 def _parse_rate(kind: str, text: str, whole: str) -> dict:

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..core import Instance
 from ..errors import SpecError
-from .faults import ECC_FAULTS, FaultSpec, format_fault, parse_fault
+from .faults import ECC_FAULTS, FaultSpec, exec_timeout, format_fault, parse_fault
 from ..catalog.topology import neighbours
 from .apps import AppSpec, check_disjoint, default_apps, format_cores, parse_app
 from .layout import PUBLISH_INTERVAL_S
@@ -77,6 +77,7 @@ def plan(inst: Instance, app_texts: list[str], inject: list[str]) -> Plan:
         tags = {"train": apps[0].tag, "serve": apps[-1].tag}
         defaults = [text.format(**tags) for text in DEFAULT_FAULTS]
     check_disjoint(apps)
+    exec_timeout(os.environ)      # the runtimes inherit it: refused here, not as their crash
     specs = [parse_fault(t) for t in defaults + list(inject)]
     return Plan(inst, apps, route_faults(inst, apps, specs, defaults))
 
@@ -95,6 +96,10 @@ def route_faults(inst: Instance, apps: list[AppSpec], specs: list[FaultSpec],
                 if s.text in defaults:   # a default fault for an app this instance lacks
                     continue
                 raise SpecError(f"fault {s.text!r} names app {s.app!r}; allowed: {', '.join(out)}")
+            if s.device is not None and s.device not in held[s.app]:   # it would never fire
+                raise SpecError(f"fault {s.text!r}: app {s.app!r} runs on no core of device "
+                                f"{s.device}; its devices: "
+                                f"{', '.join(map(str, sorted(held[s.app])))}")
             out[s.app].append(s)
         elif s.device is not None:
             if s.device >= inst.spec.devices:
@@ -273,19 +278,52 @@ def stop(root: Path) -> tuple[SimInstance | None, int]:
         desc = None
     pids = {h.pid for h in list_runtimes(root) if h.is_alive()}
     if desc is not None:
-        pids |= {a["pid"] for a in desc.apps if a.get("pid") and _pid_alive(a["pid"], "device_model.runtime")}
+        pids |= {a["pid"] for a in desc.apps if a.get("pid") and _runtime_in(a["pid"], root)}
         if desc.launcher_pid != os.getpid() and _pid_alive(desc.launcher_pid, RUN_MARK):
             _signal(desc.launcher_pid, signal.SIGTERM)
     for pid in pids:
         _signal(pid, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_TIMEOUT_S
-    while pids and time.monotonic() < deadline:
-        pids = {p for p in pids if _pid_alive(p, "device_model.runtime")}
-        time.sleep(0.05)
+    pids = _wait_gone(pids, STOP_TIMEOUT_S)
     for pid in pids:
         _signal(pid, signal.SIGKILL)
+    _wait_gone(pids, STOP_TIMEOUT_S)    # a killed runtime still holds its files until it is gone
     cleanup(root)
     return desc, len(pids)
+
+
+def _runtime_in(pid: int, root: Path) -> bool:
+    """Whether `pid` is a runtime of the instance in `root`: a pid the instance file names may
+    since have been reused by another instance's runtime, which `stop` must not touch."""
+    try:
+        with open(f"/proc/{int(pid)}/cmdline", "rb") as f:
+            args = f.read().split(b"\x00")
+    except OSError:
+        return False
+    if b"device_model.runtime" not in args or b"--root" not in args[:-1]:
+        return False
+    given = os.fsdecode(args[args.index(b"--root") + 1])
+    return os.path.realpath(given) == os.path.realpath(root)
+
+
+def _wait_gone(pids: set[int], timeout: float) -> set[int]:
+    """The pids still running runtimes after waiting up to `timeout` for them to end."""
+    deadline = time.monotonic() + timeout
+    while pids and time.monotonic() < deadline:
+        pids = {p for p in pids if not _exited(p)}
+        if pids:
+            time.sleep(0.05)
+    return pids
+
+
+def _exited(pid: int) -> bool:
+    """Gone, or a zombie: exited with its files (and their locks) closed. Its command line
+    empties earlier, while it still holds them."""
+    try:
+        with open(f"/proc/{int(pid)}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return True
+    return stat[stat.rindex(b")") + 2:][:1] in (b"Z", b"X")
 
 
 def _signal(pid: int, sig: int) -> None:
