@@ -211,3 +211,16 @@ def test_a_step_of_a_trillion_micro_batches_runs_in_closed_form(root):
 def test_a_demo_program_of_absurd_depth_is_refused_before_any_child_builds_it():
     with pytest.raises(SpecError, match="at most 1024"):
         parse_app("t=demo-train:layers=100000000@0-7", 64)
+
+
+def test_a_fast_simulation_covers_its_speed_each_tick(root):
+    """At --speed 1e6 a 0.1 s tick is 1e5 simulated seconds: a fixed 600 s catch-up cap had
+    held every tick to 600 (about 6,000x whatever the speed asked)."""
+    fast = _runtime(root, speed=1e6, interval=0.1)
+    fast.advance(50_000.0)
+    assert fast.sim == pytest.approx(50_000.0)
+    fast.close()
+    slow = _runtime(root, speed=1.0, interval=0.1)
+    slow.advance(50_000.0)                  # a stalled process at speed 1 catches up 600 s
+    assert slow.sim == pytest.approx(600.0)
+    slow.close()
