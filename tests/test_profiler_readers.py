@@ -145,7 +145,7 @@ def test_hta_defaults_single_rank_breakdowns_match_the_profile(single, tmp_path)
 
 def test_hta_defaults_two_ranks_from_one_file_per_rank(two_ranks, tmp_path):
     paths, _ = write_chrome_dir(two_ranks, tmp_path / "trace")
-    assert sorted(p.name for p in paths) == ["rank_0.json", "rank_1.json"]
+    assert sorted(p.name for p in paths) == ["rank_0.pt.trace.json", "rank_1.pt.trace.json"]
     analysis = _hta(tmp_path / "trace")
     views = rank_views(two_ranks)
     assert sorted(analysis.t.traces) == [0, 1]
@@ -161,7 +161,7 @@ def test_distributed_info_is_spelled_as_kineto_does(two_ranks, tmp_path):
         head = path.read_bytes()[:2000].decode()
         info = json.dumps(orjson.loads(path.read_bytes())["distributedInfo"])
         assert f'"distributedInfo": {info}' in head            # Python json's spacing
-        assert f'"rank": {path.stem.split("_")[1]},' in head
+        assert f'"rank": {path.name.split(".")[0].split("_")[1]},' in head
         assert '"world_size": 4' in head
 
 
@@ -256,15 +256,17 @@ def test_torch_tb_profiler_counts_the_collectives_it_knows_as_communication(two_
     paths, _ = write_chrome_dir(two_ranks, tmp_path / "ranks")
     views = rank_views(two_ranks)
     dists, expected = [], {}
+    from torch_tb_profiler.consts import WORKER_PATTERN
     for path, view in zip(sorted(paths), views):
-        run = data.RunProfileData.from_json(path.stem, "span", json.loads(path.read_bytes()))
+        worker = WORKER_PATTERN.match(path.name).group(1)    # as its folder loader names it
+        run = data.RunProfileData.from_json(worker, "span", json.loads(path.read_bytes()))
         assert run.has_communication and run.comm_lib == {CommLibTypes.Nccl}
         known, other = _tb_collectives(view)
         assert known.size and other == ["nccl:send"]          # DP all-reduces; PP sends
         stats, dist = _check_tb_communication(run, view, known)
         assert list(stats) == ["nccl:all_reduce"]
         dists.append(dist)
-        expected[path.stem] = (*stats["nccl:all_reduce"],
+        expected[worker] = (*stats["nccl:all_reduce"],
                                {s: c.communication for s, c in zip(run.steps_names, run.comm_overlap_costs)})
     # the distributed view across both ranks: their collectives match up rank to rank; its
     # overview's communication (overlapped or not) and ops table are each rank's own figures,
@@ -363,12 +365,18 @@ def test_torchrun_capture_ranks_and_readers(tmp_path):
                          capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert res.returncode == 0, res.stderr
     folder = tmp_path / "ddp_trace"
-    assert sorted(p.name for p in folder.iterdir()) == ["rank_0.json", "rank_1.json"]
+    assert sorted(p.name for p in folder.iterdir()) == ["rank_0.pt.trace.json", "rank_1.pt.trace.json"]
+    from torch_tb_profiler.consts import WORKER_PATTERN     # how its folder loader finds workers
+    assert all(WORKER_PATTERN.match(p.name) for p in folder.iterdir())
+    names = {e.get("name", "") for e in orjson.loads((folder / "rank_0.pt.trace.json").read_bytes())
+             ["traceEvents"]}
+    # DDP's buffer broadcast is named a broadcast (costed as the all-gather of its bytes)
+    assert any(n.startswith("ncclKernel_BROADCAST ") for n in names), sorted(names)[:20]
     views = rank_views(both)
     _check_hta(_hta(folder), views)
     for view in views:
         assert device_breakdown(view).communication > 0          # DDP's all-reduces
-        run = _tb(folder / f"rank_{view.meta['rank']}.json")
+        run = _tb(folder / f"rank_{view.meta['rank']}.pt.trace.json")
         _check_tb(run, view)
         known, other = _tb_collectives(view)
         assert known.size == len(collective_kinds(view)) and not other

@@ -191,7 +191,7 @@ def test_a_stopped_rank_folder_export_leaves_no_folder(four_ranks, tmp_path, sig
 
     def first_rank_written() -> bool:
         tmp = _temporary_folder(tmp_path, "t_trace")
-        return tmp is not None and (tmp / "rank_0.json").exists()
+        return tmp is not None and (tmp / "rank_0.pt.trace.json").exists()
     assert _wait_for(first_rank_written)
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
@@ -210,9 +210,9 @@ def test_a_rank_folder_export_replaces_an_earlier_one_whole(tmp_path):
     res = subprocess.run([*CLI, "view", "-s", str(profile), "--output-format", "chrome"],
                          capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert res.returncode == 0, res.stderr
-    assert sorted(p.name for p in folder.iterdir()) == ["rank_0.json", "rank_1.json"]
+    assert sorted(p.name for p in folder.iterdir()) == ["rank_0.pt.trace.json", "rank_1.pt.trace.json"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.nsprof", "p_trace"]
-    assert orjson.loads((folder / "rank_1.json").read_bytes())["distributedInfo"]["rank"] == 1
+    assert orjson.loads((folder / "rank_1.pt.trace.json").read_bytes())["distributedInfo"]["rank"] == 1
     assert oct(folder.stat().st_mode & 0o777) == oct(0o777 & ~_umask())
 
 

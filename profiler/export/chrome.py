@@ -140,7 +140,7 @@ def op_kernel_names(profile: Profile) -> tuple[np.ndarray, tuple[str, ...]]:
     for i, (n, t) in enumerate(zip(ops["name_s"].tolist(), types)):
         text = strings[n]
         if t == COMMUNICATION:
-            text = f"ncclKernel_{coll.get(i, 'collective').upper()} {text}"
+            text = f"ncclKernel_{shown_kind(coll.get(i, 'collective'), text).upper()} {text}"
         elif t == MEMORY:
             text = f"Memcpy {text}"
         index[i] = names.setdefault(text, len(names))
@@ -246,6 +246,18 @@ C10D_NCCL_NAMES = {
     "gather_": "nccl:gather", "scatter_": "nccl:scatter"}
 
 
+# rooted c10d calls costed as the collective that moves the same bytes (a broadcast as an
+# all-gather) but named as what they are, as Kineto names them
+_SHOWN_KIND = {"broadcast_": "broadcast", "reduce_": "reduce", "gather_": "gather",
+               "scatter_": "scatter"}
+
+
+def shown_kind(kind: str, op_name: str) -> str:
+    """The kind a trace names a collective by: its c10d call's own where it is costed as
+    another kind, else `kind`."""
+    return _SHOWN_KIND.get(op_name.rpartition("::")[2], kind) if "::" in op_name else kind
+
+
 def nccl_op_name(kind: str, op_name: str) -> str:
     """The name Kineto gives NCCL's host-side operator of a collective of `kind` (the
     operator `op_name`: a c10d call's own, else the kind's)."""
@@ -284,7 +296,8 @@ def _collective_events(profile: Profile, ids: TraceIds, ext: np.ndarray,
         out.append(orjson.dumps({
             "ph": "X", "cat": "cpu_op", "name": nccl_op_name(kind, name), "pid": ids.host_pid,
             "tid": tid, "ts": ts / 1000, "dur": 0,
-            "args": {"External id": int(ext[op]), "Collective name": kind, "Group size": int(ranks),
+            "args": {"External id": int(ext[op]), "Collective name": shown_kind(kind, name),
+                     "Group size": int(ranks),
                      "In msg nelems": int(nbytes // size), "dtype": c10,
                      "Input Dims": [[int(nbytes // size)]], "Input type": [c10],
                      **({"step": step} if step >= 0 else {})}}))

@@ -26,7 +26,9 @@ from ..analysis.ranks import rank_views
 from .traceio import replacing_folder, write_atomic
 
 # what write_chrome_dir writes, and only that (ASCII digits: a replaced folder loses only these)
-RANK_FILE = re.compile(r"rank_\d+\.json(\.gz)?", re.ASCII)
+# rank_<r>.pt.trace.json: the suffix TensorBoard's profiler plugin reads a folder's workers by
+# (Kineto's own), which HTA reads too; rank_<r>.json, an earlier export's, is replaced as well
+RANK_FILE = re.compile(r"rank_\d+(\.pt\.trace)?\.json(\.gz)?", re.ASCII)
 
 
 def _joined(views: list[Profile], counted: list[int], world: int) -> Iterator[bytes]:
@@ -59,7 +61,7 @@ def write_chrome_dir(profile: Profile, folder: str | os.PathLike, gzip: bool = F
     with replacing_folder(folder, RANK_FILE.fullmatch, "rank traces") as tmp:
         for view in rank_views(profile):
             rank = int(view.meta.get("rank", (view.meta.get("ranks") or [{}])[0].get("rank", 0)))
-            name = f"rank_{rank}.json{'.gz' if gzip else ''}"
+            name = f"rank_{rank}.pt.trace.json{'.gz' if gzip else ''}"
             total += write_chrome(view, str(tmp / name), world)
             paths.append(Path(folder) / name)
     return paths, total
