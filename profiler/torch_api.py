@@ -57,11 +57,24 @@ def _always(step: int) -> ProfilerAction:
 
 
 def save_to(path: str) -> Callable[["profile"], None]:
-    """An `on_trace_ready` handler writing each window's profile (`{n}` numbers windows)."""
+    """An `on_trace_ready` handler writing each window's profile (`{n}` numbers windows,
+    `{rank}` the process's rank in its process group, 0 without one: each DDP worker its file)."""
     def handler(prof: "profile") -> None:
-        target = path.format(n=prof.windows) if "{n}" in path else path
+        rank = (prof.profile.meta.get("rank", 0) if prof.profile is not None else 0)
+        target = path.replace("{n}", str(prof.windows)).replace("{rank}", str(rank))
         save(prof.profile, target)
     return handler
+
+
+def _process_group() -> tuple[int, int]:
+    """(world size, rank) of the process group the script made; (1, 0) without one."""
+    try:
+        import torch.distributed as dist
+        if dist.is_available() and dist.is_initialized():
+            return dist.get_world_size(), dist.get_rank()
+    except Exception:          # a group half torn down: none to speak of
+        pass
+    return 1, 0
 
 
 class profile:
@@ -118,9 +131,17 @@ class profile:
         if recording.compiled_graphs and not self._warned_compile:
             warnings.warn(compiled_note(recording.compiled_graphs), stacklevel=3)
             self._warned_compile = True
+        # under DDP/torchrun the c10d calls run over the process group: costed over its ranks
+        # (without a group every collective was dropped), and the trace names the rank
+        from device_model.workloads.micro import place_ranks
+        world, rank = _process_group()
+        nodes = -(-world // self.inst.logical_cores)      # more workers than one node's cores
+        group = place_ranks(self.inst, world, nodes) if world > 1 else None
+        meta = {"world_size": world, "rank": rank} if world > 1 else None
         self.profile = recording_to_profile(recording, self.inst, auto_cast=self.auto_cast,
                                             detail_steps=self.detail_steps, steps=set(self._active),
-                                            command="profiler.profile", tail=False)   # steps are prof.step()'s
+                                            command="profiler.profile", tail=False,  # prof.step()'s
+                                            group=group, meta=meta)
         self.windows += 1
         self._active.clear()
         if self.on_trace_ready is not None:

@@ -268,3 +268,33 @@ def test_bad_command_line_is_one_line_and_exit_2(tmp_path, extra, command):
     assert res.returncode == 2
     assert res.stdout == "" and res.stderr.count("\n") == 1 and res.stderr.startswith("neuron-profile: error:")
     assert not (tmp_path / "x.nsprof").exists()
+
+
+API_DDP = """
+import os, torch, torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+import profiler
+dist.init_process_group("gloo")
+model = DDP(torch.nn.Linear(64, 64))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+with profiler.profile(instance="trn1.32xlarge", schedule=profiler.schedule(wait=1, warmup=0, active=2),
+                      on_trace_ready=profiler.save_to(os.environ["OUT"] + "/w{n}_r{rank}.nsprof")) as prof:
+    for _ in range(3):
+        model(torch.randn(8, 64)).sum().backward(); opt.step(); opt.zero_grad(); prof.step()
+dist.destroy_process_group()
+"""
+
+
+def test_the_python_api_under_torchrun_costs_the_collectives_of_each_rank(tmp_path):
+    """`profiler.profile` in DDP workers: every c10d call had been dropped (no process group
+    given to the simulation), and both ranks said rank 0 and wrote one file."""
+    script = tmp_path / "api_ddp.py"
+    script.write_text(API_DDP)
+    env = {**os.environ, "OUT": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    res = subprocess.run([*TORCHRUN, str(script)], capture_output=True, text=True, cwd=tmp_path,
+                         env=env, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    for rank in (0, 1):
+        profile = fileformat.load(tmp_path / f"w1_r{rank}.nsprof")
+        assert profile.meta["rank"] == rank and profile.meta["world_size"] == 2
+        assert profile.rows("collectives") > 0
