@@ -83,7 +83,13 @@ class profile:
     def __init__(self, *, instance: str = "trn2.48xlarge", lnc: int | None = None,
                  schedule: Callable[[int], ProfilerAction] | None = None,
                  on_trace_ready: Callable[["profile"], None] | None = None,
-                 auto_cast: str = "matmult", detail_steps: int = 0, recorder: str | None = None) -> None:
+                 auto_cast: str = "matmult", detail_steps: int = 0, recorder: str | None = None,
+                 activities=None, record_shapes: bool = True, profile_memory: bool = False,
+                 with_stack: bool = False, with_flops: bool = True, with_modules: bool = True
+                 ) -> None:
+        """The last six are torch.profiler's, taken so that its call sites run unchanged: the
+        device is the chip model (activities), and shapes, FLOPs and modules are always kept;
+        memory and stacks are not recorded."""
         self.inst = make_instance(instance, lnc)
         self.schedule = schedule or _always
         self.on_trace_ready = on_trace_ready
@@ -106,6 +112,7 @@ class profile:
 
     def __exit__(self, exc_type, exc, tb) -> None:
         recording = self._recorder.stop()
+        self._recorder = None                     # stopped: a prof.step() after is an error
         steps_with_calls = recording.steps()
         if self._active & steps_with_calls:       # an unfinished window is still delivered
             self._emit(recording)
@@ -116,6 +123,9 @@ class profile:
 
     def step(self) -> None:
         """Marks the end of a step (ProfilerStep#N), like torch.profiler's prof.step()."""
+        if self._recorder is None:
+            raise RuntimeError("prof.step() outside `with profiler.profile(...) as prof:`: "
+                               "nothing is recording")
         action = self.schedule(self.step_num)
         self._recorder.explicit_step()
         self.step_num += 1

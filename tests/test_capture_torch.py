@@ -273,3 +273,19 @@ def test_dataloader_waits_are_recorded_and_advised():
     assert "data_loading" in prof.profile.text(host["cat_s"])
     rules = [f.rule for f in advise(prof.profile)]
     assert "host-data-loading" in rules
+
+
+def test_torch_profilers_call_site_runs_and_a_step_outside_the_window_is_one_clear_error():
+    """torch.profiler's keyword arguments are taken (they had raised TypeError); prof.step()
+    outside `with` raised "'NoneType' object has no attribute 'explicit_step'"."""
+    import profiler
+    prof = profiler.profile(activities=["cpu"], record_shapes=True, profile_memory=False,
+                            with_stack=False, with_flops=True)
+    with pytest.raises(RuntimeError, match="outside `with profiler.profile"):
+        prof.step()
+    with prof:
+        (torch.randn(8, 8) @ torch.randn(8, 8)).sum()
+        prof.step()
+    assert prof.profile is not None
+    with pytest.raises(RuntimeError, match="outside `with profiler.profile"):
+        prof.step()
