@@ -199,3 +199,38 @@ def test_stop_removes_a_hung_instances_files_once_its_killed_runtimes_are_gone(t
     stop_instance(root)
     assert shm.read_instance(root) is None and list_runtimes(root) == []
     assert not list(root.glob("app-*.log")) and not list(root.glob("*.ctr"))
+
+
+def test_status_names_a_runtime_that_ended_and_its_logs_last_word(tmp_path):
+    """A runtime that crashed removed its counter file on the way out: status listed the
+    instance as if the app had never been, and the reason sat unread in its log."""
+    from collector_sim import start_instance, stop_instance
+    from device_model.runtime.commands import format_status, status_data
+    root = tmp_path / "neuronscope"
+    root.mkdir(mode=0o700)
+    desc = start_instance(root, "a=matmul:m=512,k=512,n=512@0", "b=matmul:m=512,k=512,n=512@1",
+                          instance="trn1.2xlarge")
+    try:
+        gone = next(a for a in shm.read_instance(root).apps if a["tag"] == "a")["pid"]
+        os.kill(gone, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while _running(gone) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with open(root / "app-0.log", "a") as log:     # what a crash leaves there
+            log.write("ZeroDivisionError: float division by zero\n")
+        entry = next(r for r in status_data(root)["runtimes"] if r["pid"] == gone)
+        assert entry["exited"] and not entry["alive"]
+        assert entry["error"] == "ZeroDivisionError: float division by zero"
+        assert "exited        ZeroDivisionError" in format_status(status_data(root))
+        assert desc.instance_type == "trn1.2xlarge"
+    finally:
+        stop_instance(root)
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` still runs (a zombie has exited)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return False
+    return stat[stat.rindex(b")") + 2:][:1] not in (b"Z", b"X")

@@ -12,7 +12,7 @@ import orjson
 from ..core import instance
 from ..errors import SpecError
 from .faults import parse_duration
-from .launcher import _pid_alive, cleanup, launch, live_runtimes, plan, stop, terminate
+from .launcher import _pid_alive, cleanup, exit_reason, launch, live_runtimes, plan, stop, terminate
 from .layout import PUBLISH_INTERVAL_S
 from .shm import CorruptCounters, list_runtimes, read_instance, runtime_dir
 
@@ -151,10 +151,15 @@ def status_data(root: Path) -> dict:
             h.close()
         runtimes.append(entry)
     listed = {h.pid for h in handles}
-    for a in desc.apps if desc is not None else ():
-        if a.get("pid") and a["pid"] not in listed and _pid_alive(a["pid"], "device_model.runtime"):
+    for index, a in enumerate(desc.apps if desc is not None else ()):
+        if not a.get("pid") or a["pid"] in listed:
+            continue
+        if _pid_alive(a["pid"], "device_model.runtime"):
             runtimes.append({"pid": a["pid"], "alive": True, "tag": a["tag"],
                              "error": f"runtime-{a['pid']}.ctr was deleted while the runtime runs"})
+        else:   # ended (a crash removes its counter file too): say so, and why, from its log
+            runtimes.append({"pid": a["pid"], "alive": False, "tag": a["tag"], "exited": True,
+                             "error": exit_reason(root, index) or "ended"})
     out = {"root": str(root), "instance": None if desc is None else _instance_dict(desc), "runtimes": runtimes}
     if instance_error:
         out["instance_error"] = instance_error
@@ -181,6 +186,9 @@ def format_status(d: dict) -> str:
     lines.append(f"{'TAG':<16} {'PID':>8} {'CORES':>6} {'PHASE':<13} {'UTIL':>6} {'EXECS':>9} {'ERRORS':>7} "
                  f"{'POWER':>8}  WORKLOAD")
     for r in d["runtimes"]:
+        if r.get("exited"):
+            lines.append(f"{r['tag'][:16]:<16} {r['pid']:>8} {'':>6} {'exited':<13} {r['error']}")
+            continue
         if r["error"] or "phase" not in r:
             lines.append(f"{r.get('tag', '?')[:16]:<16} {r['pid']:>8} {'':>6} {'unreadable':<13} {r['error']}")
             continue

@@ -215,6 +215,13 @@ def _create_log(path: Path) -> int:
     return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
 
 
+def exit_reason(root: Path, index: int) -> str:
+    """Why app `index`'s runtime ended, as its log's last line says (a traceback's last line,
+    the runtime's own one-line error); "" when the log says nothing."""
+    text = _read_log(_log_path(root, index)).strip().splitlines()
+    return text[-1].removeprefix("neuron-sim runtime: error: ") if text else ""
+
+
 def _read_log(path: Path) -> str:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -237,9 +244,7 @@ def _wait_started(procs: list[subprocess.Popen], root: Path) -> None:
         for pid, i in list(waiting.items()):
             rc = procs[i].poll()
             if rc is not None:
-                text = _read_log(_log_path(root, i)).strip().splitlines()
-                why = text[-1] if text else f"exit status {rc}"
-                raise SimError(why.removeprefix("neuron-sim runtime: error: "))
+                raise SimError(exit_reason(root, i) or f"exit status {rc}")
         if time.monotonic() > deadline:
             raise SimError(f"runtime processes did not start within {START_TIMEOUT_S:.0f} s")
         if waiting:
