@@ -21,6 +21,8 @@ import numpy as np
 
 from device_model.errors import SpecError
 from device_model.runtime import shm
+from device_model.runtime.rundir import root_argument as _root_argument  # noqa: F401
+from device_model.runtime.rundir import runtime_process_alive
 from device_model.catalog.specs import InstanceSpec, get_instance
 from monitor import collector_groups as g
 from monitor.report import HardwareInfo, InstanceInfo, LoadedModel, MemoryUsed, Subgraph
@@ -129,38 +131,6 @@ class MissingCounters:
 
     def remove(self) -> None:
         pass
-
-
-def runtime_process_alive(pid: int, root: Path | None = None) -> bool:
-    """Whether `pid` is a running simulated runtime (its command line names the module) of the
-    instance under `root` (its `--root`): a pid reused by another instance's runtime, or a
-    copy of a live root, is not this instance's."""
-    try:
-        with open(f"/proc/{int(pid)}/cmdline", "rb") as f:
-            args = f.read().split(b"\0")
-        if not any(b"device_model.runtime" in a for a in args):
-            return False
-    except (OSError, ValueError):
-        return False
-    given = _root_argument(args)
-    if root is None or given is None:
-        return True
-    if not os.path.isabs(given):
-        try:     # another user's process: its cwd may not be ours to read
-            given = os.path.join(os.readlink(f"/proc/{int(pid)}/cwd"), given)
-        except OSError:
-            return True      # cannot tell: as before, the module's name decides
-    return os.path.realpath(given) == os.path.realpath(root)
-
-
-def _root_argument(args: list[bytes]) -> str | None:
-    """The value of a command line's `--root DIR` or `--root=DIR`."""
-    for i, arg in enumerate(args):
-        if arg == b"--root" and i + 1 < len(args):
-            return os.fsdecode(args[i + 1])
-        if arg.startswith(b"--root="):
-            return os.fsdecode(arg[len(b"--root="):])
-    return None
 
 
 def missing_runtimes(instance: Any, listed: set[int], root: Path | None = None

@@ -23,6 +23,7 @@ from .faults import ECC_FAULTS, FaultSpec, exec_timeout, format_fault, parse_fau
 from ..catalog.topology import neighbours
 from .apps import AppSpec, check_disjoint, default_apps, format_cores, parse_app
 from .layout import PUBLISH_INTERVAL_S
+from .rundir import runtime_process_alive
 from .shm import (CorruptCounters, RuntimeHandle, SimInstance, list_runtimes, read_instance, remove_instance,
                   runtime_dir, write_instance)
 
@@ -283,7 +284,8 @@ def stop(root: Path) -> tuple[SimInstance | None, int]:
         desc = None
     pids = {h.pid for h in list_runtimes(root) if h.is_alive()}
     if desc is not None:
-        pids |= {a["pid"] for a in desc.apps if a.get("pid") and _runtime_in(a["pid"], root)}
+        pids |= {a["pid"] for a in desc.apps
+                 if a.get("pid") and runtime_process_alive(a["pid"], root)}
         if desc.launcher_pid != os.getpid() and _pid_alive(desc.launcher_pid, RUN_MARK):
             _signal(desc.launcher_pid, signal.SIGTERM)
     for pid in pids:
@@ -294,20 +296,6 @@ def stop(root: Path) -> tuple[SimInstance | None, int]:
     _wait_gone(pids, STOP_TIMEOUT_S)    # a killed runtime still holds its files until it is gone
     cleanup(root)
     return desc, len(pids)
-
-
-def _runtime_in(pid: int, root: Path) -> bool:
-    """Whether `pid` is a runtime of the instance in `root`: a pid the instance file names may
-    since have been reused by another instance's runtime, which `stop` must not touch."""
-    try:
-        with open(f"/proc/{int(pid)}/cmdline", "rb") as f:
-            args = f.read().split(b"\x00")
-    except OSError:
-        return False
-    if b"device_model.runtime" not in args or b"--root" not in args[:-1]:
-        return False
-    given = os.fsdecode(args[args.index(b"--root") + 1])
-    return os.path.realpath(given) == os.path.realpath(root)
 
 
 def _wait_gone(pids: set[int], timeout: float) -> set[int]:

@@ -61,3 +61,35 @@ def read_regular(path: Path, limit: int) -> bytes:
     if len(data) > limit:
         raise CorruptCounters(f"{path.name}: larger than {limit} bytes")
     return data
+
+
+def runtime_process_alive(pid: int, root: Path | None = None) -> bool:
+    """Whether `pid` is a running simulated runtime (its command line names the module) of the
+    instance under `root` (its `--root`): a pid reused by another instance's runtime, or a
+    copy of a live root, is not this instance's."""
+    try:
+        with open(f"/proc/{int(pid)}/cmdline", "rb") as f:
+            args = f.read().split(b"\0")
+        if not any(b"device_model.runtime" in a for a in args):
+            return False
+    except (OSError, ValueError):
+        return False
+    given = root_argument(args)
+    if root is None or given is None:
+        return True
+    if not os.path.isabs(given):
+        try:     # another user's process: its cwd may not be ours to read
+            given = os.path.join(os.readlink(f"/proc/{int(pid)}/cwd"), given)
+        except OSError:
+            return True      # cannot tell: as before, the module's name decides
+    return os.path.realpath(given) == os.path.realpath(root)
+
+
+def root_argument(args: list[bytes]) -> str | None:
+    """The value of a command line's `--root DIR` or `--root=DIR`."""
+    for i, arg in enumerate(args):
+        if arg == b"--root" and i + 1 < len(args):
+            return os.fsdecode(args[i + 1])
+        if arg.startswith(b"--root="):
+            return os.fsdecode(arg[len(b"--root="):])
+    return None
