@@ -168,10 +168,12 @@ class profile:
             raise RuntimeError("no profile yet: no active step has finished")
         save(self.profile, path)
 
-    def key_averages(self, limit: int | None = None):
-        """Operators of the last window (self time, count, FLOPs, bytes, bound; one row per
-        operator and phase), highest self time first; `.table(sort_by=..., row_limit=...)` prints
-        them like torch.profiler's."""
-        from .analysis.key_averages import KeyAverages
-        from .analysis.summary import top_operators
-        return KeyAverages(top_operators(self.profile, limit) if self.profile else [])
+    def key_averages(self, group_by_input_shape: bool = False, group_by_stack_n: int = 0,
+                     group_by_overload_name: bool = False, *, limit: int | None = None):
+        """Operators of the last window, highest self device time first, one row per operator
+        and phase (and input shape with `group_by_input_shape`); each row answers torch's
+        FunctionEventAvg names (`key`, `count`, `self_cpu_time_total`, `device_time_total`, ...)
+        and `.table(sort_by=..., row_limit=...)` prints them like torch.profiler's. No stacks
+        are recorded and names carry no overload, so the other two groupings change nothing."""
+        from .analysis.key_averages import key_averages
+        return key_averages(self.profile, group_by_input_shape, limit)

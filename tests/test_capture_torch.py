@@ -233,7 +233,7 @@ def test_python_api_with_schedule(tmp_path, recorder):
             prof.step()
     assert [sorted(set(w.table("steps")["step"].tolist())) for w in windows] == [[3, 4], [7, 8]]
     assert {w.meta["recorder"] for w in windows} == {recorder}
-    assert prof.key_averages(3)[0].self_time > 0
+    assert prof.key_averages(limit=3)[0].self_time > 0
     prof.save(str(tmp_path / "api.nsprof"))
     assert fileformat.load(tmp_path / "api.nsprof").meta["source"] == "pytorch"
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pytest
 
 from device_model import instance
@@ -61,17 +62,75 @@ def test_key_averages_table_is_shaped_like_torch_profilers(prof):
     assert isinstance(ka, KeyAverages) and ka[0].self_time >= ka[-1].self_time
     text = ka.table(sort_by="count", row_limit=5)
     lines = text.splitlines()
-    assert lines[0].startswith("-") and lines[2] == lines[0] and lines[-2] == lines[0]
-    assert lines[1].split()[:2] == ["Name", "Phase"] and "# of Calls" in lines[1]
+    assert lines[0].startswith("-") and lines[2] == lines[0] and lines[-3] == lines[0]
+    assert lines[1].split()[:4] == ["Name", "Phase", "Self", "CPU"] and "# of Calls" in lines[1]
+    assert lines[-2].startswith("Self CPU time total: ")
     assert lines[-1].startswith("Self device time total: ")
-    body = lines[3:-2]
+    body = lines[3:-3]
     assert len(body) == 5
-    calls = [int(line.split()[9]) for line in body]     # Name Phase % then three "<n> <unit>" times
-    assert calls == sorted(calls, reverse=True)
+    calls = [int(line.split()[13]) for line in body]   # Name Phase, two "<n> <unit>" CPU times, %,
+    assert calls == sorted(calls, reverse=True)        # then three "<n> <unit>" device times
     assert ka.table(sort_by="self_cuda_time_total") == ka.table()   # torch's name for the same
     with pytest.raises(ValueError, match="sort_by must be one of"):
         ka.table(sort_by="cpu_memory_usage")
     assert str(ka) == ka.table()
+
+
+# what scripts written for torch.profiler read from key_averages() rows
+TORCH_ROW_NAMES = ("key", "count", "self_cpu_time_total", "cpu_time_total", "cpu_time",
+                   "self_device_time_total", "device_time_total", "device_time",
+                   "self_cuda_time_total", "cuda_time_total", "flops", "input_shapes")
+
+
+def test_key_averages_answer_torch_profilers_names(prof):
+    from torch.autograd.profiler_util import FunctionEventAvg
+    theirs = FunctionEventAvg()      # torch's own names (its cuda_* ones are older names)
+    assert all(hasattr(theirs, n) for n in TORCH_ROW_NAMES if not n.startswith("self_cuda")
+               and not n.startswith("cuda"))
+    rows = prof.key_averages()
+    for e in rows:
+        assert e.key == e.name and isinstance(e.count, int)
+        assert e.self_device_time_total == pytest.approx(e.self_time * 1e6)    # microseconds
+        assert e.device_time == pytest.approx(e.device_time_total / e.count)
+        assert e.self_cuda_time_total == e.self_device_time_total
+        assert 0 <= e.self_cpu_time_total <= e.cpu_time_total
+    # every operator was launched by a measured host call: CPU time is the host's, not zero
+    assert all(e.cpu_time_total > 0 for e in rows)
+    # torch's CPU sort keys and its table options run as in torch's tutorials
+    text = rows.table(sort_by="self_cpu_time_total", row_limit=3, header="TRAIN")
+    assert text.splitlines()[0] == "TRAIN"
+    cpu = [e.self_cpu_time_total for e in sorted(rows, key=lambda e: -e.self_cpu_time_total)[:3]]
+    assert [line.split()[0] for line in text.splitlines()[4:7]] == \
+        [e.key for e in sorted(rows, key=lambda e: -e.self_cpu_time_total)[:3]] and cpu[0] > 0
+    total = rows.total_average()
+    assert total.key == "Total" and total.count == sum(e.count for e in rows)
+    assert total.cpu_time_total == pytest.approx(sum(e.cpu_time_total for e in rows))
+
+
+def test_key_averages_group_by_input_shape(prof):
+    plain = prof.key_averages()
+    by_shape = prof.key_averages(group_by_input_shape=True)
+    assert len(by_shape) >= len(plain) and sum(e.count for e in by_shape) == sum(e.count for e in plain)
+    # the optimizer's add_ runs on the 64x64 weights and on the 64-long bias: two rows by shape
+    adds = {str(e.input_shapes) for e in by_shape if (e.key, e.phase) == ("aten::add_", "optimizer")}
+    assert {"[[64, 64], [64, 64]]", "[[64], [64]]"} <= adds
+    assert "Input Shapes" in by_shape.table().splitlines()[1]
+    assert "Input Shapes" not in plain.table()
+    # torch's other groupings are taken: no stacks are recorded, names carry no overload
+    assert [e.key for e in prof.key_averages(group_by_stack_n=5, group_by_overload_name=True)] == \
+        [e.key for e in plain]
+    assert len(prof.key_averages(limit=2)) == 2
+
+
+def test_self_cpu_leaves_out_nested_calls():
+    from profiler.analysis.key_averages import _nested_time
+    # thread 1: a call [0, 10] holding [2, 5] (holding [3, 4]) and [6, 8]; thread 2: [1, 9]
+    host = {"start": np.array([0.0, 2, 3, 6, 1]), "end": np.array([10.0, 5, 4, 8, 9]),
+            "tid": np.array([1, 1, 1, 1, 2])}
+    nested = _nested_time(host, np.arange(5))
+    assert nested.tolist() == [5.0, 1.0, 0.0, 0.0, 0.0]
+    # a row that is not an operator call is neither parent nor child
+    assert _nested_time(host, np.array([0, 2, 3])).tolist() == [3.0, 0.0, 0.0, 0.0, 0.0]
 
 
 def _empty_profile():

@@ -329,17 +329,42 @@ def op_bound(busy: np.ndarray) -> np.ndarray:
     return labels[np.argmax(busy, axis=1)] if busy.size else np.array([], dtype=str)
 
 
-def top_operators(profile: Profile, limit: int | None = 20, by: str = "name") -> list[OpStat]:
-    """Operators by self time over the summarised steps, one row per name (or kind) and phase, so
-    a forward operator and its backward (the same aten op under autograd) are told apart."""
+@dataclass(frozen=True, slots=True)
+class OpGroups:
+    """The operator rows a table covers (`mask`), grouped: `keys` sorted, `inv` the group of each
+    covered row; a key is name (or kind) index, then shape index when grouped by shape, then
+    phase."""
+    mask: np.ndarray
+    keys: np.ndarray
+    inv: np.ndarray
+    shape: np.ndarray       # each group's shape string index (0 when not grouped by shape)
+
+
+def op_groups(profile: Profile, by: str = "name", shapes: bool = False) -> OpGroups:
+    """Groups of the summarised steps' operator rows: one per name (or kind) and phase, and per
+    input shape when `shapes` (torch's `group_by_input_shape`)."""
     ops = profile.table("ops")
     _, mask = scope_mask(profile)
-    key_col = ops["name_s"] if by == "name" else ops["kind_s"]
-    phases = ops["phase"][mask].astype(np.int64)
-    keys = key_col[mask].astype(np.int64) * len(PHASES) + np.minimum(phases, len(PHASES) - 1)
-    if keys.size == 0:
-        return []
+    key_col = (ops["name_s"] if by == "name" else ops["kind_s"])[mask].astype(np.int64)
+    shape_col = ops["shape_s"][mask].astype(np.int64) if shapes else np.zeros_like(key_col)
+    phases = np.minimum(ops["phase"][mask].astype(np.int64), len(PHASES) - 1)
+    n_strings = max(len(profile.strings), 1)
+    keys = (key_col * n_strings + shape_col) * len(PHASES) + phases
     uniq, inv = np.unique(keys, return_inverse=True)
+    return OpGroups(mask, uniq, inv.reshape(-1), (uniq // len(PHASES)) % n_strings)
+
+
+def top_operators(profile: Profile, limit: int | None = 20, by: str = "name",
+                  groups: OpGroups | None = None) -> list[OpStat]:
+    """Operators by self time over the summarised steps, one row per name (or kind) and phase, so
+    a forward operator and its backward (the same aten op under autograd) are told apart; in
+    `groups`' order, before sorting, when they are given (`op_groups`)."""
+    ops = profile.table("ops")
+    g = groups or op_groups(profile, by)
+    mask, uniq, inv = g.mask, g.keys, g.inv
+    if uniq.size == 0:
+        return []
+    n_strings = max(len(profile.strings), 1)
     lnc = int(profile.meta.get("lnc", 1))
 
     def sums(col: np.ndarray) -> np.ndarray:
@@ -352,11 +377,14 @@ def top_operators(profile: Profile, limit: int | None = 20, by: str = "name") ->
     bound = op_bound(busy)
     counts = np.bincount(inv, minlength=uniq.size)
     whole = max(float(self_t.sum()), 1e-15)
-    stats = [OpStat(profile.strings[int(u) // len(PHASES)], profile.strings[int(kinds[i])],
+    stats = [OpStat(profile.strings[int(u) // len(PHASES) // n_strings],
+                    profile.strings[int(kinds[i])],
                     int(counts[i]), float(self_t[i]), float(t),
                     _whole(f * lnc), _whole(b * lnc), str(bound[i]), float(self_t[i] / whole),
                     PHASES[int(u) % len(PHASES)])
              for i, (u, t, f, b) in enumerate(zip(uniq, sums(ops["end"] - ops["start"]),
                                                   sums(ops["flops"]), sums(ops["hbm_r"] + ops["hbm_w"])))]
+    if groups is not None:
+        return stats
     stats.sort(key=lambda s: (-s.self_time, s.name, s.phase))
     return stats[:limit] if limit else stats
