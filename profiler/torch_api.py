@@ -56,6 +56,17 @@ def _always(step: int) -> ProfilerAction:
     return ProfilerAction.RECORD
 
 
+def _action(value) -> ProfilerAction:
+    """A schedule's answer as our action: torch.profiler.schedule's own enum is taken by name,
+    so a script keeps its `schedule=torch.profiler.schedule(...)`."""
+    if isinstance(value, ProfilerAction):
+        return value
+    try:
+        return ProfilerAction[getattr(value, "name", value)]
+    except (KeyError, TypeError):
+        raise ValueError(f"schedule returned {value!r}, not a ProfilerAction") from None
+
+
 def save_to(path: str) -> Callable[["profile"], None]:
     """An `on_trace_ready` handler writing each window's profile (`{n}` numbers windows,
     `{rank}` the process's rank in its process group, 0 without one: each DDP worker its file)."""
@@ -85,11 +96,13 @@ class profile:
                  on_trace_ready: Callable[["profile"], None] | None = None,
                  auto_cast: str = "matmult", detail_steps: int = 0, recorder: str | None = None,
                  activities=None, record_shapes: bool = True, profile_memory: bool = False,
-                 with_stack: bool = False, with_flops: bool = True, with_modules: bool = True
-                 ) -> None:
-        """The last six are torch.profiler's, taken so that its call sites run unchanged: the
-        device is the chip model (activities), and shapes, FLOPs and modules are always kept;
-        memory and stacks are not recorded."""
+                 with_stack: bool = False, with_flops: bool = True, with_modules: bool = True,
+                 experimental_config=None, execution_trace_observer=None, acc_events: bool = False,
+                 use_cuda: bool | None = None, custom_trace_id_callback=None,
+                 post_processing_timeout_s: float | None = None) -> None:
+        """From `activities` on, torch.profiler's, taken so that its call sites run unchanged:
+        the device is the chip model (activities, use_cuda), shapes, FLOPs and modules are
+        always kept, memory, stacks and execution traces are not recorded."""
         self.inst = make_instance(instance, lnc)
         self.schedule = schedule or _always
         self.on_trace_ready = on_trace_ready
@@ -102,6 +115,7 @@ class profile:
         self._recorder = None
         self._active: set[int] = set()
         self._warned_compile = False
+        self._trace_metadata: dict = {}
 
     def __enter__(self) -> "profile":
         from .capture.recorders import start_recorder
@@ -117,8 +131,25 @@ class profile:
         if self._active & steps_with_calls:       # an unfinished window is still delivered
             self._emit(recording)
 
+    def start(self) -> None:
+        """torch's non-`with` form: `prof.start()` ... `prof.stop()`."""
+        self.__enter__()
+
+    def stop(self) -> None:
+        if self._recorder is not None:
+            self.__exit__(None, None, None)
+
+    def add_metadata(self, key: str, value: str) -> None:
+        """A user key and string value for the traces' top level, as torch's."""
+        self._trace_metadata[str(key)] = str(value)
+
+    def add_metadata_json(self, key: str, value: str) -> None:
+        """A user key and a JSON value (given as text) for the traces' top level."""
+        import json
+        self._trace_metadata[str(key)] = json.loads(value)
+
     def _note_action(self) -> None:
-        if self.schedule(self.step_num) in (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE):
+        if _action(self.schedule(self.step_num)) in (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE):
             self._active.add(self._recorder.step)
 
     def step(self) -> None:
@@ -126,7 +157,7 @@ class profile:
         if self._recorder is None:
             raise RuntimeError("prof.step() outside `with profiler.profile(...) as prof:`: "
                                "nothing is recording")
-        action = self.schedule(self.step_num)
+        action = _action(self.schedule(self.step_num))
         self._recorder.explicit_step()
         self.step_num += 1
         if action is ProfilerAction.RECORD_AND_SAVE:
@@ -147,7 +178,9 @@ class profile:
         world, rank = _process_group()
         nodes = -(-world // self.inst.logical_cores)      # more workers than one node's cores
         group = place_ranks(self.inst, world, nodes) if world > 1 else None
-        meta = {"world_size": world, "rank": rank} if world > 1 else None
+        meta = {"world_size": world, "rank": rank} if world > 1 else {}
+        if self._trace_metadata:
+            meta["trace_metadata"] = dict(self._trace_metadata)
         self.profile = recording_to_profile(recording, self.inst, auto_cast=self.auto_cast,
                                             detail_steps=self.detail_steps, steps=set(self._active),
                                             command="profiler.profile", tail=False,  # prof.step()'s
@@ -157,7 +190,10 @@ class profile:
         if self.on_trace_ready is not None:
             self.on_trace_ready(self)
 
-    def export_chrome_trace(self, path: str) -> None:
+    def export_chrome_trace(self, path: str, use_python_export: bool = False) -> None:
+        """The last window's trace (`.json`, or gzip'ed `.json.gz`); torch's
+        `tensorboard_trace_handler` calls this. `use_python_export` is torch's and changes
+        nothing here."""
         from .export.chrome import write_chrome
         if self.profile is None:
             raise RuntimeError("no profile yet: no active step has finished")

@@ -246,6 +246,38 @@ def test_schedule_matches_torch_profiler():
         assert [ours(i).name for i in range(20)] == [theirs(i).name for i in range(20)]
 
 
+def test_torch_profilers_own_schedule_handler_and_start_stop(tmp_path):
+    """A script that keeps torch.profiler's schedule and TensorBoard handler, in the non-`with`
+    form, with its own trace metadata: the windows torch's schedule picks are written where
+    torch's handler writes them, gzip'ed, with the metadata at the trace's top level."""
+    import gzip
+    import json
+    from torch.profiler import schedule, tensorboard_trace_handler
+    import profiler
+    lin = torch.nn.Linear(16, 16)
+    prof = profiler.profile(instance="trn2.48xlarge", use_cuda=False, acc_events=False,
+                            schedule=schedule(wait=1, warmup=1, active=1, repeat=2),
+                            on_trace_ready=tensorboard_trace_handler(str(tmp_path), "w0", True))
+    prof.add_metadata("run", "r7")
+    prof.add_metadata_json("config", '{"lr": 0.5}')
+    prof.add_metadata("traceName", "not ours to rename")
+    prof.start()
+    for _ in range(7):
+        lin(torch.randn(4, 16)).sum().backward()
+        prof.step()
+    prof.stop()
+    files = sorted(tmp_path.glob("w0.*.pt.trace.json.gz"))
+    assert len(files) == 2                       # torch's schedule: steps 3 and 6 (from 1) record
+    steps = []
+    for f in files:
+        doc = json.loads(gzip.decompress(f.read_bytes()))
+        assert doc["run"] == "r7" and doc["config"] == {"lr": 0.5}
+        assert doc["traceName"] == "profiler.profile"
+        steps += [e["name"] for e in doc["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")]
+    assert steps == ["ProfilerStep#3", "ProfilerStep#6"]
+    prof.stop()                                  # stopped twice: nothing more to do
+
+
 def test_dataloader_waits_are_recorded_and_advised():
     import torch.nn.functional as F
     import profiler

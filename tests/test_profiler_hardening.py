@@ -158,6 +158,7 @@ def test_a_rank_pointing_at_another_ranks_rows_is_one_line(small, table, col, ta
     ({"lane_engines": None}, "'lane_engines' must be a non-empty list"),
     ({"ranks": 3}, "'ranks' must be a list"),
     ({"lnc": "2"}, "'lnc' must be 1 or 2"),
+    ({"trace_metadata": ["run", "r7"]}, "'trace_metadata' must be an object"),
 ])
 def test_named_bad_header_fields(small, tmp_path, meta_change, message):
     p = small[1]

@@ -374,8 +374,15 @@ def chrome_header(profiles: list[Profile], ids: list[TraceIds], world: int | Non
         "baseTimeNanoseconds": int(meta.get("created_unix_s", 0) * 1e9),
         "traceName": meta.get("workload") or meta.get("command", "profile"),
     })[1:-1]
+    # keys a script gave (`prof.add_metadata`), at the top level as Kineto puts them; ours win
+    user = {str(k): v for k, v in meta.get("trace_metadata", {}).items() if k not in _OWN_KEYS}
+    extra = b"," + orjson.dumps(user)[1:-1] if user else b""
     info = distributed_info(profiles[0], world or world_size(profiles[0]))
-    return head + b"," + info + b"," + tail + b',"traceEvents":[\n'
+    return head + b"," + info + b"," + tail + extra + b',"traceEvents":[\n'
+
+
+_OWN_KEYS = {"schemaVersion", "deviceProperties", "distributedInfo", "displayTimeUnit",
+             "baseTimeNanoseconds", "traceName", "traceEvents"}
 
 
 def _launch_flows(profile: Profile, ids: TraceIds, rows: np.ndarray,

@@ -71,6 +71,8 @@ def _check_meta(meta: dict, where: str) -> None:
     for key in _OPTIONAL_TEXT:
         if key in meta and not isinstance(meta[key], str):
             raise bad(key, "must be a string")
+    if not isinstance(meta.get("trace_metadata", {}), dict):
+        raise bad("trace_metadata", "must be an object")
     notes = meta.get("notes", [])
     if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
         raise bad("notes", "must be a list of strings")
