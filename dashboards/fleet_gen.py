@@ -152,25 +152,30 @@ def per_instance(record: str) -> str:
 
 # Instances table: one instant query per column, merged on instance_id by Grafana.
 TABLE_COLUMNS = [
+    # (title, query, Grafana unit): each column says its unit, as neuron-top's table does
     # every instance of the lookback, down ones too (instance_info goes stale with its target)
     ("Type / zone", "max by (instance_id, instance_type, availability_zone) "
-                    f"(last_over_time({PICK}[15m]))"),
+                    f"(last_over_time({PICK}[15m]))", ""),
     ("Up", "max by (instance_id) (up * on (instance, job) group_left (instance_id) "
-           f"last_over_time({PICK}[15m]))"),
+           f"last_over_time({PICK}[15m]))", "bool_yes_no"),
     # the mean over the cores runtimes hold: over every core needs the core count, a label of
     # neuron_hardware_info, which PromQL cannot divide by (neuron-top does)
-    ("Mean util (held cores)", per_instance("instance_id:neuroncore_utilization_ratio:avg")),
-    ("Max util", per_instance("instance_id:neuroncore_utilization_ratio:max")),
-    ("Busy cores", per_instance("instance_id:neuroncore_busy:count")),
+    ("Mean util (held cores)", per_instance("instance_id:neuroncore_utilization_ratio:avg"),
+     "percentunit"),
+    ("Max util", per_instance("instance_id:neuroncore_utilization_ratio:max"), "percentunit"),
+    ("Busy cores", per_instance("instance_id:neuroncore_busy:count"), "none"),
     # parenthesised: `/` binds tighter than `and`, and divided instance_info, not the rate
-    ("TFLOP/s", f"({per_instance('instance_id:neuron_core_model_flops:rate1m')}) / 1e12"),
-    ("HBM B/s", per_instance("instance_id:neuron_device_hbm_bytes:rate1m")),
-    ("Memory used", per_instance("instance_id:neuron_device_memory_used_bytes:sum")),
-    ("Memory total", per_instance("instance_id:neuron_device_memory_total_bytes:sum")),
-    ("Power W", per_instance("instance_id:neuron_device_power_watts:sum")),
-    ("Errors 5m", per_instance("instance_id:execution_errors:increase5m")),
-    ("ECC 5m", per_instance("instance_id:hardware_ecc_events:increase5m")),
+    ("TFLOP/s", f"({per_instance('instance_id:neuron_core_model_flops:rate1m')}) / 1e12",
+     "none"),
+    ("HBM B/s", per_instance("instance_id:neuron_device_hbm_bytes:rate1m"), "binBps"),
+    ("Memory used", per_instance("instance_id:neuron_device_memory_used_bytes:sum"), "bytes"),
+    ("Memory total", per_instance("instance_id:neuron_device_memory_total_bytes:sum"), "bytes"),
+    ("Power W", per_instance("instance_id:neuron_device_power_watts:sum"), "watt"),
+    ("Errors 5m", per_instance("instance_id:execution_errors:increase5m"), "none"),
+    ("ECC 5m", per_instance("instance_id:hardware_ecc_events:increase5m"), "none"),
 ]
+# decimals where Grafana's automatic choice would show a count as 3.00 or a TFLOP/s as 12.3456
+TABLE_DECIMALS = {"Busy cores": 0, "Errors 5m": 0, "ECC 5m": 0, "TFLOP/s": 1, "Power W": 0}
 
 UTIL = per_instance("instance_id:neuroncore_utilization_ratio:avg")
 # ("row", title) or (title, type, unit, width, height, [(expr, legend)], options)
@@ -190,7 +195,7 @@ FLEET_PANELS = [
     ("Device power", "stat", "watt", 4, 4,
      [(f"sum({per_instance('instance_id:neuron_device_power_watts:sum')})", "")], {}),
     ("row", "Instances"),
-    ("Instances", "table", "", 24, 10, [(expr, title) for title, expr in TABLE_COLUMNS],
+    ("Instances", "table", "", 24, 10, [(expr, title) for title, expr, _ in TABLE_COLUMNS],
      {"table": True}),
     ("row", "Utilization"),
     ("Utilization by instance (held cores)", "status-history", "percentunit", 24, 10,
@@ -274,6 +279,7 @@ def _panel(n: int, entry: tuple, targets) -> dict:
                                  for t in panel["targets"][1:]}}}]
         panel["options"] = {"showHeader": True, "sortBy": [{"displayName": "Mean util (held cores)",
                                                               "desc": True}]}
+        panel["fieldConfig"]["overrides"] = _column_units()
     if opts.get("instant"):
         for target in panel["targets"]:
             target["instant"] = True
@@ -287,6 +293,17 @@ def _panel(n: int, entry: tuple, targets) -> dict:
     if kind == "timeseries":
         panel["options"] = {"legend": {"displayMode": "list", "placement": "bottom"}}
     return panel
+
+
+def _column_units() -> list[dict]:
+    """The Instances table's unit (and decimals) per column, matched by its renamed title."""
+    overrides = []
+    for title, _, unit in TABLE_COLUMNS:
+        props = ([{"id": "unit", "value": unit}] if unit else []) + \
+            ([{"id": "decimals", "value": TABLE_DECIMALS[title]}] if title in TABLE_DECIMALS else [])
+        if props:
+            overrides.append({"matcher": {"id": "byName", "options": title}, "properties": props})
+    return overrides
 
 
 def fleet_dashboard(layout, targets) -> dict:

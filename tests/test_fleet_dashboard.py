@@ -68,6 +68,20 @@ def test_dashboard_has_the_fleet_panels():
                                                             "instance_type", "topk"}
 
 
+def test_every_instances_column_has_its_unit():
+    """The table's figures show with units (96% and 1.2 TB, not 0.96 and 1200000000000): each
+    column but the labels' has a unit, matched by the title it is renamed to."""
+    table = next(p for p in panels() if p["title"] == "Instances")
+    titles = [t["legendFormat"] for t in table["targets"]]
+    renamed = set(table["transformations"][1]["options"]["renameByName"].values())
+    units = {o["matcher"]["options"]: {p["id"]: p["value"] for p in o["properties"]}
+             for o in table["fieldConfig"]["overrides"] if o["matcher"]["id"] == "byName"}
+    assert set(units) <= renamed and set(titles[1:]) <= set(units)
+    assert units["Mean util (held cores)"]["unit"] == "percentunit"
+    assert units["Memory used"]["unit"] == "bytes" and units["HBM B/s"]["unit"] == "binBps"
+    assert units["Power W"]["unit"] == "watt" and units["Busy cores"]["decimals"] == 0
+
+
 def test_dashboard_reads_recorded_series_and_exported_metrics_only():
     known = {s.name for s in mt.ALL_METRICS} | PROMETHEUS_OWN | recorded()
     used = set()
