@@ -57,6 +57,12 @@ class Sample:
     finished: int               # executions finished since start (indexes the latency ring)
     total_latency: np.ndarray   # most recent latencies, oldest first, seconds
     device_latency: np.ndarray
+    # every execution's latency, binned: executions counted, executions per bin, and the
+    # latency each bin stands for (seconds); None where the source keeps no histogram
+    executions: int = 0
+    total_histogram: np.ndarray | None = None
+    device_histogram: np.ndarray | None = None
+    bin_values: np.ndarray | None = None
 
 
 def zero_like(s: Sample, wall_time: float) -> Sample:
@@ -65,7 +71,9 @@ def zero_like(s: Sample, wall_time: float) -> Sample:
     return Sample(wall_time, 0.0, s.cores, s.physical_keys, z(s.busy), z(s.physical_busy),
                   z(s.engine_active), z(s.model_flops), z(s.hardware_flops), z(s.hbm_read),
                   z(s.hbm_write), z(s.dma_bytes), z(s.collective_bytes), z(s.collective_time),
-                  z(s.statuses), z(s.errors), 0, s.total_latency[:0], s.device_latency[:0])
+                  z(s.statuses), z(s.errors), 0, s.total_latency[:0], s.device_latency[:0], 0,
+                  None if s.total_histogram is None else z(s.total_histogram),
+                  None if s.device_histogram is None else z(s.device_histogram), s.bin_values)
 
 
 def physical_keys(cores: tuple[int, ...], lnc: int, core_version: str
@@ -146,13 +154,35 @@ def execution_stats(prev: Sample, cur: Sample) -> ExecutionStats:
     dt = _covered(prev, cur)
     statuses = dict(zip(STATUS_KEYS, np.clip(cur.statuses - prev.statuses, 0, None).tolist()))
     errors = dict(zip(ERROR_KEYS, np.clip(cur.errors - prev.errors, 0, None).tolist()))
-    new = cur.finished - prev.finished if cur.finished >= prev.finished else cur.finished
+    restarted = cur.finished < prev.finished or cur.executions < prev.executions
+    new = cur.finished - (0 if restarted else prev.finished)
+    executions = cur.executions - (0 if restarted else prev.executions)
+    if executions > min(new, len(cur.total_latency)) and cur.total_histogram is not None \
+            and prev.total_histogram is not None and cur.bin_values is not None:
+        # more executions than the ring holds (or samples): the histograms have all of them
+        def period(name: str) -> Latency | None:
+            grown = getattr(cur, name).astype(np.int64)
+            if not restarted:
+                grown = grown - getattr(prev, name).astype(np.int64)
+            return _binned_percentiles(np.clip(grown, 0, None), cur.bin_values)
+        return ExecutionStats(dt, "", errors, statuses, period("total_histogram"),
+                              period("device_histogram"))
     return ExecutionStats(dt, "", errors, statuses, _percentiles(cur.total_latency, new),
                           _percentiles(cur.device_latency, new))
 
 
+def _binned_percentiles(counts: np.ndarray, values: np.ndarray) -> Latency | None:
+    """The percentiles of binned latencies: each the value of the bin holding that rank."""
+    cumulative = np.cumsum(counts)
+    if cumulative.size == 0 or cumulative[-1] <= 0:
+        return None
+    rank = np.floor(_PERCENT_POINTS / 100.0 * (cumulative[-1] - 1))
+    return Latency(*values[np.searchsorted(cumulative, rank, side="right")].tolist())
+
+
 def _percentiles(ring: np.ndarray, new: int) -> Latency | None:
-    # The ring is bounded: when more finished than it holds, the newest it holds stand in.
+    # The ring is bounded: when more finished than it holds, the newest it holds stand in
+    # (a source without histograms only).
     recent = ring[len(ring) - min(new, len(ring)):] if new > 0 else ring[:0]
     if recent.size == 0:
         return None

@@ -176,7 +176,11 @@ def sample_of(s: Any, physical_keys: tuple[tuple[str, ...], ...]) -> g.Sample:
         s.hbm_read_bytes, s.hbm_write_bytes, s.dma_bytes, s.collective_bytes, s.collective_s,
         np.fromiter((s.exec_status.get(k, 0) for k in g.STATUS_KEYS), np.int64, len(g.STATUS_KEYS)),
         np.fromiter((s.errors.get(k, 0) for k in g.ERROR_KEYS), np.int64, len(g.ERROR_KEYS)),
-        s.latency_count, s.latency_total, s.latency_device)
+        s.latency_count, s.latency_total, s.latency_device, s.latency_executions,
+        s.latency_hist_total, s.latency_hist_device, _BIN_VALUES)
+
+
+_BIN_VALUES = shm.latency_bin_values()
 
 
 def loaded_models_of(models: Any, running: bool) -> tuple[LoadedModel, ...]:

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from device_model.runtime import shm
+from device_model.runtime.counters import Counters
 from device_model.catalog.specs import get_instance
 from device_model.catalog.topology import neighbours
 
@@ -50,6 +51,7 @@ class FakeRuntime:
         self.writer = shm.CounterWriter(root, header, pid=pid)
         self.ring = ring
         self.r = self.writer.record
+        self.counters = Counters(self.r, lnc, [self.devices.index(d) for d in core_devices])
         self.r["wall_time"] = started_at
         self.writer.publish()
 
@@ -79,11 +81,9 @@ class FakeRuntime:
         r["collective_bytes"] += hbm * dt / 8
         r["collective_s"] += dt / 10
         r["exec_status"][0] += executions
-        count = int(r["latency_count"])
-        for k in range(executions):
-            r["latency_total"][(count + k) % self.ring] = latency * (1 + k / max(1, executions))
-            r["latency_device"][(count + k) % self.ring] = latency * 0.9
-        r["latency_count"] = count + executions
+        # the runtime's own accumulator: ring and histograms as a runtime fills them
+        total = latency * (1 + np.arange(executions) / max(1, executions))
+        self.counters.add_latencies(total, np.full(executions, latency * 0.9))
         r["dev_energy_j"] += power * dt
         r["dev_power_w"] = power
         r["dev_temperature_c"] = 30 + 0.1 * power

@@ -94,17 +94,29 @@ def test_execution_counts_and_latency_percentiles_cover_the_period_only(root, ru
     assert idle.total_latency is None and idle.device_latency is None
 
 
-def test_latency_ring_overflow_uses_the_newest_latencies(root, runtimes):
+def test_latency_percentiles_cover_every_execution_beyond_the_ring(root, runtimes):
+    """More executions in a period than the ring holds: the percentiles are over all of them
+    (the histograms, to within 1%), so a slow execution early in the period is still p100."""
     write_instance(root)
     rt = make(root, runtimes, 4242, "serve", [8], ring=8)
     clock = Clock(START)
     c = collector(root, clock)
-    rt.step(1.0, executions=20, latency=0.010)  # more than the ring holds
+    rt.step(0.5, executions=1, latency=1.0)     # one slow execution, then 20 fast ones
+    rt.step(0.5, executions=20, latency=0.010)  # 10 .. 19.5 ms: more than the ring holds
     clock.advance(1)
     stats = c.collect().runtimes[0].execution_stats
-    assert stats.statuses["completed"] == 20
-    assert stats.total_latency.p100 == pytest.approx(0.010 * (1 + 19 / 20))
-    assert stats.total_latency.p0 == pytest.approx(0.010 * (1 + 12 / 20))
+    assert stats.statuses["completed"] == 21
+    lat = stats.total_latency
+    assert lat.p100 == pytest.approx(1.0, rel=0.011)             # the ring had lost it
+    assert lat.p0 == pytest.approx(0.010, rel=0.011)
+    assert lat.p50 == pytest.approx(0.010 * (1 + 10 / 20), rel=0.011)
+    assert lat.p0 <= lat.p1 <= lat.p25 <= lat.p50 <= lat.p75 <= lat.p99 <= lat.p100
+    assert stats.device_latency.p50 == pytest.approx(0.009, rel=0.011)
+    # the next period holds only its own executions
+    rt.step(1.0, executions=3, latency=0.002)
+    clock.advance(1)
+    stats = c.collect().runtimes[0].execution_stats
+    assert stats.total_latency.p100 < 0.004 and stats.statuses["completed"] == 3
 
 
 def test_null_latency_is_written_as_aws_does(root, runtimes):

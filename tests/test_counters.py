@@ -141,3 +141,29 @@ def test_concat_repeats_in_closed_form(matmul_run):
     assert huge.wall == pytest.approx(10 ** 12 * (a.wall + 2e-5))
     assert huge.totals == pytest.approx(10 ** 12 * a.totals)
     assert np.all(np.diff(huge.cum, axis=0) >= -1e-6 * np.abs(huge.cum).max())
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.floats(min_value=1e-6, max_value=1e5, allow_nan=False))
+def test_a_latency_bins_to_within_one_percent(seconds):
+    from device_model.runtime.layout import latency_bin_values, latency_bins
+    value = latency_bin_values()[latency_bins(np.array([seconds]))[0]]
+    assert value == pytest.approx(seconds, rel=0.0101)
+
+
+def test_latency_histograms_count_every_execution_the_ring_samples():
+    """A tick's 10,000 executions, sampled by 1,024 latencies: the ring keeps its size, the
+    histograms count all 10,000 (in equal shares), and never the ring's sample count."""
+    from device_model.runtime.layout import latency_bins
+    r = np.zeros((), dtype=record_dtype(1, 1, 1, 64))
+    c = Counters(r, 1, np.array([0]))
+    total = np.linspace(0.01, 0.02, 1024)
+    c.add_latencies(total, total * 0.9, 10_000)
+    assert int(r["latency_count"]) == 64 and int(r["latency_executions"]) == 10_000
+    assert int(r["latency_hist_total"].sum()) == 10_000 == int(r["latency_hist_device"].sum())
+    occupied = np.flatnonzero(r["latency_hist_total"])
+    assert occupied.min() == latency_bins(np.array([0.01]))[0]
+    assert occupied.max() == latency_bins(np.array([0.02]))[0]
+    c.add_latencies([0.5], [0.4])                       # one value: one execution by default
+    assert int(r["latency_executions"]) == 10_001
+    assert r["latency_hist_total"][latency_bins(np.array([0.5]))[0]] == 1

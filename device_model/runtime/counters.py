@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..engine.isa import E_CC, E_DMA, E_GPSIMD, E_SCALAR, E_TENSOR, E_VECTOR
+from . import layout as L
 from .layout import DMA_QUEUES, ENGINES, ERROR_KINDS, EXEC_STATUS, FLOP_KINDS
 
 # Layout of a profile's quantity vector.
@@ -214,14 +215,29 @@ class Counters:
         if error is not None:
             self.r["errors"][ERROR_KINDS.index(error)] += count
 
-    def add_latencies(self, total: np.ndarray, device: np.ndarray) -> None:
-        """Append to the latency ring (only the newest `ring` values are kept)."""
-        total, device = np.asarray(total, float)[-self.ring:], np.asarray(device, float)[-self.ring:]
+    def add_latencies(self, total: np.ndarray, device: np.ndarray,
+                      executions: int | None = None) -> None:
+        """Append to the latency ring (only the newest `ring` values are kept), and count
+        `executions` (default: one per value) in the histograms, the values standing for them
+        in equal shares: a tick's many executions are sampled, never dropped."""
+        total, device = np.asarray(total, float), np.asarray(device, float)
+        self._histogram(total, device, total.size if executions is None else int(executions))
+        total, device = total[-self.ring:], device[-self.ring:]
         count = int(self.r["latency_count"])
         pos = (count + np.arange(total.size)) % self.ring
         self.r["latency_total"][pos] = total
         self.r["latency_device"][pos] = device
         self.r["latency_count"] = count + total.size
+
+    def _histogram(self, total: np.ndarray, device: np.ndarray, executions: int) -> None:
+        if total.size == 0 or executions <= 0:
+            return
+        share = np.full(total.size, executions // total.size, dtype=np.uint64)
+        share[: executions % total.size] += 1
+        r = self.r
+        np.add.at(r["latency_hist_total"], L.latency_bins(total), share)
+        np.add.at(r["latency_hist_device"], L.latency_bins(device), share)
+        r["latency_executions"] += np.uint64(executions)
 
     def add_ecc(self, device_slot: int, kind_index: int, count: int = 1) -> None:
         self.r["dev_ecc"][device_slot, kind_index] += count

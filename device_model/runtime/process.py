@@ -183,7 +183,7 @@ class Runtime:
         wall = seg.profile.wall if seg.profile is not None else 0.0
         if seg.status != "completed":
             self.counters.add_executions(seg.status, n, "transient")
-            self.counters.add_latencies(np.full(min(n, RING), wall), np.full(min(n, RING), wall))
+            self.counters.add_latencies(np.full(min(n, RING), wall), np.full(min(n, RING), wall), n)
             return
         for ev in self.faults.per_execution(n):
             self._fault(ev.kind, ev.device, ev.count)
@@ -203,7 +203,7 @@ class Runtime:
         total = device + self.overhead_s
         if self.app.kind == "serve":
             total = total + self.rng.exponential(0.2 * wall, k)     # queueing behind other requests
-        self.counters.add_latencies(total, device)
+        self.counters.add_latencies(total, device, n)
 
     def _fault(self, kind: str, device: int | None, count: int) -> None:
         if kind in ECC_FAULTS and device is not None and device in self.devices:

@@ -30,7 +30,7 @@ from ..fileio import PRIVATE, replacing
 from . import layout as L
 from .instance_file import INSTANCE_FILE, SimInstance, read_instance, remove_instance, write_instance
 from .layout import (DEVICE_MEMORY, DMA_QUEUES, ECC_KINDS, ENGINES, ERROR_KINDS, EXEC_STATUS,
-                     FLOP_KINDS, HOST_MEMORY, PHASES)
+                     FLOP_KINDS, HOST_MEMORY, PHASES, latency_bin_values)
 from .rundir import CorruptCounters, RuntimeDirError, open_regular, runtime_dir
 
 __all__ = [
@@ -111,6 +111,9 @@ class RuntimeSnapshot:
     latency_count: int                # executions ever recorded in the ring
     latency_total: np.ndarray         # last min(count, ring) latencies, oldest first (seconds)
     latency_device: np.ndarray
+    latency_executions: int           # executions ever counted in the histograms
+    latency_hist_total: np.ndarray    # (LATENCY_BINS,) executions per bin (layout.latency_bins)
+    latency_hist_device: np.ndarray
     host_memory: dict[str, int]
     device_memory: np.ndarray         # (n, 5) DEVICE_MEMORY
     dev_energy_j: np.ndarray          # (d,)
@@ -456,6 +459,8 @@ def _snapshot(h: dict, r: np.void, models: tuple[LoadedModel, ...]) -> RuntimeSn
         exec_status=dict(zip(EXEC_STATUS, r["exec_status"].tolist())),
         errors=dict(zip(ERROR_KINDS, r["errors"].tolist())),
         latency_count=count, latency_total=r["latency_total"][order], latency_device=r["latency_device"][order],
+        latency_executions=int(r["latency_executions"]), latency_hist_total=r["latency_hist_total"],
+        latency_hist_device=r["latency_hist_device"],
         host_memory=dict(zip(HOST_MEMORY, r["host_memory"].tolist())), device_memory=r["device_memory"],
         dev_energy_j=r["dev_energy_j"], dev_power_w=r["dev_power_w"], dev_temperature_c=r["dev_temperature_c"],
         dev_throttle=r["dev_throttle"], dev_hbm_read_bytes=r["dev_hbm_read_bytes"],
