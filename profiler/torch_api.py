@@ -116,6 +116,9 @@ class profile:
         self._active: set[int] = set()
         self._warned_compile = False
         self._trace_metadata: dict = {}
+        if acc_events:
+            warnings.warn("acc_events is not supported: each window's key_averages() holds that "
+                          "window's steps only", stacklevel=2)
 
     def __enter__(self) -> "profile":
         from .capture.recorders import start_recorder
@@ -127,8 +130,9 @@ class profile:
     def __exit__(self, exc_type, exc, tb) -> None:
         recording = self._recorder.stop()
         self._recorder = None                     # stopped: a prof.step() after is an error
-        steps_with_calls = recording.steps()
-        if self._active & steps_with_calls:       # an unfinished window is still delivered
+        # a window open at the end is delivered, empty or not, as torch.profiler does: a block
+        # that ran nothing still gets its (empty) trace and its on_trace_ready call
+        if self._active:
             self._emit(recording)
 
     def start(self) -> None:
@@ -198,6 +202,11 @@ class profile:
         if self.profile is None:
             raise RuntimeError("no profile yet: no active step has finished")
         write_chrome(self.profile, path)
+
+    def export_stacks(self, path: str, metric: str = "self_cpu_time_total") -> None:
+        """torch's flame-graph stacks file: written empty, as no stacks are recorded."""
+        from .export.traceio import write_atomic
+        write_atomic(path, b"")
 
     def save(self, path: str) -> None:
         if self.profile is None:

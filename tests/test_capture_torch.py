@@ -3,6 +3,7 @@
 exception and SIGINT mid-run, and the torch.profiler-shaped API."""
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
@@ -276,6 +277,34 @@ def test_torch_profilers_own_schedule_handler_and_start_stop(tmp_path):
         steps += [e["name"] for e in doc["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")]
     assert steps == ["ProfilerStep#3", "ProfilerStep#6"]
     prof.stop()                                  # stopped twice: nothing more to do
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")      # torch's, on a schedule without warmup
+def test_windows_delivered_as_torch_profiler_delivers_them(tmp_path):
+    """on_trace_ready is called when torch's is: after each window, and for the window still
+    open at the end even when it ran nothing (a block that ran nothing gets its empty trace)."""
+    import json
+    import torch.profiler as tp
+    import profiler
+
+    def delivered(make, active: int | None, steps: int) -> list[int]:
+        calls = []
+        kw = {"schedule": tp.schedule(wait=0, warmup=0, active=active)} if active else {}
+        with make(on_trace_ready=lambda p: calls.append(p.step_num), **kw) as prof:
+            for _ in range(steps):
+                torch.ones(3).sum()
+                prof.step()
+        return calls
+
+    ours = functools.partial(profiler.profile, instance="trn2.48xlarge")
+    assert delivered(ours, 1, 3) == delivered(tp.profile, 1, 3) == [1, 2, 3, 3]
+    assert delivered(ours, None, 0) == delivered(tp.profile, None, 0) == [0]
+    with profiler.profile(instance="trn2.48xlarge") as prof:
+        pass
+    assert len(prof.key_averages()) == 0
+    prof.export_chrome_trace(str(tmp_path / "empty.json"))
+    assert not [e for e in json.loads((tmp_path / "empty.json").read_text())["traceEvents"]
+                if e.get("ph") == "X"]
 
 
 def test_dataloader_waits_are_recorded_and_advised():

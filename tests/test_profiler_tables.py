@@ -72,7 +72,7 @@ def test_key_averages_table_is_shaped_like_torch_profilers(prof):
     assert calls == sorted(calls, reverse=True)        # then three "<n> <unit>" device times
     assert ka.table(sort_by="self_cuda_time_total") == ka.table()   # torch's name for the same
     with pytest.raises(ValueError, match="sort_by must be one of"):
-        ka.table(sort_by="cpu_memory_usage")
+        ka.table(sort_by="cpu_time_totl")
     assert str(ka) == ka.table()
 
 
@@ -164,3 +164,69 @@ def test_messages_say_one_step_not_one_steps(tmp_path, capsys):
     assert main(["view", "-s", str(path), "--output-format", "chrome",
                  "--output-file", str(tmp_path / "one.json")]) == 0
     assert re.search(r"\(\d+ events\)", capsys.readouterr().err)
+
+
+@pytest.mark.parametrize("recorder", ["native", "python"])
+def test_record_function_labels_are_rows_and_trace_spans(tmp_path, recorder):
+    """The profiler recipe's first example: the script's `record_function` label is a row of
+    key_averages (its calls and host time, and the device time of what it launched) and a
+    user_annotation span in the Chrome trace, as torch.profiler shows it."""
+    import json
+    import profiler
+    from torch.profiler import record_function
+    model = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.ReLU())
+    with profiler.profile(instance="trn2.48xlarge", recorder=recorder) as prof:
+        with record_function("model_inference"):
+            model(torch.randn(4, 32))
+        outside = model(torch.randn(4, 32))              # launched outside the label
+        assert outside is not None
+    rows = {e.key: e for e in prof.key_averages()}
+    label = rows["model_inference"]
+    assert label.count == 1 and label.self_device_time_total == 0
+    ops = [e for e in prof.key_averages() if e.phase == "forward"]
+    assert 0 < label.device_time_total < sum(e.device_time_total for e in ops)   # half of them
+    assert label.cpu_time_total >= label.self_cpu_time_total >= 0
+    assert label.cpu_time_total > 0 and "ProfilerStep*" in rows
+    text = prof.key_averages().table(sort_by="cpu_time_total")
+    assert "model_inference" in text
+    prof.export_chrome_trace(str(tmp_path / "t.json"))
+    events = json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+    labels = [e for e in events if e.get("name") == "model_inference"]
+    assert len(labels) == 1 and labels[0]["cat"] == "user_annotation"
+    # torch's own labels for an optimizer step are recorded once, by the optimizer's hook
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with profiler.profile(instance="trn2.48xlarge", recorder=recorder) as prof:
+        model(torch.randn(4, 32)).sum().backward()
+        opt.step()
+    steps = [e for e in prof.key_averages() if e.key.startswith("Optimizer.step#")]
+    assert [e.count for e in steps] == [1]
+
+
+def test_a_call_lowered_to_several_operators_counts_its_host_time_once():
+    """A convolution is lowered to `aten::convolution` and its `.im2col`; one host call: its
+    CPU time is counted once (it had been counted on both rows, doubling Self CPU total)."""
+    import profiler
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU())
+    with profiler.profile(instance="trn2.48xlarge", recorder="python") as prof:
+        model(torch.randn(2, 3, 8, 8))
+    rows = prof.key_averages()
+    ops = [e for e in rows if e.phase]
+    host = prof.profile.table("host")
+    calls = np.unique(prof.profile.table("ops")["host"])            # calls that launched ops
+    measured = float(sum(host["end"][calls] - host["start"][calls])) * 1e6
+    assert sum(e.count for e in ops) > len(calls)        # the convolution became two operators
+    assert sum(e.cpu_time_total for e in ops) == pytest.approx(measured)
+    by_key = {e.key: e for e in ops}
+    assert by_key["aten::convolution"].cpu_time_total > 0     # on the call's own name
+    assert by_key["aten::convolution.im2col"].cpu_time_total == 0
+
+
+def test_torch_memory_sort_keys_and_export_stacks(prof, tmp_path):
+    ka = prof.key_averages()
+    for key in ("self_cpu_memory_usage", "cpu_memory_usage", "self_cuda_memory_usage"):
+        assert "Name" in ka.table(sort_by=key, row_limit=3)
+        assert getattr(ka[0], key) == 0                  # memory is not recorded
+    target = tmp_path / "stacks.txt"
+    target.write_text("old")
+    prof.export_stacks(str(target), "self_cpu_time_total")
+    assert target.read_text() == ""                      # no stacks are recorded

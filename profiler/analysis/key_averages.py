@@ -19,7 +19,7 @@ import numpy as np
 
 from ..model.profile import Profile
 from .render import fit_name, human_count, human_time
-from .summary import OpStat, op_groups, top_operators
+from .summary import OpStat, op_groups, scope_mask, top_operators
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +62,11 @@ class OpAverage(OpStat):
     cuda_time_total = device_time_total
     cuda_time = device_time
 
+    # torch's memory figures: memory is not recorded (docs/neuron-profile.md), so 0 as torch
+    # shows them without profile_memory
+    cpu_memory_usage = self_cpu_memory_usage = device_memory_usage = 0
+    self_device_memory_usage = cuda_memory_usage = self_cuda_memory_usage = 0
+
     @property
     def input_shapes(self) -> list[list[int]]:
         """torch's list of input shapes: `64,64x64` holds [[64, 64], [64]]; [] where the
@@ -82,25 +87,35 @@ SORT_KEYS = {
     "self_cpu_time_total": lambda s: s.self_cpu_s, "cpu_time_total": lambda s: s.cpu_time_s,
     "cpu_time": lambda s: s.cpu_time_s / max(s.count, 1),
     "count": lambda s: s.count, "flops": lambda s: s.flops, "hbm_bytes": lambda s: s.hbm_bytes,
+    **{k: lambda s: 0 for k in ("cpu_memory_usage", "self_cpu_memory_usage", "device_memory_usage",
+                                "self_device_memory_usage", "cuda_memory_usage",
+                                "self_cuda_memory_usage")},
 }
 
 
-def _host_times(profile: Profile, groups) -> tuple[np.ndarray, np.ndarray]:
-    """(inclusive, self) host seconds per group: the distinct host calls that launched its
-    operators; self leaves out the operator calls nested in a call on its thread."""
-    n = groups.keys.size
+def _launching_calls(profile: Profile, groups) -> tuple[np.ndarray, np.ndarray]:
+    """(group, host row) of each host call that launched operators: a call lowered to several
+    operators (`aten::convolution` and its `.im2col`) counts once, in the group of the operator
+    that bears its name (else its first), so its time is not counted twice."""
+    ops = profile.table("ops")
+    linked = ops["host"][groups.mask]
+    has = np.flatnonzero(linked >= 0)
+    # the operator named as the call (not its `.im2col`) first, then the first launched
+    named = ops["name_s"][groups.mask][has] == profile.table("host")["name_s"][linked[has]]
+    order = np.lexsort((has, ~named, linked[has]))
+    rows, first = np.unique(linked[has][order], return_index=True)
+    return groups.inv[has[order][first]], rows
+
+
+def _annotations(profile: Profile, chosen: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """The summarised steps' user annotations (`record_function` labels, `ProfilerStep#N`,
+    optimizer steps): host rows and their keys, `ProfilerStep#N` as torch groups it."""
     host = profile.table("host")
-    linked = profile.table("ops")["host"][groups.mask]
-    has = linked >= 0
-    if not has.any():
-        return np.zeros(n), np.zeros(n)
-    pairs = np.unique(np.stack([groups.inv[has], linked[has]], axis=1), axis=0)
-    grp, rows = pairs[:, 0], pairs[:, 1]
-    length = host["end"] - host["start"]
-    nested = _nested_time(host, np.unique(rows))
-    inclusive = np.bincount(grp, weights=length[rows], minlength=n)
-    own = np.bincount(grp, weights=length[rows] - nested[rows], minlength=n)
-    return inclusive, np.maximum(own, 0.0)
+    cat = np.array([profile.strings[int(c)] for c in np.unique(host["cat_s"])], dtype=object)
+    codes = np.unique(host["cat_s"])[cat == "user_annotation"] if cat.size else cat
+    rows = np.flatnonzero(np.isin(host["cat_s"], codes) & np.isin(host["step"], chosen))
+    names = [profile.strings[int(host["name_s"][r])] for r in rows]
+    return rows, ["ProfilerStep*" if n.startswith("ProfilerStep#") else n for n in names]
 
 
 def _nested_time(host: dict[str, np.ndarray], calls: np.ndarray) -> np.ndarray:
@@ -121,18 +136,53 @@ def _nested_time(host: dict[str, np.ndarray], calls: np.ndarray) -> np.ndarray:
 
 def key_averages(profile: Profile | None, group_by_input_shape: bool = False,
                  limit: int | None = None) -> "KeyAverages":
-    """The profile's operators, highest self device time first (`limit` of them)."""
+    """The profile's operators and user annotations, highest self device time first (`limit`
+    of them)."""
     if profile is None:
         return KeyAverages([])
     groups = op_groups(profile, shapes=group_by_input_shape)
     stats = top_operators(profile, groups=groups)
-    cpu, self_cpu = _host_times(profile, groups)
+    host = profile.table("host")
+    length = host["end"] - host["start"]
+    op_group, op_rows = _launching_calls(profile, groups)
+    notes, keys = _annotations(profile, scope_mask(profile)[0])
+    nested = _nested_time(host, np.union1d(op_rows, notes))
+    n = groups.keys.size
+    cpu = np.bincount(op_group, weights=length[op_rows], minlength=n)
+    self_cpu = np.bincount(op_group, weights=length[op_rows] - nested[op_rows], minlength=n)
     rows = [OpAverage(*(getattr(s, f.name) for f in fields(OpStat)),
                       shape=profile.strings[int(groups.shape[i])] if group_by_input_shape else "",
-                      cpu_time_s=float(cpu[i]), self_cpu_s=float(self_cpu[i]))
+                      cpu_time_s=float(cpu[i]), self_cpu_s=max(float(self_cpu[i]), 0.0))
             for i, s in enumerate(stats)]
+    rows += _annotation_rows(profile, notes, keys, length - nested)
     rows.sort(key=lambda s: (-s.self_time, s.name, s.phase, s.shape))
     return KeyAverages(rows[:limit] if limit else rows, shapes=group_by_input_shape)
+
+
+def _annotation_rows(profile: Profile, notes: np.ndarray, keys: list[str],
+                     own: np.ndarray) -> list[OpAverage]:
+    """A row per annotation key, as torch has them: calls, host time (self: less the calls
+    nested in it), and the device time of the operators its calls launched (no self device
+    time: an annotation runs nothing itself)."""
+    if notes.size == 0:
+        return []
+    host, ops = profile.table("host"), profile.table("ops")
+    _, mask = scope_mask(profile)
+    launched = ops["host"][mask]
+    op_time = (ops["end"] - ops["start"])[mask][launched >= 0]
+    launched = launched[launched >= 0]
+    at, tid = host["start"][launched], host["tid"][launched]
+    out: dict[str, list] = {}
+    for row, key in zip(notes.tolist(), keys):
+        inside = (tid == host["tid"][row]) & (at >= host["start"][row]) & (at < host["end"][row])
+        entry = out.setdefault(key, [0, 0.0, 0.0, 0.0])
+        entry[0] += 1
+        entry[1] += float(host["end"][row] - host["start"][row])
+        entry[2] += max(float(own[row]), 0.0)
+        entry[3] += float(op_time[inside].sum())
+    return [OpAverage(key, "annotation", calls, 0.0, device, 0, 0, "", 0.0, "",
+                      cpu_time_s=cpu, self_cpu_s=self_cpu)
+            for key, (calls, cpu, self_cpu, device) in out.items()]
 
 
 class KeyAverages(list):

@@ -1,8 +1,8 @@
 """What a PyTorch script's own structure tells the recorders: global module hooks (the module
 stack, forward passes), optimizer step hooks (where steps end), and patches of the few library
 calls that mark an iteration's shape (GradScaler.step/update, DataLoader.__next__,
-Module.train after an evaluation, a custom autograd Function's apply), and the attention fast
-path a NeuronCore does not have."""
+Module.train after an evaluation, a custom autograd Function's apply), the script's own
+`record_function` labels, and the attention fast path a NeuronCore does not have."""
 from __future__ import annotations
 
 import functools
@@ -13,6 +13,8 @@ import time
 from .phases import FORWARD, OPTIMIZER
 
 _now = time.perf_counter_ns
+# torch's own record_function labels for what the hooks record themselves
+_OWN_LABELS = ("Optimizer.step#", "enumerate(DataLoader)#", "ProfilerStep#")
 
 
 def _never() -> bool:
@@ -98,6 +100,7 @@ class Hooks:
         self._patch_grad_scalers()
         self._patch_train(mod.Module)
         self._patch_function_apply(torch)
+        self._patch_record_function(torch)
         self._patch_attention_fastpath(torch)
         self._patch_compile(torch)
 
@@ -313,6 +316,36 @@ class Hooks:
                                             threading.get_ident(), t0, _now(), rec.step))
         apply.__wrapped_original__ = original
         self._patch(cls, "apply", classmethod(apply))
+
+    def _patch_record_function(self, torch) -> None:
+        """A `with record_function("label"):` (or its decorator form) in the script is a
+        `user_annotation` span, as torch.profiler shows it. Torch's own labels for what the
+        other hooks already record (an optimizer's step, a DataLoader's next batch) and its
+        `ProfilerStep#N` are left out: they would be there twice."""
+        cls = getattr(getattr(torch.autograd, "profiler", None), "record_function", None)
+        if cls is None or "__enter__" not in cls.__dict__ or "__exit__" not in cls.__dict__:
+            return
+        enter, exit_, rec = cls.__dict__["__enter__"], cls.__dict__["__exit__"], self.rec
+        started: dict[int, int] = {}        # id of an entered record_function -> its start
+
+        @functools.wraps(enter)
+        def entered(fn, *args, **kwargs):
+            if not self._compiling() and not str(getattr(fn, "name", "")).startswith(_OWN_LABELS):
+                started[id(fn)] = _now()
+            return enter(fn, *args, **kwargs)
+
+        @functools.wraps(exit_)
+        def exited(fn, *args, **kwargs):
+            try:
+                return exit_(fn, *args, **kwargs)
+            finally:
+                t0 = started.pop(id(fn), None)
+                if t0 is not None and rec.keeps(rec.step):
+                    rec.recording.spans.append((str(fn.name), "user_annotation",
+                                                threading.get_ident(), t0, _now(), rec.step))
+        entered.__wrapped_original__, exited.__wrapped_original__ = enter, exit_
+        self._patch(cls, "__enter__", entered)
+        self._patch(cls, "__exit__", exited)
 
     def _patch_attention_fastpath(self, torch) -> None:
         """In inference, nn.MultiheadAttention and nn.TransformerEncoderLayer run one fused CPU
