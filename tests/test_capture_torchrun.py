@@ -95,6 +95,34 @@ def test_ranks_share_one_host_clock(ddp):
     assert last0[0] < last1[1] and last1[0] < last0[1]
 
 
+def test_collectives_end_together_on_every_rank(ddp):
+    """Each worker's steps were simulated on its own clock; a collective cannot end before its
+    last rank joins: the k-th all-reduce of a step ends at one time on both ranks, the rank
+    that arrived first spans the wait, and no operator starts before its host launched it."""
+    _, out = ddp
+    prof = fileformat.load(out)
+    views = rank_views(prof)
+    ends, starts = [], []
+    for view in views:
+        coll, ops = view.table("collectives"), view.table("ops")
+        step = ops["step"][coll["op"]]
+        order = np.lexsort((coll["start"], step))
+        ends.append(coll["end"][order])
+        starts.append(coll["start"][order])
+        host = view.table("host")
+        launched = ops["host"] >= 0
+        assert np.all(ops["start"][launched] >= host["end"][ops["host"][launched]] - 1e-12)
+        ins = view.table("instructions")
+        assert np.all(ins["start"] >= ops["start"][ins["op"]] - 1e-12)
+        assert np.all(ins["end"] <= ops["end"][ins["op"]] + 1e-12)
+    assert np.allclose(ends[0], ends[1], rtol=0, atol=1e-9)
+    waits = np.abs(starts[0] - starts[1])
+    assert waits.max() > 0 and prof.meta["collective_wait_s"] == pytest.approx(waits.sum())
+    # steps end together too: each step's last all-reduce ends it on both ranks
+    step_ends = [v.table("steps")["end"] for v in views]
+    assert np.allclose(step_ends[0], step_ends[1], rtol=0, atol=1e-6)
+
+
 def test_summaries_per_rank(ddp):
     _, out = ddp
     res = run([*CLI, "view", "-s", str(out), "--output-format", "summary-json"])

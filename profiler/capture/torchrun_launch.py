@@ -161,6 +161,7 @@ def parts_to_profile(parts: list, inst, *, auto_cast: str = "matmult", detail_st
     """One profile of the workers' recordings, a rank each, in rank order."""
     from device_model.workloads.micro import place_ranks
     from ..model.builder import ProfileBuilder
+    from .rank_align import align_collectives
     from .to_profile import add_recording
     parts = sorted(parts, key=lambda p: p.rank)
     ranks = [p.rank for p in parts]
@@ -180,4 +181,5 @@ def parts_to_profile(parts: list, inst, *, auto_cast: str = "matmult", detail_st
                                        f"exit code {part.exit_code})")
         add_recording(builder, part.recording, inst, auto_cast=auto_cast, detail_steps=detail_steps,
                       group=group, t0=t0, main_thread=part.main_thread)
-    return builder.build()
+    # each worker was simulated on its own clock: a collective ends when its last rank joins
+    return align_collectives(builder.build(), inst.costs.exec_overhead_s)
