@@ -160,24 +160,39 @@ def execution_stats(prev: Sample, cur: Sample) -> ExecutionStats:
     if executions > min(new, len(cur.total_latency)) and cur.total_histogram is not None \
             and prev.total_histogram is not None and cur.bin_values is not None:
         # more executions than the ring holds (or samples): the histograms have all of them
-        def period(name: str) -> Latency | None:
+        def period(name: str, ring: np.ndarray) -> Latency | None:
             grown = getattr(cur, name).astype(np.int64)
             if not restarted:
                 grown = grown - getattr(prev, name).astype(np.int64)
-            return _binned_percentiles(np.clip(grown, 0, None), cur.bin_values)
-        return ExecutionStats(dt, "", errors, statuses, period("total_histogram"),
-                              period("device_histogram"))
+            return _binned_percentiles(np.clip(grown, 0, None), cur.bin_values, ring)
+        return ExecutionStats(dt, "", errors, statuses,
+                              period("total_histogram", cur.total_latency),
+                              period("device_histogram", cur.device_latency))
     return ExecutionStats(dt, "", errors, statuses, _percentiles(cur.total_latency, new),
                           _percentiles(cur.device_latency, new))
 
 
-def _binned_percentiles(counts: np.ndarray, values: np.ndarray) -> Latency | None:
-    """The percentiles of binned latencies: each the value of the bin holding that rank."""
+def _binned_percentiles(counts: np.ndarray, values: np.ndarray, ring: np.ndarray
+                        ) -> Latency | None:
+    """The percentiles of binned latencies: each the bin holding that rank, as the median of
+    the ring's latencies in that bin where it holds some (exact when they are all alike, as
+    timed-out executions are), else the bin's middle (within 1%)."""
     cumulative = np.cumsum(counts)
     if cumulative.size == 0 or cumulative[-1] <= 0:
         return None
     rank = np.floor(_PERCENT_POINTS / 100.0 * (cumulative[-1] - 1))
-    return Latency(*values[np.searchsorted(cumulative, rank, side="right")].tolist())
+    bins = np.searchsorted(cumulative, rank, side="right")
+    out = values[bins]
+    if ring.size and values.size > 2:
+        # bin k holds [first * r^(k-1), first * r^k): its upper edge is its middle times sqrt(r)
+        edges = values * np.sqrt(values[2] / values[1])
+        edges[0] = values[0]
+        ring_bins = np.minimum(np.searchsorted(edges, ring, side="right"), values.size - 1)
+        for i, b in enumerate(bins.tolist()):
+            alike = ring[ring_bins == b]
+            if alike.size:
+                out[i] = float(np.median(alike))
+    return Latency(*out.tolist())
 
 
 def _percentiles(ring: np.ndarray, new: int) -> Latency | None:

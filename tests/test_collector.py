@@ -437,3 +437,19 @@ def test_every_counter_group_covers_simulated_time_when_sped_up(root, runtimes):
     assert held.energy_joules == pytest.approx(300.0 * 10)
     assert held.hbm_bandwidth_utilization == pytest.approx(6e11 / (dev.hbm_bw * 10))
     assert idle.energy_joules == pytest.approx(dev.idle_watts * 10)
+
+
+def test_binned_percentiles_take_the_rings_exact_values_where_it_has_them():
+    """Timed-out executions all last the timeout: the histogram's bin says 9.91 s for 10 s
+    (within its 1%); the ring's latencies in that bin give the exact 10 s back."""
+    from device_model.runtime.layout import latency_bin_values, latency_bins
+    values = latency_bin_values()
+    counts = np.zeros(values.size, dtype=np.int64)
+    counts[latency_bins(np.array([0.000053]))[0]] = 9097
+    counts[latency_bins(np.array([10.0]))[0]] = 99
+    ring = np.array([0.000053] * 6 + [10.0] * 2)
+    exact = g._binned_percentiles(counts, values, ring)
+    assert (exact.p0, exact.p50, exact.p99, exact.p100) == (0.000053, 0.000053, 10.0, 10.0)
+    binned = g._binned_percentiles(counts, values, ring[:0])
+    assert binned.p100 == pytest.approx(10.0, rel=0.0101) and binned.p100 != 10.0
+    assert g._binned_percentiles(np.zeros_like(counts), values, ring) is None
