@@ -171,18 +171,34 @@ def _annotation_rows(profile: Profile, notes: np.ndarray, keys: list[str],
     launched = ops["host"][mask]
     op_time = (ops["end"] - ops["start"])[mask][launched >= 0]
     launched = launched[launched >= 0]
-    at, tid = host["start"][launched], host["tid"][launched]
+    device = _device_time_within(host, launched, op_time, notes)
     out: dict[str, list] = {}
-    for row, key in zip(notes.tolist(), keys):
-        inside = (tid == host["tid"][row]) & (at >= host["start"][row]) & (at < host["end"][row])
+    for row, key, dev in zip(notes.tolist(), keys, device.tolist()):
         entry = out.setdefault(key, [0, 0.0, 0.0, 0.0])
         entry[0] += 1
         entry[1] += float(host["end"][row] - host["start"][row])
         entry[2] += max(float(own[row]), 0.0)
-        entry[3] += float(op_time[inside].sum())
+        entry[3] += dev
     return [OpAverage(key, "annotation", calls, 0.0, device, 0, 0, "", 0.0, "",
                       cpu_time_s=cpu, self_cpu_s=self_cpu)
             for key, (calls, cpu, self_cpu, device) in out.items()]
+
+
+def _device_time_within(host: dict[str, np.ndarray], launched: np.ndarray, op_time: np.ndarray,
+                        notes: np.ndarray) -> np.ndarray:
+    """Per annotation row, the device time of the operators whose launching call started
+    inside it on its thread: prefix sums over the launches in (thread, time) order."""
+    at, tid = host["start"][launched], host["tid"][launched]
+    order = np.lexsort((at, tid))
+    at, tid, summed = at[order], tid[order], np.r_[0.0, np.cumsum(op_time[order])]
+    # one sorted key per launch: thread first, then time (threads are far apart in the key)
+    threads, code = np.unique(np.r_[tid, host["tid"][notes]], return_inverse=True)
+    span = max(float(np.max(np.abs(np.r_[at, host["end"][notes]]), initial=0.0)) * 4 + 1, 1.0)
+    keyed = code[:tid.size] * span + at
+    note_code = code[tid.size:] * span
+    lo = np.searchsorted(keyed, note_code + host["start"][notes], side="left")
+    hi = np.searchsorted(keyed, note_code + host["end"][notes], side="left")
+    return summed[hi] - summed[lo]
 
 
 class KeyAverages(list):
