@@ -203,6 +203,13 @@ class profile:
             raise RuntimeError("no profile yet: no active step has finished")
         write_chrome(self.profile, path)
 
+    def events(self):
+        """The last window's measured host calls (operator calls and annotations) in start
+        order, each with torch's FunctionEvent names (`name`, `key`, `cpu_time_total`,
+        `device_time_total`, `time_range`, `thread`, `count`)."""
+        from .analysis.key_averages import call_events
+        return call_events(self.profile)
+
     def export_stacks(self, path: str, metric: str = "self_cpu_time_total") -> None:
         """torch's flame-graph stacks file: written empty, as no stacks are recorded."""
         from .export.traceio import write_atomic

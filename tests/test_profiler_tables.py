@@ -230,3 +230,16 @@ def test_torch_memory_sort_keys_and_export_stacks(prof, tmp_path):
     target.write_text("old")
     prof.export_stacks(str(target), "self_cpu_time_total")
     assert target.read_text() == ""                      # no stacks are recorded
+
+
+def test_events_are_the_measured_host_calls(prof):
+    events = prof.events()
+    assert events and [e.start_us for e in events] == sorted(e.start_us for e in events)
+    assert {e.category for e in events} == {"cpu_op", "user_annotation"}
+    calls = [e for e in events if e.category == "cpu_op"]
+    # the operators' device time is the launching calls' (each operator launched by one call)
+    ops = prof.profile.table("ops")
+    assert sum(e.device_time_total for e in calls) == pytest.approx(
+        float(np.sum((ops["end"] - ops["start"])[ops["host"] >= 0])) * 1e6)
+    assert all(e.cpu_time_total >= 0 and e.count == 1 and e.key == e.name for e in events)
+    assert {"aten::mul", "ProfilerStep#1"} <= {e.name for e in events}

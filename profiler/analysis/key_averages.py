@@ -201,6 +201,49 @@ def _device_time_within(host: dict[str, np.ndarray], launched: np.ndarray, op_ti
     return summed[hi] - summed[lo]
 
 
+@dataclass(frozen=True, slots=True)
+class CallEvent:
+    """One measured host call (an operator call or an annotation), as torch's FunctionEvent
+    names it; times in microseconds from the profile's start."""
+    name: str
+    category: str               # cpu_op or user_annotation
+    thread: int
+    start_us: float
+    end_us: float
+    device_time_total: float    # the chip model's time of the operators it launched
+
+    @property
+    def key(self) -> str:
+        return self.name
+
+    @property
+    def cpu_time_total(self) -> float:
+        return self.end_us - self.start_us
+
+    @property
+    def time_range(self) -> tuple[float, float]:
+        return (self.start_us, self.end_us)
+
+    count = 1
+
+
+def call_events(profile: Profile | None) -> list[CallEvent]:
+    """Every operator call and annotation of the profile, in start order (`prof.events()`)."""
+    if profile is None:
+        return []
+    host, ops = profile.table("host"), profile.table("ops")
+    kinds = {i for i, s in enumerate(profile.strings) if s in ("cpu_op", "user_annotation")}
+    rows = np.flatnonzero(np.isin(host["cat_s"], list(kinds)))
+    rows = rows[np.argsort(host["start"][rows], kind="stable")]
+    launched = ops["host"] >= 0
+    device = np.bincount(ops["host"][launched].astype(np.int64),
+                         weights=(ops["end"] - ops["start"])[launched],
+                         minlength=host["start"].size)
+    return [CallEvent(profile.strings[int(host["name_s"][r])], profile.strings[int(host["cat_s"][r])],
+                      int(host["tid"][r]), float(host["start"][r]) * 1e6,
+                      float(host["end"][r]) * 1e6, float(device[r]) * 1e6) for r in rows.tolist()]
+
+
 class KeyAverages(list):
     """A list of `OpAverage`s with torch.profiler's `table()` and `total_average()`."""
 
