@@ -300,7 +300,8 @@ def _column_units() -> list[dict]:
     overrides = []
     for title, _, unit in TABLE_COLUMNS:
         props = ([{"id": "unit", "value": unit}] if unit else []) + \
-            ([{"id": "decimals", "value": TABLE_DECIMALS[title]}] if title in TABLE_DECIMALS else [])
+            ([{"id": "decimals", "value": TABLE_DECIMALS[title]}]
+             if title in TABLE_DECIMALS else [])
         if props:
             overrides.append({"matcher": {"id": "byName", "options": title}, "properties": props})
     return overrides

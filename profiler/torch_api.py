@@ -153,7 +153,8 @@ class profile:
         self._trace_metadata[str(key)] = json.loads(value)
 
     def _note_action(self) -> None:
-        if _action(self.schedule(self.step_num)) in (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE):
+        if _action(self.schedule(self.step_num)) in (ProfilerAction.RECORD,
+                                                     ProfilerAction.RECORD_AND_SAVE):
             self._active.add(self._recorder.step)
 
     def step(self) -> None:

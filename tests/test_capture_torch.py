@@ -274,7 +274,8 @@ def test_torch_profilers_own_schedule_handler_and_start_stop(tmp_path):
         doc = json.loads(gzip.decompress(f.read_bytes()))
         assert doc["run"] == "r7" and doc["config"] == {"lr": 0.5}
         assert doc["traceName"] == "profiler.profile"
-        steps += [e["name"] for e in doc["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")]
+        steps += [e["name"] for e in doc["traceEvents"]
+                  if e.get("name", "").startswith("ProfilerStep#")]
     assert steps == ["ProfilerStep#3", "ProfilerStep#6"]
     prof.stop()                                  # stopped twice: nothing more to do
 

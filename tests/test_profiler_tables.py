@@ -110,9 +110,11 @@ def test_key_averages_answer_torch_profilers_names(prof):
 def test_key_averages_group_by_input_shape(prof):
     plain = prof.key_averages()
     by_shape = prof.key_averages(group_by_input_shape=True)
-    assert len(by_shape) >= len(plain) and sum(e.count for e in by_shape) == sum(e.count for e in plain)
+    assert len(by_shape) >= len(plain)
+    assert sum(e.count for e in by_shape) == sum(e.count for e in plain)
     # the optimizer's add_ runs on the 64x64 weights and on the 64-long bias: two rows by shape
-    adds = {str(e.input_shapes) for e in by_shape if (e.key, e.phase) == ("aten::add_", "optimizer")}
+    adds = {str(e.input_shapes) for e in by_shape
+            if (e.key, e.phase) == ("aten::add_", "optimizer")}
     assert {"[[64, 64], [64, 64]]", "[[64], [64]]"} <= adds
     assert "Input Shapes" in by_shape.table().splitlines()[1]
     assert "Input Shapes" not in plain.table()

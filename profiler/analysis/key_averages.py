@@ -239,7 +239,8 @@ def call_events(profile: Profile | None) -> list[CallEvent]:
     device = np.bincount(ops["host"][launched].astype(np.int64),
                          weights=(ops["end"] - ops["start"])[launched],
                          minlength=host["start"].size)
-    return [CallEvent(profile.strings[int(host["name_s"][r])], profile.strings[int(host["cat_s"][r])],
+    text = profile.strings
+    return [CallEvent(text[int(host["name_s"][r])], text[int(host["cat_s"][r])],
                       int(host["tid"][r]), float(host["start"][r]) * 1e6,
                       float(host["end"][r]) * 1e6, float(device[r]) * 1e6) for r in rows.tolist()]
 
