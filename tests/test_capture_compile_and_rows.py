@@ -112,7 +112,8 @@ def test_the_profile_api_notes_a_compiled_model_once():
                 prof.step()
     said = [str(w.message) for w in caught if "torch.compile ran" in str(w.message)]
     assert len(said) == 1 and said[0].startswith(WARNING)
-    assert prof.windows == 2 and prof.profile.meta["compiled_graphs"] == 1
+    # two windows of a step each, and the window open at exit (empty), as torch delivers them
+    assert prof.windows == 3 and prof.profile.meta["compiled_graphs"] == 1
     assert f"note {WARNING}" in summary_text(prof.profile)
 
 
