@@ -77,6 +77,7 @@ class _RankRows:
         self._shifts: list[float] = []
         self._waits: dict[int, float] = {}       # op row -> the wait its collective spans
         self._previous_end: float | None = None  # the previous step's end, as simulated
+        self._by_step: dict | None = None        # step -> its collectives (`collectives`)
 
     def _current(self) -> float:
         return self._shifts[-1] if self._shifts else 0.0
@@ -99,10 +100,16 @@ class _RankRows:
 
     def collectives(self, step: int) -> tuple[list[int], list]:
         """The step's collective operators (rows, in start order) and their (kind, bytes)."""
-        first = int(self.op_rows[0]) if self.op_rows.size else 0
-        mine = [i for i, op in enumerate(self.coll_op) if self.op_step[op - first] == step]
-        mine.sort(key=lambda i: self.op_start[self.coll_op[i] - first])
-        return [int(self.coll_op[i]) for i in mine], [self.coll_key[i] for i in mine]
+        if self._by_step is None:
+            self._by_step = {}
+            first = int(self.op_rows[0]) if self.op_rows.size else 0
+            local = self.coll_op - first
+            ok = np.flatnonzero((local >= 0) & (local < self.op_rows.size))
+            for i in ok[np.argsort(self.op_start[local[ok]], kind="stable")].tolist():
+                rows, keys = self._by_step.setdefault(int(self.op_step[local[i]]), ([], []))
+                rows.append(int(self.coll_op[i]))
+                keys.append(self.coll_key[i])
+        return self._by_step.get(step, ([], []))
 
     def arrival(self, op: int) -> float:
         start = float(self.op_start[op - self.op_rows[0]])
@@ -149,8 +156,10 @@ class _RankRows:
         coll = tables.get("collectives")
         if coll is not None and self.coll_op.size:
             r = np.arange(self.rows["collectives"].start, self.rows["collectives"].stop)
-            coll["start"][r] = ops["start"][self.coll_op]
-            coll["end"][r] = ops["end"][self.coll_op]
+            own = (self.coll_op >= rows[0]) & (self.coll_op <= rows[-1]) if rows.size else \
+                np.zeros(r.size, dtype=bool)
+            coll["start"][r[own]] = ops["start"][self.coll_op[own]]
+            coll["end"][r[own]] = ops["end"][self.coll_op[own]]
         steps = tables["steps"]
         r = np.arange(self.rows["steps"].start, self.rows["steps"].stop)
         steps["start"][r] = self.step_start + self._shift_of(self.step_start, inclusive=False)
