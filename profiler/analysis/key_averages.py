@@ -14,6 +14,7 @@ and backward apart), and per input shape when grouped by it.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from operator import attrgetter
 
 import numpy as np
 
@@ -79,18 +80,11 @@ class OpAverage(OpStat):
 
 
 # sort keys: ours, and torch.profiler's names for the same figures
-SORT_KEYS = {
-    "self_device_time_total": lambda s: s.self_time, "self_cuda_time_total": lambda s: s.self_time,
-    "device_time_total": lambda s: s.total_time, "cuda_time_total": lambda s: s.total_time,
-    "device_time": lambda s: s.total_time / max(s.count, 1),
-    "cuda_time": lambda s: s.total_time / max(s.count, 1),
-    "self_cpu_time_total": lambda s: s.self_cpu_s, "cpu_time_total": lambda s: s.cpu_time_s,
-    "cpu_time": lambda s: s.cpu_time_s / max(s.count, 1),
-    "count": lambda s: s.count, "flops": lambda s: s.flops, "hbm_bytes": lambda s: s.hbm_bytes,
-    **{k: lambda s: 0 for k in ("cpu_memory_usage", "self_cpu_memory_usage", "device_memory_usage",
-                                "self_device_memory_usage", "cuda_memory_usage",
-                                "self_cuda_memory_usage")},
-}
+SORT_KEYS = {name: attrgetter(name) for name in (
+    "self_device_time_total", "self_cuda_time_total", "device_time_total", "cuda_time_total",
+    "device_time", "cuda_time", "self_cpu_time_total", "cpu_time_total", "cpu_time", "count",
+    "flops", "hbm_bytes", "cpu_memory_usage", "self_cpu_memory_usage", "device_memory_usage",
+    "self_device_memory_usage", "cuda_memory_usage", "self_cuda_memory_usage")}
 
 
 def _launching_calls(profile: Profile, groups) -> tuple[np.ndarray, np.ndarray]:
@@ -111,11 +105,16 @@ def _annotations(profile: Profile, chosen: np.ndarray) -> tuple[np.ndarray, list
     """The summarised steps' user annotations (`record_function` labels, `ProfilerStep#N`,
     optimizer steps): host rows and their keys, `ProfilerStep#N` as torch groups it."""
     host = profile.table("host")
-    cat = np.array([profile.strings[int(c)] for c in np.unique(host["cat_s"])], dtype=object)
-    codes = np.unique(host["cat_s"])[cat == "user_annotation"] if cat.size else cat
-    rows = np.flatnonzero(np.isin(host["cat_s"], codes) & np.isin(host["step"], chosen))
+    rows = _rows_of(profile, ("user_annotation",))
+    rows = rows[np.isin(host["step"][rows], chosen)]
     names = [profile.strings[int(host["name_s"][r])] for r in rows]
     return rows, ["ProfilerStep*" if n.startswith("ProfilerStep#") else n for n in names]
+
+
+def _rows_of(profile: Profile, categories: tuple[str, ...]) -> np.ndarray:
+    """The host rows of these categories."""
+    codes = [i for i, text in enumerate(profile.strings) if text in categories]
+    return np.flatnonzero(np.isin(profile.table("host")["cat_s"], codes))
 
 
 def _nested_time(host: dict[str, np.ndarray], calls: np.ndarray) -> np.ndarray:
@@ -232,8 +231,7 @@ def call_events(profile: Profile | None) -> list[CallEvent]:
     if profile is None:
         return []
     host, ops = profile.table("host"), profile.table("ops")
-    kinds = {i for i, s in enumerate(profile.strings) if s in ("cpu_op", "user_annotation")}
-    rows = np.flatnonzero(np.isin(host["cat_s"], list(kinds)))
+    rows = _rows_of(profile, ("cpu_op", "user_annotation"))
     rows = rows[np.argsort(host["start"][rows], kind="stable")]
     launched = ops["host"] >= 0
     device = np.bincount(ops["host"][launched].astype(np.int64),
