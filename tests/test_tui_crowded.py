@@ -66,13 +66,18 @@ async def test_the_process_table_follows_its_cursor_down_and_up():
         assert screen_lines(table)[1].split()[:2] == ["7000", "worker-00"]
 
 
+async def open_worker_20(pilot, app) -> None:
+    """The process screen of the 21st runtime, reached by cursor from the top of the table."""
+    await settle(pilot, app, 1)
+    await pilot.press("p", *["down"] * 20, "enter")
+    await pilot.pause()
+
+
 @run_async
 async def test_enter_opens_the_runtime_under_the_cursor_on_screen():
     app = app_of(crowded(workers()))
     async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot, app, 1)
-        await pilot.press("p", *["down"] * 20, "enter")
-        await pilot.pause()
+        await open_worker_20(pilot, app)
         assert app.screen.tag == "worker-20"
 
 
@@ -167,9 +172,7 @@ async def test_the_process_screen_of_a_one_core_runtime_says_core():
     """It said "1 cores (20)"."""
     app = app_of(crowded(workers()))
     async with app.run_test(size=(80, 24)) as pilot:
-        await settle(pilot, app, 1)
-        await pilot.press("p", *["down"] * 20, "enter")
-        await pilot.pause()
+        await open_worker_20(pilot, app)
         view = app.screen.query_one(ProcessDetailView)
         shown = "\n".join(line.text for line in view.lines_for(view.size.width))
     assert "worker-20 · 1 core (20) ·" in shown and "mean over its 1 core " in shown
