@@ -189,7 +189,8 @@ class profile:
         self.profile = recording_to_profile(recording, self.inst, auto_cast=self.auto_cast,
                                             detail_steps=self.detail_steps, steps=set(self._active),
                                             command="profiler.profile", tail=False,  # prof.step()'s
-                                            group=group, meta=meta)
+                                            group=group, meta=meta,
+                                            first_step_label=0)    # torch's ProfilerStep#0 first
         self.windows += 1
         self._active.clear()
         if self.on_trace_ready is not None:

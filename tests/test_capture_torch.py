@@ -268,7 +268,7 @@ def test_torch_profilers_own_schedule_handler_and_start_stop(tmp_path):
         prof.step()
     prof.stop()
     files = sorted(tmp_path.glob("w0.*.pt.trace.json.gz"))
-    assert len(files) == 2                       # torch's schedule: steps 3 and 6 (from 1) record
+    assert len(files) == 2                       # torch's schedule: steps 2 and 5 (from 0) record
     steps = []
     for f in files:
         doc = json.loads(gzip.decompress(f.read_bytes()))
@@ -276,7 +276,7 @@ def test_torch_profilers_own_schedule_handler_and_start_stop(tmp_path):
         assert doc["traceName"] == "profiler.profile"
         steps += [e["name"] for e in doc["traceEvents"]
                   if e.get("name", "").startswith("ProfilerStep#")]
-    assert steps == ["ProfilerStep#3", "ProfilerStep#6"]
+    assert steps == ["ProfilerStep#2", "ProfilerStep#5"]      # named as torch names them
     prof.stop()                                  # stopped twice: nothing more to do
 
 
@@ -306,6 +306,28 @@ def test_windows_delivered_as_torch_profiler_delivers_them(tmp_path):
     prof.export_chrome_trace(str(tmp_path / "empty.json"))
     assert not [e for e in json.loads((tmp_path / "empty.json").read_text())["traceEvents"]
                 if e.get("ph") == "X"]
+
+
+def test_steps_are_named_as_torch_names_them():
+    """A window's `ProfilerStep#N` are torch's: N is the step_num the step began at, from 0."""
+    import torch.profiler as tp
+    import profiler
+
+    def step_names(make) -> list[str]:
+        lin, names = torch.nn.Linear(8, 2), []
+
+        def ready(prof):
+            names.extend((e.name, e.trace_name) for e in prof.events()
+                         if e.trace_name.startswith("ProfilerStep"))
+        with make(schedule=tp.schedule(wait=1, warmup=1, active=2), on_trace_ready=ready) as prof:
+            for _ in range(5):
+                lin(torch.randn(2, 8)).sum().backward()
+                prof.step()
+        return names
+
+    ours = functools.partial(profiler.profile, instance="trn2.48xlarge")
+    assert step_names(ours) == step_names(tp.profile) == [("ProfilerStep*", "ProfilerStep#2"),
+                                                          ("ProfilerStep*", "ProfilerStep#3")]
 
 
 def test_dataloader_waits_are_recorded_and_advised():

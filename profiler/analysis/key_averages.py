@@ -107,8 +107,13 @@ def _annotations(profile: Profile, chosen: np.ndarray) -> tuple[np.ndarray, list
     host = profile.table("host")
     rows = _rows_of(profile, ("user_annotation",))
     rows = rows[np.isin(host["step"][rows], chosen)]
-    names = [profile.strings[int(host["name_s"][r])] for r in rows]
-    return rows, ["ProfilerStep*" if n.startswith("ProfilerStep#") else n for n in names]
+    return rows, [torch_event_name(profile.strings[int(host["name_s"][r])]) for r in rows]
+
+
+def torch_event_name(trace_name: str) -> str:
+    """The name torch's events and key_averages give a trace name: every `ProfilerStep#N` is
+    `ProfilerStep*` (the trace keeps the number)."""
+    return "ProfilerStep*" if trace_name.startswith("ProfilerStep#") else trace_name
 
 
 def _rows_of(profile: Profile, categories: tuple[str, ...]) -> np.ndarray:
@@ -203,13 +208,18 @@ def _device_time_within(host: dict[str, np.ndarray], launched: np.ndarray, op_ti
 @dataclass(frozen=True, slots=True)
 class CallEvent:
     """One measured host call (an operator call or an annotation), as torch's FunctionEvent
-    names it; times in microseconds from the profile's start."""
-    name: str
+    names it (`name`, and `trace_name`: the trace's, `ProfilerStep#N` where the name is
+    `ProfilerStep*`); times in microseconds from the profile's start."""
+    trace_name: str
     category: str               # cpu_op or user_annotation
     thread: int
     start_us: float
     end_us: float
     device_time_total: float    # the chip model's time of the operators it launched
+
+    @property
+    def name(self) -> str:
+        return torch_event_name(self.trace_name)
 
     @property
     def key(self) -> str:

@@ -123,18 +123,21 @@ class _StepPrograms:
 def recording_to_profile(recording: Recording, inst: Instance, *, auto_cast: str = "matmult",
                          detail_steps: int = 4, steps: set[int] | None = None, command: str = "",
                          group=None, meta: dict | None = None, progress=None, host_pid: int | None = None,
-                         main_thread: int | None = None, tail: bool = True) -> Profile:
+                         main_thread: int | None = None, tail: bool = True,
+                         first_step_label: int = 1) -> Profile:
     """Simulate each recorded step on `inst` and assemble the profile, keeping the measured CPU
     timeline as the host process. `steps` limits the steps kept (the API's schedule);
     `progress(done, total)` is told of each step placed. `host_pid`/`main_thread`: the process
     and thread that recorded (default this one). `tail`: work after the last step's end with no
     forward pass is that step's tail (see _tail_of); False keeps it a step of its own (the API,
-    whose steps are the script's own prof.step() calls)."""
+    whose steps are the script's own prof.step() calls). `first_step_label`: the N of the
+    first step's `ProfilerStep#N` (1, as `--steps` counts; torch.profiler's API counts from 0)."""
     builder = ProfileBuilder(inst, "pytorch", command=command, auto_cast=auto_cast, recorder=recording.recorder,
                              host_pid=os.getpid() if host_pid is None else host_pid,
                              host_name=f"Host: {command or 'python'} (measured CPU)", **(meta or {}))
     add_recording(builder, recording, inst, auto_cast=auto_cast, detail_steps=detail_steps, steps=steps,
-                  group=group, progress=progress, main_thread=main_thread, tail=tail)
+                  group=group, progress=progress, main_thread=main_thread, tail=tail,
+                  first_step_label=first_step_label)
     return builder.build()
 
 
@@ -166,11 +169,13 @@ def _note_unreadable(builder: ProfileBuilder, calls: int) -> None:
 
 def add_recording(builder: ProfileBuilder, recording: Recording, inst: Instance, *, auto_cast: str = "matmult",
                   detail_steps: int = 4, steps: set[int] | None = None, group=None, t0: int | None = None,
-                  main_thread: int | None = None, progress=None, tail: bool = True) -> None:
+                  main_thread: int | None = None, progress=None, tail: bool = True,
+                  first_step_label: int = 1) -> None:
     """Add one recording's steps and host events to `builder` (to its current rank). `t0`: the
     perf_counter_ns host times count from (default the recording's start; ranks recorded by
     other processes share one). `main_thread`: ident of the thread that recorded (default this
-    one; a recording made by another process names its own). `tail`: see recording_to_profile."""
+    one; a recording made by another process names its own). `tail`, `first_step_label`: see
+    recording_to_profile."""
     t0 = recording.t0 if t0 is None else t0
     _note_compiled(builder, getattr(recording, "compiled_graphs", 0))
     _note_unreadable(builder, getattr(recording, "unreadable_calls", 0))
@@ -219,8 +224,8 @@ def add_recording(builder: ProfileBuilder, recording: Recording, inst: Instance,
             progress(done, len(wanted))
         idx, key, prog, infos = per_step[step]
         h_start, h_end = bounds_ns[step]
-        builder.add_host(f"ProfilerStep#{step}", "user_annotation", main_tid, (h_start - t0) / 1e9,
-                         (h_end - t0) / 1e9, step=step)
+        builder.add_host(f"ProfilerStep#{step - 1 + first_step_label}", "user_annotation", main_tid,
+                         (h_start - t0) / 1e9, (h_end - t0) / 1e9, step=step)
         run = builder_programs.run(key, prog, inst)
         info = [OpInfo(m, sh, dt, host_rows.get(int(idx[pos]), -1)) for pos, m, sh, dt in infos]
         # Host and device on one axis: the step's device run starts after the previous one and
