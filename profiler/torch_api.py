@@ -190,7 +190,7 @@ class profile:
                                             detail_steps=self.detail_steps, steps=set(self._active),
                                             command="profiler.profile", tail=False,  # prof.step()'s
                                             group=group, meta=meta,
-                                            first_step_label=0)    # torch's ProfilerStep#0 first
+                                            step_base=0)           # torch's step_num: from 0
         self.windows += 1
         self._active.clear()
         if self.on_trace_ready is not None:

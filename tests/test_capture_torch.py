@@ -232,7 +232,8 @@ def test_python_api_with_schedule(tmp_path, recorder):
             loss.backward()
             opt.step()
             prof.step()
-    assert [sorted(set(w.table("steps")["step"].tolist())) for w in windows] == [[3, 4], [7, 8]]
+    # the steps recorded are torch's: step_num 2-3 and 6-7 (from 0)
+    assert [sorted(set(w.table("steps")["step"].tolist())) for w in windows] == [[2, 3], [6, 7]]
     assert {w.meta["recorder"] for w in windows} == {recorder}
     assert prof.key_averages(limit=3)[0].self_time > 0
     prof.save(str(tmp_path / "api.nsprof"))
@@ -328,6 +329,24 @@ def test_steps_are_named_as_torch_names_them():
     ours = functools.partial(profiler.profile, instance="trn2.48xlarge")
     assert step_names(ours) == step_names(tp.profile) == [("ProfilerStep*", "ProfilerStep#2"),
                                                           ("ProfilerStep*", "ProfilerStep#3")]
+
+
+def test_input_shapes_are_torch_s_for_tensor_only_operators():
+    """group_by_input_shape lists every tensor input, as torch does (a linear's bias too)."""
+    import torch.profiler as tp
+    import profiler
+
+    model, x = torch.nn.Sequential(torch.nn.Linear(8, 4), torch.nn.ReLU()), torch.randn(2, 8)
+
+    def shapes(make) -> dict[str, list]:
+        with make(record_shapes=True) as prof:
+            model(x)
+        return {e.key: e.input_shapes for e in prof.key_averages(group_by_input_shape=True)
+                if e.key in ("aten::linear", "aten::relu")}
+
+    ours = shapes(functools.partial(profiler.profile, instance="trn2.48xlarge"))
+    assert ours == shapes(tp.profile) == {"aten::linear": [[2, 8], [4, 8], [4]],
+                                          "aten::relu": [[2, 4]]}
 
 
 def test_dataloader_waits_are_recorded_and_advised():

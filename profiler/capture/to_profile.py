@@ -84,7 +84,7 @@ def _last_at_or_before(times: np.ndarray, t: np.ndarray) -> np.ndarray:
 
 
 def _shape_text(shapes) -> str:
-    return "x".join(",".join(map(str, s)) for s in shapes[:2])
+    return "x".join(",".join(map(str, s)) for s in shapes)
 
 
 class _StepPrograms:
@@ -124,20 +124,21 @@ def recording_to_profile(recording: Recording, inst: Instance, *, auto_cast: str
                          detail_steps: int = 4, steps: set[int] | None = None, command: str = "",
                          group=None, meta: dict | None = None, progress=None, host_pid: int | None = None,
                          main_thread: int | None = None, tail: bool = True,
-                         first_step_label: int = 1) -> Profile:
+                         step_base: int = 1) -> Profile:
     """Simulate each recorded step on `inst` and assemble the profile, keeping the measured CPU
     timeline as the host process. `steps` limits the steps kept (the API's schedule);
     `progress(done, total)` is told of each step placed. `host_pid`/`main_thread`: the process
     and thread that recorded (default this one). `tail`: work after the last step's end with no
     forward pass is that step's tail (see _tail_of); False keeps it a step of its own (the API,
-    whose steps are the script's own prof.step() calls). `first_step_label`: the N of the
-    first step's `ProfilerStep#N` (1, as `--steps` counts; torch.profiler's API counts from 0)."""
+    whose steps are the script's own prof.step() calls). `step_base`: the number the
+    first step is given, in its `ProfilerStep#N` and the profile's tables (1, as `--steps`
+    counts; torch.profiler's API counts from 0, as its `step_num`)."""
     builder = ProfileBuilder(inst, "pytorch", command=command, auto_cast=auto_cast, recorder=recording.recorder,
                              host_pid=os.getpid() if host_pid is None else host_pid,
                              host_name=f"Host: {command or 'python'} (measured CPU)", **(meta or {}))
     add_recording(builder, recording, inst, auto_cast=auto_cast, detail_steps=detail_steps, steps=steps,
                   group=group, progress=progress, main_thread=main_thread, tail=tail,
-                  first_step_label=first_step_label)
+                  step_base=step_base)
     return builder.build()
 
 
@@ -170,11 +171,11 @@ def _note_unreadable(builder: ProfileBuilder, calls: int) -> None:
 def add_recording(builder: ProfileBuilder, recording: Recording, inst: Instance, *, auto_cast: str = "matmult",
                   detail_steps: int = 4, steps: set[int] | None = None, group=None, t0: int | None = None,
                   main_thread: int | None = None, progress=None, tail: bool = True,
-                  first_step_label: int = 1) -> None:
+                  step_base: int = 1) -> None:
     """Add one recording's steps and host events to `builder` (to its current rank). `t0`: the
     perf_counter_ns host times count from (default the recording's start; ranks recorded by
     other processes share one). `main_thread`: ident of the thread that recorded (default this
-    one; a recording made by another process names its own). `tail`, `first_step_label`: see
+    one; a recording made by another process names its own). `tail`, `step_base`: see
     recording_to_profile."""
     t0 = recording.t0 if t0 is None else t0
     _note_compiled(builder, getattr(recording, "compiled_graphs", 0))
@@ -212,11 +213,12 @@ def add_recording(builder: ProfileBuilder, recording: Recording, inst: Instance,
     for step in wanted:
         for i in per_step[step][0].tolist():
             host_rows[i] = builder.add_host(labels[sig[i]], "cpu_op", main_tid if tid[i] == 0 else tid_of(("t", tid[i])),
-                                            start_s[i], end_s[i], step=step)
+                                            start_s[i], end_s[i], step=step - 1 + step_base)
     for name, cat, ident, s0, s1, step in recording.spans:
         step = span_step.get(step, step)
         if step in wanted:
-            builder.add_host(name, cat, tid_of(ident), (s0 - t0) / 1e9, (s1 - t0) / 1e9, step=step)
+            builder.add_host(name, cat, tid_of(ident), (s0 - t0) / 1e9, (s1 - t0) / 1e9,
+                             step=step - 1 + step_base)
     bounds_ns = _step_bounds(recording, per_step, None if merged is None else merged[1])
     t_dev = 0.0
     for done, step in enumerate(wanted):
@@ -224,8 +226,9 @@ def add_recording(builder: ProfileBuilder, recording: Recording, inst: Instance,
             progress(done, len(wanted))
         idx, key, prog, infos = per_step[step]
         h_start, h_end = bounds_ns[step]
-        builder.add_host(f"ProfilerStep#{step - 1 + first_step_label}", "user_annotation", main_tid,
-                         (h_start - t0) / 1e9, (h_end - t0) / 1e9, step=step)
+        number = step - 1 + step_base          # the recorder counts from 1
+        builder.add_host(f"ProfilerStep#{number}", "user_annotation", main_tid,
+                         (h_start - t0) / 1e9, (h_end - t0) / 1e9, step=number)
         run = builder_programs.run(key, prog, inst)
         info = [OpInfo(m, sh, dt, host_rows.get(int(idx[pos]), -1)) for pos, m, sh, dt in infos]
         # Host and device on one axis: the step's device run starts after the previous one and
@@ -235,7 +238,7 @@ def add_recording(builder: ProfileBuilder, recording: Recording, inst: Instance,
         op_start = np.asarray(run.timeline.op_start, dtype=np.float64)[: launched.size]
         earliest = float(np.max(launched[: op_start.size] - op_start)) if op_start.size else 0.0
         t_dev = max(t_dev + inst.costs.exec_overhead_s, earliest)
-        builder.add_step(step, prog, run, detailed=step in detailed, host_start=(h_start - t0) / 1e9,
+        builder.add_step(number, prog, run, detailed=step in detailed, host_start=(h_start - t0) / 1e9,
                          host_end=(h_end - t0) / 1e9, info=info, shift=t_dev)
         t_dev += run.timeline.wall
     if progress:
