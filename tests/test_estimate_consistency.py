@@ -469,3 +469,17 @@ def test_a_decoders_traced_forward_pays_no_generation_start():
     assert prefill["breakdown"]["overhead_s"] >= start
     assert infer["breakdown"]["overhead_s"] < start / 10
     assert infer["latency_s"] < prefill["latency_s"] - 0.9 * start
+
+
+@pytest.mark.parametrize("name", ["trn1.32xlarge", "trn2.48xlarge"])
+@pytest.mark.parametrize("cores", [2, 4])
+def test_a_data_parallel_reduction_costs_what_the_same_all_reduce_costs_alone(name, cores):
+    """A job that leaves most of each chip idle (`--cores` over `--nodes`) shares a chip's links
+    and EFA among the ranks it runs, not among every core: its gradient all-reduce took 2-4x the
+    same all-reduce run alone (one rank a node: 382 ms in the mlp, 95 ms alone on trn2)."""
+    inst = instance(name)
+    job = estimate("mlp", inst, Placement(cores=cores, nodes=2))
+    reduce = job["breakdown"]["collective_exposed_s"] + job["breakdown"]["collective_hidden_s"]
+    alone = estimate(f"allreduce:bytes={job['params'] * 4},ranks={cores}", inst,
+                     Placement(nodes=2))
+    assert reduce == pytest.approx(alone["time_s"], rel=0.02)

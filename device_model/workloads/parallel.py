@@ -50,9 +50,15 @@ class Layout:
                    for r, n in zip(members, node_of)]
         per_device = max(devices.count(d) for d in set(devices))
         nodes = len(set(node_of))
-        # every logical core of a chip is a rank of some group of this kind, all running at once
-        return CollectiveGroup(size, per_device, len(set(devices)), nodes, self.topology,
-                               self.cores_per_device)
+        # every rank on a chip is in some group of this kind, all running at once: they share
+        # its links and EFA (a chip `--cores` leaves partly idle shares them among fewer)
+        active = max(self.ranks_on_device(d % self.devices_per_node) for d in set(devices))
+        return CollectiveGroup(size, per_device, len(set(devices)), nodes, self.topology, active)
+
+    def ranks_on_device(self, local: int) -> int:
+        """Ranks on a node's chip `local` (0-based): a node's ranks fill its chips in order."""
+        per_node = self.ranks_per_node or self.cores_per_node
+        return min(self.cores_per_device, max(0, per_node - local * self.cores_per_device))
 
     @property
     def tp_group(self) -> CollectiveGroup:
