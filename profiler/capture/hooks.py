@@ -326,12 +326,14 @@ class Hooks:
         if cls is None or "__enter__" not in cls.__dict__ or "__exit__" not in cls.__dict__:
             return
         enter, exit_, rec = cls.__dict__["__enter__"], cls.__dict__["__exit__"], self.rec
-        started: dict[int, int] = {}        # id of an entered record_function -> its start
+        # id of an entered record_function -> its start and the step it began in (a label
+        # around an iteration ends after optimizer.step() ended that step: it is that step's)
+        started: dict[int, tuple[int, int]] = {}
 
         @functools.wraps(enter)
         def entered(fn, *args, **kwargs):
             if not self._compiling() and not str(getattr(fn, "name", "")).startswith(_OWN_LABELS):
-                started[id(fn)] = _now()
+                started[id(fn)] = (_now(), rec.step)
             return enter(fn, *args, **kwargs)
 
         @functools.wraps(exit_)
@@ -339,10 +341,10 @@ class Hooks:
             try:
                 return exit_(fn, *args, **kwargs)
             finally:
-                t0 = started.pop(id(fn), None)
-                if t0 is not None and rec.keeps(rec.step):
+                t0, step = started.pop(id(fn), (None, 0))
+                if t0 is not None and rec.keeps(step):
                     rec.recording.spans.append((str(fn.name), "user_annotation",
-                                                threading.get_ident(), t0, _now(), rec.step))
+                                                threading.get_ident(), t0, _now(), step))
         entered.__wrapped_original__, exited.__wrapped_original__ = enter, exit_
         self._patch(cls, "__enter__", entered)
         self._patch(cls, "__exit__", exited)

@@ -115,7 +115,7 @@ def finish_capture(build: Callable[[], object], session_file: str | os.PathLike,
     if written is None:
         console.note(f"{child.who} exit code {child.code}")
         return child.final or 1
-    console.note(f"wrote {written} ({described(profile)}; {child.who} exit code {child.code})")
     for line in getattr(profile, "meta", {}).get("notes", ()):
         console.note(f"warning: {line}")
-    return child.final
+    console.note(f"wrote {written} ({described(profile)}; {child.who} exit code {child.code})")
+    return child.final          # the closing line stays the last, warnings or not

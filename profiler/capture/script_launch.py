@@ -86,5 +86,6 @@ def _write_profile(task: ScriptTask, inst, work: CaptureFolder, child: ChildExit
             return recording_to_profile(part.recording, inst, auto_cast=options.auto_cast,
                                         detail_steps=options.detail_steps, command=task.command,
                                         group=group, meta={"world_size": world}, progress=tick,
-                                        host_pid=part.pid, main_thread=part.main_thread)
+                                        host_pid=part.pid, main_thread=part.main_thread,
+                                        stopped=part.exit_code != 0)
     return finish_capture(build, options.session_file, work, child)

@@ -124,7 +124,7 @@ def recording_to_profile(recording: Recording, inst: Instance, *, auto_cast: str
                          detail_steps: int = 4, steps: set[int] | None = None, command: str = "",
                          group=None, meta: dict | None = None, progress=None, host_pid: int | None = None,
                          main_thread: int | None = None, tail: bool = True,
-                         step_base: int = 1) -> Profile:
+                         step_base: int = 1, stopped: bool = False) -> Profile:
     """Simulate each recorded step on `inst` and assemble the profile, keeping the measured CPU
     timeline as the host process. `steps` limits the steps kept (the API's schedule);
     `progress(done, total)` is told of each step placed. `host_pid`/`main_thread`: the process
@@ -132,13 +132,15 @@ def recording_to_profile(recording: Recording, inst: Instance, *, auto_cast: str
     forward pass is that step's tail (see _tail_of); False keeps it a step of its own (the API,
     whose steps are the script's own prof.step() calls). `step_base`: the number the
     first step is given, in its `ProfilerStep#N` and the profile's tables (1, as `--steps`
-    counts; torch.profiler's API counts from 0, as its `step_num`)."""
+    counts; torch.profiler's API counts from 0, as its `step_num`). `stopped`: the script did not
+    run to its end (a stop signal, an error): its last step, left unfinished, is kept but not
+    summarised."""
     builder = ProfileBuilder(inst, "pytorch", command=command, auto_cast=auto_cast, recorder=recording.recorder,
                              host_pid=os.getpid() if host_pid is None else host_pid,
                              host_name=f"Host: {command or 'python'} (measured CPU)", **(meta or {}))
     add_recording(builder, recording, inst, auto_cast=auto_cast, detail_steps=detail_steps, steps=steps,
                   group=group, progress=progress, main_thread=main_thread, tail=tail,
-                  step_base=step_base)
+                  step_base=step_base, stopped=stopped)
     return builder.build()
 
 
@@ -161,6 +163,12 @@ def _note_compiled(builder: ProfileBuilder, graphs: int) -> None:
     _note_counted(builder, "compiled_graphs", graphs, max, compiled_note)
 
 
+def _cut_short_note(steps: int) -> str:
+    which = "a step" if steps == 1 else f"{steps} steps (one a rank)"
+    return (f"the script stopped during {which}: kept in the timeline, left out of the summary "
+            "and its per-step figures")
+
+
 def _note_unreadable(builder: ProfileBuilder, calls: int) -> None:
     """Calls whose arguments the recorder could not read: `meta["unreadable_calls"]` (over every
     rank) and a line in `meta["notes"]`."""
@@ -171,12 +179,12 @@ def _note_unreadable(builder: ProfileBuilder, calls: int) -> None:
 def add_recording(builder: ProfileBuilder, recording: Recording, inst: Instance, *, auto_cast: str = "matmult",
                   detail_steps: int = 4, steps: set[int] | None = None, group=None, t0: int | None = None,
                   main_thread: int | None = None, progress=None, tail: bool = True,
-                  step_base: int = 1) -> None:
+                  step_base: int = 1, stopped: bool = False) -> None:
     """Add one recording's steps and host events to `builder` (to its current rank). `t0`: the
     perf_counter_ns host times count from (default the recording's start; ranks recorded by
     other processes share one). `main_thread`: ident of the thread that recorded (default this
-    one; a recording made by another process names its own). `tail`, `step_base`: see
-    recording_to_profile."""
+    one; a recording made by another process names its own). `tail`, `step_base`, `stopped`:
+    see recording_to_profile."""
     t0 = recording.t0 if t0 is None else t0
     _note_compiled(builder, getattr(recording, "compiled_graphs", 0))
     _note_unreadable(builder, getattr(recording, "unreadable_calls", 0))
@@ -205,7 +213,14 @@ def add_recording(builder: ProfileBuilder, recording: Recording, inst: Instance,
         per_step[step] = (idx, key, prog, infos)
     # steps with device work (a step of only a `.item()` is no step)
     wanted = sorted(s for s, (_, _, prog, _) in per_step.items() if prog.ops and (steps is None or s in steps))
-    detailed = set(wanted if detail_steps <= 0 else wanted[-detail_steps:])
+    summarised = wanted
+    if stopped and len(wanted) > 1 and wanted[-1] > len(recording.boundaries) \
+            and merged is None:
+        # the step under way when the script stopped never ended: it stays in the timeline, and
+        # the summary (the detailed steps) leaves it out, as it would skew every per-step figure
+        summarised = wanted[:-1]
+        _note_counted(builder, "cut_short_steps", 1, int.__add__, _cut_short_note)
+    detailed = set(summarised if detail_steps <= 0 else summarised[-detail_steps:])
     labels = recording.labels
     host_rows: dict[int, int] = {}
     sig, c0, c1, tid = cols["sig"].tolist(), cols["t0"], cols["t1"], cols["tid"].tolist()
@@ -219,7 +234,12 @@ def add_recording(builder: ProfileBuilder, recording: Recording, inst: Instance,
         if step in wanted:
             builder.add_host(name, cat, tid_of(ident), (s0 - t0) / 1e9, (s1 - t0) / 1e9,
                              step=step - 1 + step_base)
-    bounds_ns = _step_bounds(recording, per_step, None if merged is None else merged[1])
+    main_ident = threading.get_ident() if main_thread is None else main_thread
+    own_spans = [(span_step.get(step, step), s0, s1) for _, _, ident, s0, s1, step
+                 in recording.spans if ident == main_ident]
+    bounds_ns = _step_bounds(recording, per_step, None if merged is None else merged[1],
+                             [(step, s1) for step, _, s1 in own_spans])
+    bounds_ns = _nested_in_spans(bounds_ns, [(s0, s1) for _, s0, s1 in own_spans])
     t_dev = 0.0
     for done, step in enumerate(wanted):
         if progress:
@@ -260,16 +280,45 @@ def _tail_of(recording: Recording, step_col: np.ndarray, phase: np.ndarray) -> t
     return last, last - 1
 
 
-def _step_bounds(recording: Recording, per_step, tail_of: int | None = None) -> dict[int, tuple[int, int]]:
+def _nested_in_spans(bounds: dict[int, tuple[int, int]],
+                     spans: list[tuple[int, int]]) -> dict[int, tuple[int, int]]:
+    """Steps clipped to nest with the recording thread's spans (which nest among themselves, as
+    any one thread's calls do): a step that a span (a label around the whole loop) begins in
+    starts where the span begins; one a span ends in ends where the span ends. Readers drop or
+    misdraw slices of one thread that overlap without nesting; the calls clipped off (start-up
+    before the loop, work after it) are then in no step's span, as they are in no iteration."""
+    out = dict(bounds)
+    for s0, s1 in spans:
+        for step, (a, b) in out.items():
+            if a < s0 < b < s1:
+                out[step] = (s0, b)
+            elif s0 < a < s1 < b:
+                out[step] = (a, s1)
+    return out
+
+
+def _step_bounds(recording: Recording, per_step, tail_of: int | None = None,
+                 spans: list[tuple[int, int]] = ()) -> dict[int, tuple[int, int]]:
     """Host interval of each step: from the previous boundary (or the capture start) to its own
     boundary (or the last call); a step that took the work after it as its tail (`tail_of`) ends
-    at the last call."""
-    edges = [recording.t0, *recording.boundaries]
+    at the last call. `spans`: (step, end) of the recording thread's spans. A step ends no
+    earlier than a span begun in it that ends before the next step would: a label around an
+    iteration, whose step ends inside optimizer.step(), then nests in its ProfilerStep as it
+    does in torch's traces (a label around several steps is left to cross them)."""
     t1 = recording.table()["t1"]
     last = int(t1.max()) if len(t1) else recording.t0
+    edges = [recording.t0, *recording.boundaries, max(last, *(e for _, e in spans))
+             if spans else last]
+    moved = list(edges)
+    for step, end in spans:
+        if 1 <= step < len(edges) - 1 and edges[step] < end <= edges[step + 1]:
+            moved[step] = max(moved[step], end)
     out = {}
     for step in per_step:
-        start = edges[step - 1] if step - 1 < len(edges) else last
-        end = edges[step] if step < len(edges) and step != tail_of else last
+        start = moved[step - 1] if step - 1 < len(moved) else last
+        if step == tail_of or step >= len(moved) - 1:
+            end = max(last, *(e for s, e in spans if s == step)) if spans else last
+        else:
+            end = moved[step]
         out[step] = (start, max(end, start))
     return out

@@ -180,6 +180,7 @@ def parts_to_profile(parts: list, inst, *, auto_cast: str = "matmult", detail_st
                            description=f"torchrun worker {part.rank} of {world} (pid {part.pid}, "
                                        f"exit code {part.exit_code})")
         add_recording(builder, part.recording, inst, auto_cast=auto_cast, detail_steps=detail_steps,
-                      group=group, t0=t0, main_thread=part.main_thread)
+                      group=group, t0=t0, main_thread=part.main_thread,
+                      stopped=part.exit_code != 0)
     # each worker was simulated on its own clock: a collective ends when its last rank joins
     return align_collectives(builder.build(), inst.costs.exec_overhead_s)

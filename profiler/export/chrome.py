@@ -15,10 +15,13 @@
   flow's id is its launch's correlation id;
 - counter tracks: HBM Bandwidth, DMA Throughput, TensorMatrix Utilization.
 
-Operator kernels, launches and `ProfilerStep#N` are on whole microseconds (floored): HTA rounds
-every timestamp to microseconds by default (ceiling starts, flooring ends), which would give
-sub-microsecond kernels negative durations; on the microsecond grid its rounding changes nothing,
-and flooring keeps every flow pointing forward. Collective operators are named
+Operator kernels and launches are on whole microseconds (floored): HTA rounds every timestamp
+to microseconds by default (ceiling starts, flooring ends), which would give sub-microsecond
+kernels negative durations; on the microsecond grid its rounding changes nothing, and flooring
+keeps every flow pointing forward. A built-in run's `ProfilerStep#N` are on the grid too (each
+starts with its launch); a script's keep their times, so that they and the labels, calls and
+module spans of its threads nest (Perfetto drops an X event that overlaps another without
+nesting in it). Collective operators are named
 `ncclKernel_<KIND> <name>` and operators that only move memory `Memcpy <name>`, so HTA's
 kernel-type rules count them as communication and memory; the others are computation.
 
@@ -205,13 +208,16 @@ def _host_events(profile: Profile, launched: set[int], ids: TraceIds) -> list[by
     start, end = to_ns(host["start"]), to_ns(host["end"])
     launch, is_runtime = launch_times(profile)
     strings = profile.strings
+    # a script's steps keep their times, to nest with its labels; a built-in run's (no labels)
+    # are on the grid, as each starts with its launch, which is (see the module's docstring)
+    grid_steps = profile.meta.get("source") != "pytorch"
     for i, (n, c, tid, s, e, st) in enumerate(zip(host["name_s"].tolist(), host["cat_s"].tolist(),
                                                   host["tid"].tolist(), start.tolist(), end.tolist(),
                                                   host["step"].tolist())):
         name, cat = strings[n], strings[c]
         step = {"step": st} if st >= 0 else {}
         corr = ids.first_correlation + i
-        if cat in RUNTIME_CATS or name.startswith("ProfilerStep#"):
+        if cat in RUNTIME_CATS or (grid_steps and name.startswith("ProfilerStep#")):
             s, e = s // 1000 * 1000, max(e, s) // 1000 * 1000   # on HTA's microsecond grid
         args = dict(step)
         if i in launched:
