@@ -38,6 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--emf", action="store_true",
                    help="write Embedded Metric Format (required: the only output; needs no credentials)")
     p.add_argument("--namespace", default="NeuronMonitor", help="CloudWatch namespace")
+    p.add_argument("--region", metavar="REGION",
+                   help="taken for AWS's command line; EMF lines carry no region (the agent "
+                   "that ships them publishes to its own)")
     p.add_argument("--output", type=Path, metavar="FILE",
                    help="append to FILE (created 0600) instead of writing to stdout; SIGHUP "
                    "reopens it (log rotation)")
@@ -60,7 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     problem = None
     exclude = [name.strip() for name in args.exclude.split(",") if name.strip()]
     if not args.emf:
-        problem = "the following arguments are required: --emf"
+        problem = ("the following arguments are required: --emf (AWS's script publishes "
+                   "through the CloudWatch API with boto3; this one writes EMF lines for the "
+                   "CloudWatch agent to ship)")
     elif not NAMESPACE.fullmatch(args.namespace):
         problem = (f"--namespace {args.namespace!r}: 1-255 characters of letters, digits, spaces "
                    "and . - _ / # :")

@@ -132,6 +132,20 @@ def test_cli_usage_errors(args, message):
     assert "Traceback" not in out.stderr.decode()
 
 
+def test_aws_command_line_is_taken_with_emf_and_explained_without(tmp_path):
+    """AWS's script runs as `--namespace NS --region R` and publishes through the API: the same
+    line with --emf writes EMF; without it, one line says why --emf is needed."""
+    gen = StreamGen(seed=5, runtimes=1, devices=1)
+    out = run_cli("--namespace", "Team/Neuron", "--region", "us-west-2", "--emf",
+                  stdin=gen.line())
+    assert out.returncode == 0, out.stderr
+    check_emf(orjson.loads(out.stdout.splitlines()[0]), "Team/Neuron")
+    out = run_cli("--namespace", "Team/Neuron", "--region", "us-west-2")
+    err = out.stderr.decode()
+    assert out.returncode == 2 and "required: --emf" in err and "CloudWatch agent" in err
+    assert "unrecognized" not in err
+
+
 @pytest.mark.parametrize("args", [["--bogus"], ["--emf", "--bogus"], ["--bogus", "--namespace", "x"]])
 def test_cli_names_an_unknown_flag(args):
     out = run_cli(*args)
