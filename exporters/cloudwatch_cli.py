@@ -50,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--collect", action="store_true", help="run the collector in this process")
     p.add_argument("-c", "--config", type=Path, metavar="CONFIG",
                    help="neuron-monitor configuration file for --collect")
+    p.add_argument("--root", metavar="DIR", type=Path,
+                   help="with --collect: the simulated instance `neuron-sim start --root DIR` "
+                   "runs (default: the per-user one)")
     p.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     return p
 
@@ -76,6 +79,8 @@ def main(argv: list[str] | None = None) -> int:
         problem = f"--exclude: no metric named {', '.join(unknown_metrics)}"
     elif args.config is not None and not args.collect:
         problem = "-c/--config applies to --collect only"
+    elif args.root is not None and not args.collect:
+        problem = "--root applies to --collect only"
     if problem:
         parser.print_usage(sys.stderr)
         print(f"{PROG}: error: {problem}", file=sys.stderr)
@@ -90,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     try:
-        reports = (collector_reports(args.config) if args.collect else
+        reports = (collector_reports(args.config, root=args.root) if args.collect else
                    stdin_stream(default_stdin(), f"{PROG}: input", None, lambda: None))
     except InputError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)

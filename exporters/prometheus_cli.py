@@ -42,6 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run the collector in this process instead of reading stdin")
     p.add_argument("-c", "--config", type=Path, metavar="CONFIG",
                    help="neuron-monitor configuration file for --collect")
+    p.add_argument("--root", metavar="DIR", type=Path,
+                   help="with --collect: the simulated instance `neuron-sim start --root DIR` "
+                   "runs (default: the per-user one)")
     p.add_argument("--stale-after", type=float, metavar="SECONDS",
                    help="/-/healthy answers 503 once no report arrived for this long "
                         "(default: 3 report periods; 15 s before the first report)")
@@ -66,6 +69,8 @@ def _usage_error(parser: argparse.ArgumentParser, args: argparse.Namespace) -> s
                                              and args.stale_after > 0):
         # inf turned the health check off: /-/healthy could never answer 503
         return f"--stale-after must be > 0 seconds and finite, got {args.stale_after:g}"
+    if args.root is not None and not args.collect:
+        return "--root applies to --collect only (neuron-monitor --root reads the instance)"
     if args.keep_serving and args.collect:
         return "--keep-serving applies to stdin input; --collect never ends"
     return None
@@ -113,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _reports(args: argparse.Namespace, exporter: PrometheusExporter) -> Iterable[Report]:
     if args.collect:
-        return collector_reports(args.config)
+        return collector_reports(args.config, root=args.root)
     stream = stdin_stream(default_stdin(), "neuron-monitor-prometheus: input", None,
                           after_each=exporter.refresh_if_input_errors_changed)
     exporter.set_stream_errors(lambda: stream.errors)

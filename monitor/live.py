@@ -130,19 +130,26 @@ def simulated_demo_source(instance_name: str = "trn2.48xlarge", seed: int = 0) -
 
 def collector_reports(config_path: pathlib.Path | None, clock: Callable[[], float] = time.time,
                       sleep: Callable[[float], None] = time.sleep,
-                      monotonic: Callable[[], float] = time.monotonic) -> Iterator[Report]:
+                      monotonic: Callable[[], float] = time.monotonic,
+                      root: pathlib.Path | None = None) -> Iterator[Report]:
     """Reports from the in-process collector, one per base period of the configuration, each
-    stamped with its ``clock()`` arrival time.
+    stamped with its ``clock()`` arrival time; `root`: the runtime directory of the simulated
+    instance (`neuron-sim start --root DIR`; default the per-user one).
 
     Configuration and runtime-directory problems raise InputError here, before serving starts.
     """
+    from device_model.runtime.rundir import runtime_dir
     from monitor.collector import Collector  # imported on demand: stdin users do not need it
     from monitor.config import MonitorConfig
 
+    if root is not None and not os.path.lexists(root):     # looking must not create it
+        raise InputError(f"--root: no simulated instance at {root}")
     try:
         config = (MonitorConfig.from_file(config_path) if config_path is not None
                   else MonitorConfig.default())
-        collector = Collector(config)
+        if root is not None:
+            runtime_dir(root)          # an unsafe directory is refused before serving starts
+        collector = Collector(config, root=root)
     except (OSError, ValueError) as exc:
         # The message as the other tools print it (first line, not repr-quoted).
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__

@@ -39,6 +39,8 @@ def test_help_and_version():
     (["--stale-after", "0"], "--stale-after must be > 0"),
     (["--stale-after", "inf"], "--stale-after must be > 0 seconds and finite, got inf"),
     (["--collect", "--keep-serving"], "--keep-serving applies to stdin input"),
+    (["--root", "some/dir"], "--root applies to --collect only"),
+    (["--collect", "--root", "/nonexistent/neuron-sim"], "no simulated instance at"),
     (["--cert-file", "/nonexistent.pem", "--key-file", "/nonexistent.key"], "cannot load"),
 ])
 def test_usage_errors_exit_2_with_one_line(args, message):
@@ -203,6 +205,24 @@ def test_collect_runs_the_collector_in_process(tmp_path):
         exp.wait_for(lambda: (exp.value("neuron_exporter_reports_total") or 0) >= 2, timeout=20)
         assert exp.value("instance_info") == 1.0
         assert exp.get("/-/healthy")[0] == 200 and exp.proc.poll() is None  # keeps collecting
+
+
+def test_collect_reads_the_instance_started_with_root(tmp_path):
+    """`neuron-sim start --root DIR` is read with `--collect --root DIR`, as neuron-monitor,
+    neuron-ls and neuron-top read it."""
+    from collector_sim import start_instance, stop_instance
+    root = tmp_path / "sim"
+    config = tmp_path / "monitor.json"
+    config.write_text('{"period": "1s", "neuron_runtimes": [{"tag_filter": ".*", '
+                      '"metrics": [{"type": "neuroncore_counters"}]}]}')
+    start_instance(root, "svc=matmul:m=512,k=512,n=512@0-1")
+    try:
+        with ExporterProcess("--collect", "--root", str(root), "-c", str(config),
+                             stdin=subprocess.DEVNULL) as exp:
+            exp.wait_for(lambda: exp.value("neuroncore_utilization_ratio", runtime_tag="svc")
+                         is not None, timeout=30)
+    finally:
+        stop_instance(root)
 
 
 def test_collect_with_a_bad_config_is_a_usage_error(tmp_path):
