@@ -86,6 +86,15 @@ def test_no_valid_report_exits_1_and_names_the_first_reasons():
     assert "line 2 (not_object)" in err and "Traceback" not in err
 
 
+def test_a_snapshot_says_how_many_malformed_lines_it_skipped():
+    """Lines rejected before a valid report are counted on stderr, as the interactive status
+    line counts them (they were dropped without a word)."""
+    out = top("-1", "-", stdin=GARBAGE + AWS)
+    err = out.stderr.decode()
+    assert out.returncode == 0 and b"ND" in out.stdout
+    assert err == "neuron-top: malformed lines skipped: 2 (not_json:1,not_object:1)\n"
+
+
 def test_a_runtime_of_unknown_pid_shows_n_a_in_the_text_snapshot():
     """pid 0: the source does not know the process (it was a TypeError traceback)."""
     out = top("-1", "-", stdin=PID0, columns=120)

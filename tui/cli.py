@@ -349,6 +349,10 @@ def print_once(source, args: argparse.Namespace) -> int:
         sys.stderr.write(no_report_text(source.label, sum(source.malformed.values()),
                                         source.rejections, failure))
         return 1
+    bad = sum(source.malformed.values())
+    if bad:      # as the interactive status line counts them: said, not silently dropped
+        kinds = ",".join(f"{k}:{v}" for k, v in sorted(source.malformed.items()) if v)
+        print(f"{PROG}: malformed lines skipped: {bad} ({kinds})", file=sys.stderr)
     if args.json:
         sys.stdout.buffer.write(report.to_json() + b"\n")
     else:
