@@ -72,12 +72,16 @@ class PrometheusExporter:
             self._context = fresh
             self.state.instance = fresh.instance
         elif _instance_id(fresh) and _instance_id(fresh) != _instance_id(self._context):
-            # The instance is known now (the first reports came before its metadata could be
-            # read) or is another: every series names it, so they start over under its labels.
             # Judged by the id alone: a report whose other metadata reads differently (a field
             # missing once) must not reset every counter.
+            if _instance_id(self._context):
+                # another instance: every series names it, so they start over under its labels
+                self.state = MetricState(self._clock, fresh.instance)
+            else:
+                # the same host, whose metadata could not be read for the first reports: its
+                # series take the labels and keep what they counted
+                self.state.relabel(fresh.instance)
             self._context = fresh
-            self.state = MetricState(self._clock, fresh.instance)
         elif (later := self._context.with_hardware_of(report.hardware)) is not self._context:
             self._context = later          # the devices are known now: per-core series get theirs
             self.state.drop_unknown_devices()

@@ -49,6 +49,19 @@ class Family:
         self._instance = instance if spec.instance_labels else ()
         self._runtime_index = spec.labels.index("runtime_tag") if spec.per_runtime else -1
 
+    def relabel(self, instance: tuple[str, ...]) -> None:
+        """Every series under these instance labels, its value and `_created` kept."""
+        if not self.spec.instance_labels:
+            return
+        self._instance = instance
+        for key, s in self.series.items():
+            block = label_block(self.spec.all_labels, instance + key)
+            s.prefix = f"{self.spec.name}{block} "
+            s.line = s.prefix + format_value(s.value) + "\n"
+            if s.created_line:
+                s.created_line = f"{self.spec.family}_created{block} " \
+                                 f"{s.created_line.rsplit(' ', 1)[1]}"
+
     def new_series(self, key: tuple[str, ...], value: float, now: float) -> Series:
         block = label_block(self.spec.all_labels, self._instance + key)
         spec = self.spec
@@ -125,6 +138,12 @@ class MetricState:
         self.instance = instance  # AWS instance label values, set from the first report
         self.families: dict[str, Family] = {}
         self._alive: set[str] | None = None
+
+    def relabel(self, instance: tuple[str, ...]) -> None:
+        """The instance's labels on every series from now on (its metadata read at last)."""
+        self.instance = instance
+        for fam in self.families.values():
+            fam.relabel(instance)
 
     def family(self, spec: mt.MetricSpec) -> Family:
         fam = self.families.get(spec.name)

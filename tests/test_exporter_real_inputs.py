@@ -56,6 +56,34 @@ def test_instance_and_devices_known_only_later_are_taken_up():
     assert ids == {late["instance_info"]["instance_id"]}
 
 
+def test_counts_from_before_the_instance_was_known_are_kept_under_its_labels():
+    """The first reports came before IMDS answered: once a report names the instance, the
+    series take its labels and keep their counts (they had started over, losing them); a report
+    naming another instance starts them over."""
+    late = load("neuron_monitor_aws_example.json")
+    early = copy.deepcopy(late)
+    early["instance_info"] = {"error": "IMDS not reachable"}
+    exporter = PrometheusExporter(clock=lambda: 1.0)
+    feed(exporter, early)
+    (before,) = [v for k, v in scrape(exporter, "execution_status_total").items()
+                 if dict(k)["status_type"] == "completed"]
+    assert before > 0
+    feed(exporter, late)
+    done = {k: v for k, v in scrape(exporter, "execution_status_total").items()
+            if dict(k)["status_type"] == "completed"}
+    assert list(done.values()) == [2 * before]
+    assert {dict(k)["instance_id"] for k in done} == {late["instance_info"]["instance_id"]}
+    created = [k for k in scrape(exporter, "execution_status_created")]
+    assert created and all(dict(k)["instance_id"] for k in created)
+    other = copy.deepcopy(late)
+    other["instance_info"]["instance_id"] = "i-0another000000000"
+    feed(exporter, other)
+    done = {k: v for k, v in scrape(exporter, "execution_status_total").items()
+            if dict(k)["status_type"] == "completed"}
+    assert list(done.values()) == [before]
+    assert {dict(k)["instance_id"] for k in done} == {"i-0another000000000"}
+
+
 def test_a_malformed_reading_is_left_out_not_exported_as_zero():
     doc = load("neuron_monitor_extensions.json")
     doc["system_data"]["vcpu_usage"]["average_usage"]["user"] = -5
