@@ -165,6 +165,21 @@ def test_a_collective_with_more_ranks_than_its_nodes_hold_is_refused_naming_the_
     assert r["nodes"] == 2
 
 
+def test_a_collective_that_no_job_could_run_is_refused(capsys):
+    """Ranks that do not split evenly over --nodes (placed as if they did, 64 over 3 nodes took
+    the time of 64 over 2) and a buffer larger than a core's HBM (1 PiB a rank ran, in 38,000 s)
+    are refused, as a model's uneven cores and memory are."""
+    err = _fails(capsys, ["-w", "allreduce:ranks=64,bytes=1M", "-i", "trn1.32xlarge",
+                          "--nodes", "3"])
+    assert "ranks=64 does not split evenly over --nodes 3" in err
+    err = _fails(capsys, ["-w", "allreduce:ranks=32,bytes=1125899906842624", "-i",
+                          "trn1.32xlarge"])
+    assert "does not fit a logical core's HBM: 16 GiB at LNC=1" in err
+    # the largest buffer that fits runs
+    r = _json(capsys, ["-w", f"allgather:ranks=8,bytes={15 * GiB}", "-i", "trn1.32xlarge"])
+    assert r["time_s"] > 0
+
+
 def test_an_ultraserver_is_one_node_to_a_collective_as_to_a_model(capsys):
     """Its servers share NeuronLink (trn2u) or a NeuronSwitch (trn3): a collective over all its
     cores runs on one UltraServer, as a model's TP group over them does, and `--nodes 2` means

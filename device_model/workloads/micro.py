@@ -89,11 +89,25 @@ def check_ranks(inst: Instance, ranks: int, nodes: int) -> None:
     if need > nodes:
         raise SpecError(f"{ranks} ranks need {need} nodes of {inst.spec.name} ({per_node} "
                         f"logical cores each at LNC={inst.lnc}); pass --nodes {need}")
+    if ranks % nodes:             # as a model's --cores must split evenly over --nodes
+        raise SpecError(f"ranks={ranks} does not split evenly over --nodes {nodes}")
+
+
+def check_buffer(inst: Instance, nbytes: int) -> None:
+    """The collective's buffer must fit a logical core's HBM (less the runtime's reserve), as a
+    model's memory must: a larger one is not a collective any job can run."""
+    from .memory import GiB, RUNTIME_RESERVE_BYTES
+    capacity = inst.device.hbm_bytes // inst.device.logical_cores(inst.lnc)
+    if nbytes > capacity - RUNTIME_RESERVE_BYTES:
+        raise SpecError(f"bytes={nbytes:,} does not fit a logical core's HBM: "
+                        f"{capacity / GiB:.0f} GiB at LNC={inst.lnc}, "
+                        f"{RUNTIME_RESERVE_BYTES / GiB:.0f} GiB of it the runtime's")
 
 
 def estimate_collective(inst: Instance, kind: str, opts: dict, nodes: int = 1) -> dict:
     check_dtype(inst.spec, opts["dtype"])
     check_ranks(inst, opts["ranks"], nodes)
+    check_buffer(inst, opts["bytes"])
     group = place_ranks(inst, opts["ranks"], nodes)
     prog = Program()
     prog.collective(kind, opts["bytes"], group, dtype=opts["dtype"])
