@@ -79,15 +79,18 @@ def test_vs_between_modes_shows_each_sides_own_figures(capsys):
     assert rows["time/output token"][0] == "\u2013"
     assert rows["TTFT"][-1].endswith("x")                               # both have one
     assert rows["compute"][-1] == "\u2013" and rows["MFU"][-1].endswith("x")
+    # sequences trained (or prompts run) against requests served: not one quantity
+    assert rows["sequences/s"][-1] == "\u2013"
     r = _json(capsys, prefill)
     assert "tokens_per_s" not in r["ratio"] and "breakdown" not in r["ratio"]
+    assert "sequences_per_s" not in r["ratio"]
     assert r["ratio"]["ttft_s"] == pytest.approx(1.0)
     assert main(["estimate", "-w", "mlp", "--vs", "mode=infer"]) == 0     # text as the JSON
     rows = {line[2:22].strip(): line[22:].split() for line in capsys.readouterr().out.splitlines()
             if line.startswith("  ") and len(line) > 22}
     assert rows["step time"][-1] == "\u2013"
     same = _json(capsys, LLAMA_DECODE + ["--vs", "out=64"])          # one kind of step
-    assert {"tokens_per_s", "breakdown", "step_time_s"} <= set(same["ratio"])
+    assert {"tokens_per_s", "breakdown", "step_time_s", "sequences_per_s"} <= set(same["ratio"])
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -14,7 +14,7 @@ BREAKDOWN = ("compute_s", "dma_s", "collective_exposed_s", "bubble_s", "optimize
              "collective_hidden_s")
 _BREAKDOWN_LABELS = {k.removesuffix("_s").replace("_", " ") for k in BREAKDOWN}
 # the rows of _PER_STEP's figures (below): no ratio between steps of different kinds
-_PER_STEP_LABELS = _BREAKDOWN_LABELS | {"step time", "tokens/s"}
+_PER_STEP_LABELS = _BREAKDOWN_LABELS | {"step time", "tokens/s", "sequences/s"}
 _PLACEMENT_KEYS = {"instance": str, "nodes": int, "lnc": int, "tp": int, "pp": int, "dp": int,
                    "cores": int}
 
@@ -197,8 +197,10 @@ def _wrapped_title(title: str) -> list[str]:
     return [*lines, current, f"  on {tail}"]
 
 
-# figures of one step: between a training step and an output token, no ratio to take
-_PER_STEP = ("time_s", "step_time_s", "tokens_per_s", "model_flops", "hardware_flops", "breakdown")
+# figures of one step: between a training step and an output token, no ratio to take; nor
+# between sequences trained and requests served (sequences/s of a training run and a decode)
+_PER_STEP = ("time_s", "step_time_s", "tokens_per_s", "sequences_per_s", "model_flops",
+             "hardware_flops", "breakdown")
 
 
 def ratios(a: dict, b: dict) -> dict:
@@ -237,7 +239,9 @@ def ratio_text(va: Any, vb: Any, ta: str | None = None, tb: str | None = None) -
     b_zero = not vb or (tb is not None and _shows_zero(tb))
     if a_zero:
         return NO_RATIO if b_zero else INFINITE
-    return f"{vb / va:.2f}x"
+    ratio = vb / va
+    # two significant digits below 0.01: "0.00x" read as nothing, for a 200-fold drop
+    return f"{ratio:.2f}x" if abs(ratio) >= 0.01 or not ratio else f"{ratio:.2g}x"
 
 
 def _shows_zero(text: str) -> bool:
