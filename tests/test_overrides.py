@@ -102,7 +102,8 @@ def test_empty_overrides_are_the_identity():
 BAD = [
     # (file text, words the one-line message must contain)
     ("[device.trainium2\ntensor_hz = 1", ["malformed TOML"]),
-    ("tensor_hz = 1", ["unknown table [tensor_hz]"]),
+    ("tensor_hz = 1", ["tensor_hz is outside any table (a device field: under [device."]),
+    ("exec_overhead_s = 6e-5", ["exec_overhead_s is outside any table (a cost: under [costs])"]),
     ("[gpu.h100]\nx = 1", ["unknown table [gpu]"]),
     ("device = 3", ["[device]", "tables"]),
     ("[device.trainium9]\ntensor_hz = 1", ["[device.trainium9]", "unknown device 'trainium9'",

@@ -102,10 +102,18 @@ def load_overrides(path: str | Path) -> Overrides:
 
 def parse_overrides(data: Mapping[str, object], source: str = "<overrides>") -> Overrides:
     """Validate an already-parsed TOML document (a dict) into Overrides."""
-    for key in data:
-        if key not in _TABLES:
-            raise SpecError(f"{source}: unknown table [{key}]; allowed: [device.<name>], "
-                            f"[instance.\"<name>\"], [costs]")
+    for key, value in data.items():
+        if key in _TABLES:
+            continue
+        if not isinstance(value, Mapping):      # `exec_overhead_s = 6e-5` above every table
+            where = (" (a cost: under [costs])" if key in COST_FIELDS else
+                     " (a device field: under [device.<name>])" if key in DEVICE_FIELDS else
+                     " (an instance field: under [instance.\"<name>\"])"
+                     if key in INSTANCE_FIELDS else "")
+            raise SpecError(f"{source}: {key} is outside any table{where}; allowed: "
+                            f"[device.<name>], [instance.\"<name>\"], [costs]")
+        raise SpecError(f"{source}: unknown table [{key}]; allowed: [device.<name>], "
+                        f"[instance.\"<name>\"], [costs]")
     return Overrides(
         source=source,
         devices=_named_tables(data.get("device", {}), "device", source),
