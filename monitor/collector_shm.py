@@ -200,7 +200,9 @@ def memory_used(s: Any, period: float, models: tuple[LoadedModel, ...]) -> Memor
 
 def instance_info(instance: Any) -> InstanceInfo:
     if instance is None:
-        return InstanceInfo()
+        # as AWS's, whose IMDS lookup failed: empty fields and why (empty alone reads as known)
+        return InstanceInfo(error="instance metadata not available: no simulated instance "
+                                  "is running")
     return InstanceInfo(instance.instance_name, instance.instance_id, instance.instance_type,
                         instance.availability_zone, instance.availability_zone_id,
                         instance.region, instance.ami_id, instance.subnet_id)

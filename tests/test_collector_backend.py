@@ -102,6 +102,8 @@ def test_a_backend_without_an_instance_reports_no_device(root):
 
     report = Collector(ALL, clock=Clock(START), backend=Empty()).collect()
     assert report.runtimes == () and report.hardware == NO_DEVICE_HARDWARE
+    # empty metadata says why, as AWS's does when IMDS fails (empty alone read as known)
+    assert report.instance.id == "" and "not available" in report.instance.error
 
 
 def test_a_backend_names_its_own_unreadable_errors(root, tmp_path):
