@@ -177,6 +177,12 @@ def test_instance_round_trip(root: Path):
     assert trn1.instance_id != desc.instance_id
     with mock.patch("socket.gethostname", return_value="another-host"):
         assert describe_instance(inst, 7, 1.0, [], 0, 0.0).instance_id != desc.instance_id
+    # on one host: another LNC, or another --root (a fleet simulated on one machine)
+    lnc1 = describe_instance(instance("trn2.48xlarge", lnc=1), 7, 1.0, [], 0, 0.0)
+    elsewhere = describe_instance(inst, 7, 1.0, [], 0, 0.0, place="/srv/sim/host-2")
+    ids = {desc.instance_id, lnc1.instance_id, elsewhere.instance_id,
+           describe_instance(inst, 7, 1.0, [], 0, 0.0, place="/srv/sim/host-3").instance_id}
+    assert len(ids) == 4
     assert ((root / "instance.json").stat().st_mode & 0o777) == 0o600
     (root / "instance.json").write_bytes(b"{not json")
     with pytest.raises(CorruptCounters):

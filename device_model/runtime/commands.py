@@ -73,8 +73,10 @@ def _start(args, foreground: bool):
         raise SpecError(f"--duration {duration!r} must be more than 0")
     inst = instance(args.instance, args.lnc)
     root = runtime_dir(args.root)
+    # a --root of its own is another place: another instance id, as a fleet's hosts have
+    place = str(root) if args.root is not None else ""
     return launch(plan(inst, args.app, args.inject), root, args.seed, args.speed, interval=args.interval,
-                  duration=duration, foreground=foreground), root
+                  duration=duration, foreground=foreground, place=place), root
 
 
 def _started_lines(desc) -> list[str]:

@@ -40,12 +40,16 @@ class SimError(SpecError):
 
 
 def describe_instance(inst: Instance, seed: int, speed: float, apps: list[AppSpec],
-                      launcher_pid: int, started_at: float) -> SimInstance:
-    """instance_info with ids that are stable for a seed, an instance type and a host, hardware
-    info and topology. The type and host are drawn in: with the default seed, every simulated
-    host of a fleet (and a trn1 beside a trn2) had one instance id, and their series merged."""
+                      launcher_pid: int, started_at: float, place: str = "") -> SimInstance:
+    """instance_info with ids that are stable for a seed, an instance type and LNC, a host and
+    a `place` (the `--root` it runs in, "" for the default), hardware info and topology. All are
+    drawn in: with the default seed, every simulated host of a fleet (a trn1 beside a trn2, two
+    instances of one host in two --root directories) had one instance id, and their series
+    merged."""
     host = zlib.crc32(socket.gethostname().encode())
-    rng = np.random.default_rng([seed, 0x1D, zlib.crc32(inst.spec.name.encode()), host])
+    where = [inst.lnc, zlib.crc32(place.encode())] if place or inst.lnc != inst.spec.device.default_lnc \
+        else []
+    rng = np.random.default_rng([seed, 0x1D, zlib.crc32(inst.spec.name.encode()), host, *where])
     region, prefix = REGIONS[int(rng.integers(len(REGIONS)))]
     zone = int(rng.integers(3))
     spec, dev = inst.spec, inst.device
@@ -128,13 +132,14 @@ def _log_path(root: Path, index: int) -> Path:
 
 def launch(p: Plan, root: Path, seed: int, speed: float, *,
            interval: float = PUBLISH_INTERVAL_S, duration: str | None = None,
-           foreground: bool = False) -> tuple[SimInstance, list[subprocess.Popen]]:
+           foreground: bool = False, place: str = "") -> tuple[SimInstance, list[subprocess.Popen]]:
     """Write the instance description and start one detached runtime process per app.
 
     The whole of it (is one running? write ours, start the runtimes) holds the instance lock, so
     that of two starts at the same moment exactly one wins and the other finds it running."""
     with instance_lock(root):
-        return _launch(p, root, seed, speed, interval=interval, duration=duration, foreground=foreground)
+        return _launch(p, root, seed, speed, interval=interval, duration=duration, foreground=foreground,
+                       place=place)
 
 
 LOCK_FILE = "instance.lock"
@@ -154,7 +159,7 @@ def instance_lock(root: Path):
 
 
 def _launch(p: Plan, root: Path, seed: int, speed: float, *, interval: float,
-            duration: str | None, foreground: bool) -> tuple[SimInstance, list[subprocess.Popen]]:
+            duration: str | None, foreground: bool, place: str = "") -> tuple[SimInstance, list[subprocess.Popen]]:
     try:
         existing = read_instance(root)
     except CorruptCounters:  # a damaged description: in the way only while its runtimes run
@@ -168,7 +173,8 @@ def _launch(p: Plan, root: Path, seed: int, speed: float, *, interval: float,
             raise SimError(f"a simulated {existing.instance_type} is already running in {root}; "
                            f"run `neuron-sim stop` first")
         cleanup(root)
-    desc = describe_instance(p.inst, seed, speed, p.apps, os.getpid() if foreground else 0, time.time())
+    desc = describe_instance(p.inst, seed, speed, p.apps, os.getpid() if foreground else 0, time.time(),
+                             place)
     write_instance(root, desc)
     procs: list[subprocess.Popen] = []
     try:
