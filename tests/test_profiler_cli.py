@@ -161,6 +161,10 @@ def test_advise_measures_idle_gaps_inside_steps_only(tmp_path, capsys):
     seconds = float(value) * {"s": 1, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}[unit]
     assert seconds <= longest
     assert seconds == pytest.approx(max(_idle_gaps_per_step(profile)), abs=1e-9)
+    # every gap is far under a launch: the device waits on latencies, and says so (it advised
+    # looking at host launches)
+    assert idle["title"] == "Device idle inside steps, in short waits"
+    assert "not on the host" in idle["fix"]
 
 
 def test_truncated_profile_is_one_line_exit_2(profiles, tmp_path):

@@ -30,6 +30,7 @@ DMA_BOUND_SHARE = 0.5
 TENSOR_UNDERUSED = 0.5
 EXPOSED_CC_SHARE = 0.05
 IDLE_SHARE = 0.10
+LAUNCH_GAP_S = 10e-6              # a gap this long is host-scale (a launch); shorter: latencies
 DATA_WAIT_SHARE = 0.10
 LARGE_MATMUL_FLOPS = 2 * 1024 ** 3
 FP8_TIME_SHARE = 0.2
@@ -123,21 +124,34 @@ def rule_bubbles(p: Profile, s: dict) -> Finding | None:
     idle = 1 - s["total_active_time_percent"] / 100
     if idle < IDLE_SHARE:
         return None
-    largest = _largest_idle_gap(p)
+    gaps = _idle_gaps(p)
+    largest = float(gaps.max(initial=0.0))
+    short = float(gaps[gaps < LAUNCH_GAP_S].sum()) / max(float(gaps.sum()), 1e-15)
     pp = int(p.meta.get("placement", {}).get("pp", 1))
     sendrecv = (p.strings.index("send_recv") if "send_recv" in p.strings else -1)
     has_pp = pp > 1 or bool(np.any(p.table("collectives")["kind_s"] == sendrecv))
-    title = "Pipeline bubbles" if has_pp else "Device idle inside steps"
-    fix = ("use more micro-batches per step (bubble ~ (pp-1)/(micro-batches+pp-1)) or an interleaved "
-           "schedule" if has_pp else "find what the device waits for (host launches, dependencies) and "
-           "keep more work queued")
-    return Finding("pipeline-bubbles" if has_pp else "device-idle", title, idle,
-                   (f"device idle {idle:.0%} of the profiled step time ({human_time(idle * total)})",
-                    f"largest idle gap {human_time(largest)}" + (f", pp={pp}" if pp > 1 else "")), fix)
+    evidence = (f"device idle {idle:.0%} of the profiled step time ({human_time(idle * total)})",
+                f"largest idle gap {human_time(largest)}" + (f", pp={pp}" if pp > 1 else ""))
+    if has_pp:
+        title = "Pipeline bubbles"
+        fix = ("use more micro-batches per step (bubble ~ (pp-1)/(micro-batches+pp-1)) or an "
+               "interleaved schedule")
+    elif short >= 0.5:       # many short waits, not a few long ones: no launch keeps it idle
+        title = "Device idle inside steps, in short waits"
+        evidence += (f"{short:.0%} of the idle time in gaps under "
+                     f"{human_time(LAUNCH_GAP_S)}: latencies between dependent instructions",)
+        fix = ("the engines wait on the fixed latencies of small dependent instructions (DMA "
+               "issue, semaphores), not on the host: larger operators (a bigger batch, small "
+               "ops fused) amortise them")
+    else:
+        title = "Device idle inside steps"
+        fix = ("find what the device waits for (host launches, dependencies) and keep more work "
+               "queued")
+    return Finding("pipeline-bubbles" if has_pp else "device-idle", title, idle, evidence, fix)
 
 
-def _largest_idle_gap(p: Profile) -> float:
-    """The longest stretch inside one summarised step, from its device start to its end, with
+def _idle_gaps(p: Profile) -> np.ndarray:
+    """The stretches inside the summarised steps, from each one's device start to its end, with
     no instruction (nor repeated micro-batch) running. The time between steps is the host's
     (the launch of the next step, the script's Python), not the device idling inside a step."""
     steps = p.table("steps")
@@ -145,7 +159,7 @@ def _largest_idle_gap(p: Profile) -> float:
     order = np.argsort(steps["start"][in_scope], kind="stable")
     s, e = steps["start"][in_scope][order], steps["end"][in_scope][order]
     if s.size == 0:
-        return 0.0
+        return np.zeros(0)
     ins = p.table("instructions")
     spans = _repeats(p).spans      # a repeated micro-batch's ops stand for its instructions
     begin, finish = np.r_[ins["start"], spans[0]], np.r_[ins["end"], spans[1]]
@@ -156,7 +170,8 @@ def _largest_idle_gap(p: Profile) -> float:
     inside = (k >= 0) & (b < e[np.maximum(k, 0)])
     before = b[inside] - np.maximum(s[k[inside]], reach[:-1][inside])   # idle up to each start
     after = e - np.maximum(s, reach[np.searchsorted(b, e, side="left")])  # idle up to step end
-    return max(float(np.max(np.r_[before, after])), 0.0)
+    gaps = np.r_[before, after]
+    return gaps[gaps > 0]
 
 
 def rule_data_loading(p: Profile, s: dict) -> Finding | None:
