@@ -170,6 +170,10 @@ def test_step_window_and_its_bad_values(tmp_path):
     assert res.returncode == 0, res.stderr
     prof = fileformat.load(tmp_path / "t.nsprof")
     assert prof.table("steps")["step"].tolist() == [2, 3]
+    # a window the script never reaches: an empty profile, and a warning saying why
+    res = capture(tmp_path, "--steps", "3", extra=("--steps", "20-"))
+    assert res.returncode == 0 and fileformat.load(tmp_path / "t.nsprof").rows("steps") == 0
+    assert "--steps 20- was never reached: the script ended 3 steps" in res.stderr
     for bad in ("0", "4-2", "x"):
         res = capture(tmp_path, extra=("--steps", bad))
         assert res.returncode == 2 and "Traceback" not in res.stderr and "--steps" in res.stderr

@@ -82,10 +82,16 @@ def _write_profile(task: ScriptTask, inst, work: CaptureFolder, child: ChildExit
         part = load_part(path)
         world = part.world_size or options.dp or 1
         group = place_ranks(inst, world) if world > 1 else None
+        meta = {"world_size": world}
+        ran = len(part.recording.boundaries)        # the steps the script ended
+        if options.steps is not None and options.steps[0] > ran + 1:
+            window = f"{options.steps[0]}-{options.steps[1] or ''}"
+            meta["notes"] = [f"--steps {window} was never reached: the script ended "
+                             f"{ran} step{'s' if ran != 1 else ''}"]
         with progress_bar(options.progress, 0, f"simulating steps on {inst.spec.name}") as tick:
             return recording_to_profile(part.recording, inst, auto_cast=options.auto_cast,
                                         detail_steps=options.detail_steps, command=task.command,
-                                        group=group, meta={"world_size": world}, progress=tick,
+                                        group=group, meta=meta, progress=tick,
                                         host_pid=part.pid, main_thread=part.main_thread,
                                         stopped=part.exit_code != 0)
     return finish_capture(build, options.session_file, work, child)
