@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import orjson
+import pytest
 
 from monitor.report import Report
 from tests.test_tui_support import FIXTURES, make_app, run_async, settle
@@ -74,6 +75,24 @@ def test_a_host_without_devices_draws_no_device_rows():
     shown = overview_text(report, width=80)
     assert NO_DEVICE in shown.splitlines() and "ND0" not in shown
     assert "Utilization (Avg: N/A)" in shown
+
+
+def test_without_hardware_info_the_average_is_over_the_cores_reported():
+    """A stream without neuron_hardware_info: the grid's layout is a guess, so the average is of
+    the cores runtimes report (one core at 42% had read 21%, half of a guessed pair)."""
+    def without_hardware(doc: dict) -> None:
+        del doc["neuron_hardware_info"]
+    report = aws(without_hardware)
+    grid = core_grid(report, report.runtimes)
+    reported = grid.utilization[grid.in_use]
+    assert not grid.layout_known and reported.size < grid.utilization.size
+    assert grid.average == pytest.approx(float(reported.mean()))
+    n = reported.size
+    assert f"Utilization (Avg over the {n} core{'s' if n != 1 else ''} reported: " \
+        in overview_text(report, width=80)
+    full = aws()                      # with the layout given: over every core of the host
+    assert core_grid(full, full.runtimes).layout_known
+    assert "Utilization (Avg: " in overview_text(full, width=80)
 
 
 @run_async

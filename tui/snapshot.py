@@ -15,8 +15,8 @@ from tui.faults import report_faults
 from tui.fmt import fit, human_bytes, percent, tflops
 from tui.procs import cell_text, fit_columns, process_rows
 from tui.status import gaps_text
-from tui.view import (DEVICE_CATEGORIES, HOST_CATEGORIES, NO_DEVICE, CoreGrid, core_grid,
-                      instance_title, memory_summary, vcpu_usage)
+from tui.view import (DEVICE_CATEGORIES, HOST_CATEGORIES, NO_DEVICE, CoreGrid, average_label,
+                      core_grid, instance_title, memory_summary, vcpu_usage)
 
 __all__ = ["overview_text", "no_report_text"]
 
@@ -68,7 +68,7 @@ def _grid_lines(report: Report, show_flops: bool, width: int) -> list[str]:
         total = grid.total_flops
         lines = [f"{version}TFLOPs (Total: {tflops(total)})"]
     else:
-        lines = [f"{version}Utilization (Avg: {percent(grid.average)})"]
+        lines = [f"{version}Utilization ({average_label(grid)})"]
     if not grid.devices:
         return lines + [NO_DEVICE]
     per_device = grid.cores_per_device

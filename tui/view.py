@@ -13,6 +13,7 @@ import numpy as np
 
 from monitor.errors import one_line
 from monitor.report import Report, RuntimeReport
+from tui.fmt import percent
 
 G = TypeVar("G")
 ALL_TAB = "all"
@@ -111,19 +112,26 @@ class CoreGrid:
     flops: np.ndarray  # FLOP/s per core; NaN for a core in use whose stream has no flops (inf1)
     in_use: np.ndarray  # bool per core: some selected runtime reported it
     own_cores_only: bool = False  # an app tab: the average is over that app's cores, not the host's
+    layout_known: bool = True     # False: the stream gave no hardware info, the grid is a guess
+
+    @property
+    def reported_cores_only(self) -> bool:
+        """The average counts the cores runtimes report: an app tab's, or any tab's where the
+        layout is guessed (its other cells may not exist: 1 core at 42% is not 21% of two)."""
+        return self.own_cores_only or not self.layout_known
 
     @property
     def average(self) -> float | None:
         """None where a core's figure is unknown (a runtime's neuroncore_counters failed), or
         there is no core to average."""
-        values = self.utilization[self.in_use] if self.own_cores_only else self.utilization
+        values = self.utilization[self.in_use] if self.reported_cores_only else self.utilization
         if np.isnan(values).any() or not values.size:
             return None
         return float(values.mean())
 
     @property
     def cores_counted(self) -> int:
-        return int(self.in_use.sum()) if self.own_cores_only else int(self.utilization.size)
+        return int(self.in_use.sum()) if self.reported_cores_only else int(self.utilization.size)
 
     @property
     def flops_top(self) -> float:
@@ -137,6 +145,17 @@ class CoreGrid:
         if self.in_use.any() and not known.size:
             return None  # cores report, none with flops: the stream has none
         return float(known.sum())
+
+
+def average_label(grid: CoreGrid) -> str:
+    """The grid heading's average, saying which cores it is over when not all of the host's."""
+    n = grid.cores_counted
+    cores = f"{n} core{'s' if n != 1 else ''}"
+    if grid.own_cores_only:
+        return f"Avg over its {cores}: {percent(grid.average)}"
+    if not grid.layout_known:
+        return f"Avg over the {cores} reported: {percent(grid.average)}"
+    return f"Avg: {percent(grid.average)}"
 
 
 def core_grid(report: Report, runtimes: Iterable[RuntimeReport], own_cores_only: bool = False
@@ -168,8 +187,10 @@ def core_grid(report: Report, runtimes: Iterable[RuntimeReport], own_cores_only:
         # reports may be its, busy or not. N/A, not the 0 % of an idle core.
         util[~in_use] = np.nan
         flops[~in_use] = np.nan
-    return CoreGrid(report.hardware.core_version or "", devices, per_device, util, flops, in_use,
-                    own_cores_only)
+    hw = report.hardware
+    return CoreGrid(hw.core_version or "", devices, per_device, util, flops, in_use,
+                    own_cores_only,
+                    layout_known=bool(hw.device_count and hw.cores_per_device) or devices == 0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ from textual.strip import Strip
 
 from tui.braille import bar
 from tui.fmt import percent, tflops
-from tui.view import NO_DEVICE, CoreGrid
+from tui.view import NO_DEVICE, CoreGrid, average_label
 from tui.widgets.base import LineWidget, strip
 from tui.widgets.usage import Group, usage_lines
 
@@ -92,11 +92,7 @@ class CoreGridView(LineWidget, can_focus=True):
             total = grid.total_flops
             return (f"{version}TFLOPs (Total: {tflops(total)}; "
                     f"full bar: busiest core, {tflops(grid.flops_top)})")
-        if grid.own_cores_only:
-            cores = grid.cores_counted
-            return (f"{version}Utilization (Avg over its {cores} core{'s' if cores != 1 else ''}: "
-                    f"{percent(grid.average)})")
-        return f"{version}Utilization (Avg: {percent(grid.average)})"
+        return f"{version}Utilization ({average_label(grid)})"
 
     def history_width(self, width: int) -> int:
         """Cells of the history column: a third of a wide grid whose rows all fit, else none."""
