@@ -42,6 +42,13 @@ class Exposition:
                     cached = self._gzipped[openmetrics] = gzip_bytes(self._bodies[openmetrics])
         return cached, content_type
 
+    def restricted(self, names: frozenset[str], openmetrics: bool, gzip: bool) -> tuple[bytes, str]:
+        """(body, content type) with only the samples named (`?name[]=...`, as
+        prometheus_client's server filters), each with its family's HELP and TYPE lines."""
+        body = restrict(self._bodies[openmetrics], names, openmetrics)
+        content_type = OPENMETRICS_CONTENT_TYPE if openmetrics else TEXT_CONTENT_TYPE
+        return (gzip_bytes(body) if gzip else body), content_type
+
     def prepare_gzip(self) -> None:
         for openmetrics in (False, True):
             self.body(openmetrics, True)
@@ -53,3 +60,26 @@ class Exposition:
     @property
     def openmetrics(self) -> bytes:
         return self._bodies[True]
+
+
+def restrict(body: bytes, names: frozenset[str], openmetrics: bool) -> bytes:
+    """The exposition's samples whose metric name is in `names`, each family that keeps any
+    with its comment lines (HELP, TYPE, UNIT: written before its samples in both formats)."""
+    out: list[bytes] = []
+    pending: list[bytes] = []     # the current family's comments, until one of its samples is kept
+    for line in body.splitlines(keepends=True):
+        if line.startswith(b"# EOF"):
+            break
+        if line.startswith(b"#"):
+            if line.startswith(b"# HELP ") or (line.startswith(b"# TYPE ") and any(
+                    c.startswith(b"# TYPE ") for c in pending)):
+                pending = []          # another family begins
+            pending.append(line)
+            continue
+        if line.split(b"{", 1)[0].split(b" ", 1)[0].decode() in names:
+            out.extend(pending)
+            pending = []
+            out.append(line)
+    if openmetrics:
+        out.append(b"# EOF\n")
+    return b"".join(out)

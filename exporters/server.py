@@ -2,7 +2,8 @@
 
 A scrape does no metric work at all: it picks the current `Exposition` (OpenMetrics when the
 Accept header asks for it, gzip when Accept-Encoding allows it) and writes its cached bytes.
-Like prometheus_client's server, every path serves the metrics, except `/-/healthy`.
+Like prometheus_client's server, every path serves the metrics, except `/-/healthy`, and
+`?name[]=NAME` (repeatable) serves only those samples (filtered from the cached body).
 
 Bounded against slow or hostile clients: at most ``MAX_CONNECTIONS`` connections (one thread
 each). A request must arrive whole within ``REQUEST_TIMEOUT_S`` of its first byte (a client
@@ -22,6 +23,7 @@ import socket
 import ssl
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
 
@@ -144,7 +146,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             return
         exposition = self.server.source()
         gzip = accepts_gzip(self.headers.get("Accept-Encoding"))
-        body, content_type = exposition.body(wants_openmetrics(self.headers.get("Accept")), gzip)
+        openmetrics = wants_openmetrics(self.headers.get("Accept"))
+        names = _requested_names(self.path)
+        if names:
+            body, content_type = exposition.restricted(names, openmetrics, gzip)
+        else:
+            body, content_type = exposition.body(openmetrics, gzip)
         self._send(body, content_type, gzip, head)
 
     def _send(self, body: bytes, content_type: str, gzip: bool, head: bool,
@@ -167,6 +174,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             super().handle()
         except (ConnectionError, TimeoutError, ssl.SSLError):
             pass  # the scraper went away or spoke no TLS: nothing to answer
+
+
+def _requested_names(path: str) -> frozenset[str]:
+    """The `name[]` query values (`/metrics?name[]=up&name[]=instance_info`): only those
+    samples are served, as prometheus_client's server does."""
+    query = path.split("?", 1)[1] if "?" in path else ""
+    return frozenset(urllib.parse.parse_qs(query).get("name[]", ()))
 
 
 class MetricsHTTPServer(http.server.ThreadingHTTPServer):

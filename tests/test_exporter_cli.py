@@ -131,6 +131,22 @@ def test_input_with_no_valid_report_exits_1_and_says_so():
     assert "skipped line 1 (not_json)" in err and "Traceback" not in err
 
 
+def test_name_filter_over_http_serves_only_those_samples():
+    """`?name[]=` as prometheus_client's server takes it (it was ignored: every series came)."""
+    import gzip
+    with ExporterProcess() as exp:
+        exp.feed(AWS_EXAMPLE)
+        exp.wait_for(lambda: exp.value("neuron_exporter_reports_total") == 1.0)
+        path = "/metrics?name[]=instance_info&name[]=neuroncore_utilization_ratio"
+        status, headers, body = exp.get(path, headers={"Accept-Encoding": "gzip"})
+        assert status == 200 and headers["content-encoding"] == "gzip"
+        samples = {line.split("{")[0] for line in gzip.decompress(body).decode().splitlines()
+                   if not line.startswith("#")}
+        assert samples == {"instance_info", "neuroncore_utilization_ratio"}
+        _, _, om = exp.get(path, headers={"Accept": "application/openmetrics-text"})
+        assert om.endswith(b"# EOF\n") and b"neuron_hardware_info" not in om
+
+
 def test_health_turns_503_when_no_report_arrives_for_stale_after_and_recovers():
     with ExporterProcess("--stale-after", "1.5") as exp:
         exp.feed(AWS_EXAMPLE)

@@ -207,6 +207,33 @@ def test_aws_example_matches_prometheus_client(fake_time):
     assert_equivalent([Report.from_json(doc)] * 3, fake_time)
 
 
+@pytest.mark.parametrize("names", [
+    {"neuroncore_utilization_ratio"}, {"execution_status_total", "instance_info"},
+    {"no_such_metric"}])
+def test_name_filter_serves_what_prometheus_client_serves(fake_time, names):
+    """`/metrics?name[]=...` keeps the samples named, as prometheus_client's restricted registry
+    does (a `_total` without its `_created`, a family's HELP and TYPE with them). (Asked for
+    `_created` alone, prometheus_client also writes the empty `_total` family's header; this
+    exporter writes the `_created` family only.)"""
+    from exporters.exposition import restrict
+    ours = PrometheusExporter(clock=lambda: fake_time["t"])
+    ref = AwsReference()
+    report = Report.from_json((FIXTURES / "neuron_monitor_aws_example.json").read_bytes())
+    ours.ingest(report)
+    ref.apply(report)
+    restricted = ref.registry.restricted_registry(names)
+
+    def families(body: bytes) -> list[bytes]:
+        """Its family blocks, sorted: prometheus_client's filtered order follows a set's."""
+        body = body.removesuffix(b"# EOF\n")
+        return sorted(b"# HELP " + block for block in body.split(b"# HELP ")[1:])
+    text = restrict(ours.current.text, frozenset(names), False)
+    assert families(text) == families(generate_latest(restricted))
+    om = restrict(ours.current.openmetrics, frozenset(names), True)
+    assert om.endswith(b"# EOF\n")
+    assert families(om) == families(generate_openmetrics(restricted))
+
+
 def test_stream_with_churn_errors_and_quirks_matches_prometheus_client(fake_time):
     assert_equivalent(churn_sequence(), fake_time)
 
