@@ -58,6 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
     form.add_argument("--json", action="store_true", help="print JSON")
     form.add_argument("--markdown", action="store_true",
                       help="print the calibration and held-out rows as Markdown tables")
+    val.add_argument("--check", action="store_true",
+                     help="exit 1 when a target (median or worst error, calibration or held "
+                     "out) is not met, after printing as usual: for CI and override files")
     from .runtime.commands import add_commands
     add_commands(sub)
     return p
@@ -210,6 +213,12 @@ def cmd_validate(args) -> int:
         print(validation_text.format_markdown_report(rep))
     else:
         print(validation_text.format_report(rep))
+    if args.check:
+        missed = [role for role in ("calibration", "held_out") if not rep[role]["meets_target"]]
+        if missed:
+            print(f"neuron-sim: validate --check: target not met for "
+                  f"{' and '.join(m.replace('_', '-') for m in missed)} rows", file=sys.stderr)
+            return 1
     return 0
 
 

@@ -24,6 +24,18 @@ def test_validate_json_lists_every_row_with_its_error(capsys):
     assert {c["row"] for c in rep["constants"]} <= {row.id for row in ROWS}
 
 
+def test_validate_check_exits_1_exactly_when_a_target_is_missed(capsys):
+    """`--check` for CI: the report as usual, and exit 1 naming the rows whose target is
+    missed (without it, exit 0 whatever the errors)."""
+    code = main(["validate", "--json", "--check"])
+    out = capsys.readouterr()
+    rep = orjson.loads(out.out)
+    missed = [role for role in ("calibration", "held_out") if not rep[role]["meets_target"]]
+    assert code == (1 if missed else 0)
+    assert all(m.replace("_", "-") in out.err for m in missed)
+    assert (out.err == "") == (not missed)
+
+
 def test_validate_text_has_the_table_the_summary_and_the_constants(capsys):
     assert main(["validate"]) == 0
     out = capsys.readouterr().out
