@@ -11,6 +11,7 @@ from .core import instance
 from .errors import SpecError
 from .workloads import REGISTRY, Placement, estimate
 from .workloads.report import apply_vs, format_comparison, format_model, ratio_text, ratios
+from .cliargs import Once, repeated_option
 from .cliargs import positive_int as _positive
 from .runtime.layout import ENGINES as ENGINE_ORDER
 from .limits import MAX_NODES
@@ -34,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     est = sub.add_parser("estimate", help="estimate a workload's time and utilisation",
                          description="Estimate a workload on the chip model. Workloads: "
                          + "; ".join(f"{w.name} ({w.help})" for w in REGISTRY.values()))
-    est.add_argument("--workload", "-w", required=True, metavar="SPEC",
+    est.add_argument("--workload", "-w", required=True, action=Once, metavar="SPEC",
                      help="NAME[:key=value,...], e.g. matmul:m=4096,k=4096,n=4096,dtype=bf16")
     est.add_argument("--instance", "-i", default="trn2.48xlarge", metavar="TYPE")
     est.add_argument("--lnc", type=int, choices=(1, 2), help="logical NeuronCore config")
@@ -44,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     est.add_argument("--tp", type=_at_most(MAX_CORES), help="tensor-parallel degree")
     est.add_argument("--pp", type=_at_most(MAX_CORES), help="pipeline-parallel degree")
     est.add_argument("--dp", type=_at_most(MAX_CORES), help="data-parallel degree")
-    est.add_argument("--vs", metavar="KEY=VALUE[,...]",
+    est.add_argument("--vs", action=Once, metavar="KEY=VALUE[,...]",
                      help="what-if: a second configuration differing in instance, nodes, lnc, tp, "
                      "pp, dp, cores or any workload option; printed side by side with ratios")
     est.add_argument("--overrides", metavar="TOML", help="override catalog and cost constants")
@@ -226,6 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        if repeated_option(args):
+            raise SpecError(repeated_option(args))
         from .runtime.commands import COMMANDS
         return {"estimate": cmd_estimate, "validate": cmd_validate,
                 **COMMANDS}[args.command](args)

@@ -108,6 +108,9 @@ def test_vs_between_modes_shows_each_sides_own_figures(capsys):
     (["-w", "llama3-70b"], "does not fit"),
     (["-w", "llama3-8b", "--tp", "8", "--vs", "tp=x"], "--vs tp='x'"),
     (["-w", "llama3-8b", "--tp", "8", "--vs", "bogus"], "not key=value"),
+    # a second -w or --vs replaced the first without a word
+    (["-w", "llama3-8b", "-w", "bert-large"], "-w given twice; give it once"),
+    (["-w", "mlp", "--vs", "dtype=fp8", "--vs", "dtype=fp32"], "--vs given twice"),
     # a prefill is the prompt and its first token: a count of output tokens is a decode's
     (["-w", "llama3-8b:mode=prefill,out=5", "--tp", "32"], "'out' does not apply to mode=prefill"),
 ])
