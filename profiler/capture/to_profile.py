@@ -6,6 +6,7 @@ a step seen before reuses the earlier step's Program and simulation and only get
 """
 from __future__ import annotations
 
+import bisect
 import os
 import threading
 
@@ -288,8 +289,15 @@ def _nested_in_spans(bounds: dict[int, tuple[int, int]],
     misdraw slices of one thread that overlap without nesting; the calls clipped off (start-up
     before the loop, work after it) are then in no step's span, as they are in no iteration."""
     out = dict(bounds)
+    order = sorted(out, key=lambda step: out[step][0])
+    starts = [out[step][0] for step in order]
     for s0, s1 in spans:
-        for step, (a, b) in out.items():
+        # only the step that holds the span's start and the one that holds its end can cross it
+        for at in {bisect.bisect_right(starts, s0) - 1, bisect.bisect_right(starts, s1) - 1}:
+            if at < 0:
+                continue
+            step = order[at]
+            a, b = out[step]
             if a < s0 < b < s1:
                 out[step] = (s0, b)
             elif s0 < a < s1 < b:
