@@ -47,8 +47,8 @@ def describe_instance(inst: Instance, seed: int, speed: float, apps: list[AppSpe
     instances of one host in two --root directories) had one instance id, and their series
     merged."""
     host = zlib.crc32(socket.gethostname().encode())
-    where = [inst.lnc, zlib.crc32(place.encode())] if place or inst.lnc != inst.spec.device.default_lnc \
-        else []
+    other_place = bool(place) or inst.lnc != inst.spec.device.default_lnc
+    where = [inst.lnc, zlib.crc32(place.encode())] if other_place else []
     rng = np.random.default_rng([seed, 0x1D, zlib.crc32(inst.spec.name.encode()), host, *where])
     region, prefix = REGIONS[int(rng.integers(len(REGIONS)))]
     zone = int(rng.integers(3))
@@ -138,8 +138,8 @@ def launch(p: Plan, root: Path, seed: int, speed: float, *,
     The whole of it (is one running? write ours, start the runtimes) holds the instance lock, so
     that of two starts at the same moment exactly one wins and the other finds it running."""
     with instance_lock(root):
-        return _launch(p, root, seed, speed, interval=interval, duration=duration, foreground=foreground,
-                       place=place)
+        return _launch(p, root, seed, speed, interval=interval, duration=duration,
+                       foreground=foreground, place=place)
 
 
 LOCK_FILE = "instance.lock"
@@ -159,7 +159,8 @@ def instance_lock(root: Path):
 
 
 def _launch(p: Plan, root: Path, seed: int, speed: float, *, interval: float,
-            duration: str | None, foreground: bool, place: str = "") -> tuple[SimInstance, list[subprocess.Popen]]:
+            duration: str | None, foreground: bool,
+            place: str = "") -> tuple[SimInstance, list[subprocess.Popen]]:
     try:
         existing = read_instance(root)
     except CorruptCounters:  # a damaged description: in the way only while its runtimes run
@@ -173,8 +174,8 @@ def _launch(p: Plan, root: Path, seed: int, speed: float, *, interval: float,
             raise SimError(f"a simulated {existing.instance_type} is already running in {root}; "
                            f"run `neuron-sim stop` first")
         cleanup(root)
-    desc = describe_instance(p.inst, seed, speed, p.apps, os.getpid() if foreground else 0, time.time(),
-                             place)
+    desc = describe_instance(p.inst, seed, speed, p.apps, os.getpid() if foreground else 0,
+                             time.time(), place)
     write_instance(root, desc)
     procs: list[subprocess.Popen] = []
     try:
