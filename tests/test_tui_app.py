@@ -6,7 +6,7 @@ import os
 from monitor.report import Report
 from tests.test_tui_support import (AWS_EXAMPLE, FIXED_NOW, demo_reports, make_app, run_async,
                                      settle)
-from tui.app import NeuronTopApp
+from tui.app import VANISHED_KEEP_S, NeuronTopApp
 from tui.cli import build_parser, make_source
 from tui.keys import GLOBAL_KEYS, help_lines
 from tui.procs import SORT_KEYS
@@ -315,10 +315,20 @@ async def test_faults_banner_for_execution_errors_and_vanished_runtime():
         assert "FAULT: 60313: 3 execution errors (numerical)" in text(app.query_one(Banner))
     gone = Report.from_dict({**reports[0].to_dict(), "neuron_runtime_data":
                              [r.dump() for r in reports[0].runtimes[1:]]})
-    app = make_app([reports[0], gone])
+    app = make_app([reports[0], gone, gone, gone])
     async with app.run_test(size=(160, 50)) as pilot:
-        await settle(pilot, app, 2)
+        await settle(pilot, app, 4)
+        # still said three reports on (it was gone with the next report, unread)
         assert "llama3-70b-train (pid 41872) stopped reporting" in text(app.query_one(Banner))
+        key = (41872, "llama3-70b-train")
+        since = app.vanished[key]
+        app._track_vanished(gone, since + VANISHED_KEEP_S - 1)
+        assert key in app.vanished                           # kept for VANISHED_KEEP_S
+        app._track_vanished(gone, since + VANISHED_KEEP_S)
+        assert key not in app.vanished                       # and not for ever
+        app.vanished = {key: since}
+        app._track_vanished(reports[0], since + 1)
+        assert key not in app.vanished                       # it reports again: no longer gone
 
 
 @run_async

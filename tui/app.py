@@ -51,6 +51,7 @@ from tui.widgets.tree import MemoryTreeView
 
 VIEWS = {"overview": "overview", "engines": "engines-view", "processes": "processes-view"}
 REPLAY_MIN_GAP = 0.05  # seconds: a replay shows at most 20 reports a second, whatever --speed says
+VANISHED_KEEP_S = 60.0  # a runtime that stopped reporting stays in the banner this long
 SIGNALS = {"SIGINT": signal.SIGINT, "SIGTERM": signal.SIGTERM, "SIGKILL": signal.SIGKILL}
 Lineage = Callable[[int], "tuple[Ancestor, ...] | None"]
 
@@ -121,8 +122,8 @@ class NeuronTopApp(App[None]):
         self.view = "overview"
         self.core = 0
         self.sort_key, self.sort_reverse, self.filter_text = "pid", False, ""
-        # (pid, tag) of the runtimes gone since the last report
-        self.vanished: tuple[tuple[int | None, str], ...] = ()
+        # (pid, tag) of the runtimes that stopped reporting in the last VANISHED_KEEP_S, and when
+        self.vanished: dict[tuple[int | None, str], float] = {}
         self.stopped_at: float | None = None  # the instance stopped; the last live state stays up
         self._tree_input: tuple | None = None
 
@@ -250,7 +251,7 @@ class NeuronTopApp(App[None]):
             # screen rather than drawing a blank one-device host.
             if self.stopped_at is None:
                 self.stopped_at = message.received_at
-                self.vanished = ()
+                self.vanished = {}
                 self._update_status()
                 self._update_banner()
             return
@@ -259,7 +260,7 @@ class NeuronTopApp(App[None]):
         self.history.push(report)
         if self.tree_mode:
             self.find_parents(known_pids(report))
-        self._track_vanished(report)
+        self._track_vanished(report, message.received_at)
         if self.paused:
             self.pending = report
             self._update_status()
@@ -278,11 +279,17 @@ class NeuronTopApp(App[None]):
         self._update_status()
         self._update_banner()
 
-    def _track_vanished(self, report: Report) -> None:
+    def _track_vanished(self, report: Report, now: float) -> None:
+        """Runtimes that left the stream stay named for VANISHED_KEEP_S (one report's warning
+        was gone before anyone read it), until they report again."""
         # (pid, tag): runtimes whose pid the source does not know are told apart by their tag
         previous = {(r.known_pid, r.tag) for r in self.report.runtimes} if self.report else set()
         current = {(r.known_pid, r.tag) for r in report.runtimes}
-        self.vanished = tuple(sorted(previous - current, key=lambda k: (k[0] or 0, k[1])))
+        kept = {k: at for k, at in self.vanished.items()
+                if k not in current and now - at < VANISHED_KEEP_S}
+        for k in previous - current:
+            kept.setdefault(k, now)
+        self.vanished = dict(sorted(kept.items(), key=lambda kv: (kv[0][0] or 0, kv[0][1])))
 
     # ------------------------------------------------------------------ rendering
     def show_report(self, report: Report) -> None:
