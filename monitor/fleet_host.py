@@ -201,12 +201,12 @@ def _models(results) -> dict[str, list[dict]]:
              "is_running": False, "subgraphs": {}})
         sub = model["subgraphs"].setdefault(f"nc_{core}", {
             "neuroncore_index": core, "neuron_device_index": device,
-            "memory_used_bytes": {"host": 0, "neuron_device": 0,
+            "memory_used_bytes": {"neuron_device": 0,    # host: only where a series says
                                   "usage_breakdown": {"host": {}, "neuron_device": {}}}})
         used = sub["memory_used_bytes"]
         value = _count(s.value)
         used["usage_breakdown"][location][labels.get("category", "")] = value
-        used[location] += value
+        used[location] = used.get(location, 0) + value
     return {tag: [m for _, m in sorted(by_id.items(), key=lambda kv: (int(kv[0][0]), kv[0][1]))]
             for tag, by_id in models.items()}
 

@@ -21,7 +21,7 @@ __all__ = ["Subgraph", "LoadedModel", "MemoryUsed"]
 class Subgraph:
     neuroncore_index: int
     neuron_device_index: int
-    host_bytes: int
+    host_bytes: int | None      # None: the stream does not say (a fleet's series carry none)
     device_bytes: int
     host_breakdown: Mapping[str, int]
     device_breakdown: Mapping[str, int]
@@ -42,15 +42,16 @@ class Subgraph:
         usage = f.obj(mem.get("usage_breakdown"), mem_path + ".usage_breakdown")
         return cls(f.count(d.get("neuroncore_index"), path + ".neuroncore_index"),
                    f.count(d.get("neuron_device_index"), path + ".neuron_device_index"),
-                   f.count(mem.get("host"), mem_path + ".host"),
+                   f.optional(f.count, mem.get("host"), mem_path + ".host"),
                    f.count(mem.get("neuron_device"), mem_path + ".neuron_device"),
                    f.count_map(usage.get("host"), mem_path + ".usage_breakdown.host"),
                    f.count_map(usage.get("neuron_device"), mem_path + ".usage_breakdown.neuron_device"))
 
     def dump(self) -> dict:
+        host = {} if self.host_bytes is None else {"host": self.host_bytes}
         return {"neuroncore_index": self.neuroncore_index,
                 "neuron_device_index": self.neuron_device_index,
-                "memory_used_bytes": {"host": self.host_bytes, "neuron_device": self.device_bytes,
+                "memory_used_bytes": {**host, "neuron_device": self.device_bytes,
                                       "usage_breakdown": {"host": dict(self.host_breakdown),
                                                           "neuron_device": dict(self.device_breakdown)}}}
 

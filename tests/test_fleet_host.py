@@ -84,10 +84,24 @@ def test_extension_series_give_pids_and_models_per_core():
     assert (sub.neuroncore_index, sub.neuron_device_index, sub.device_bytes, sub.host_bytes) == \
         (0, 0, 900, 64)
     assert dict(sub.device_breakdown) == {"tensors": 600, "constants": 300}
-    assert next(iter(models[1].subgraphs.values())).global_core(4) == 5
+    head = next(iter(models[1].subgraphs.values()))
+    assert head.global_core(4) == 5
+    # no host-located series for it (the exporter's are device memory): unknown, not 0 B, in
+    # the report and in the memory tree
+    assert head.host_bytes is None and "host" not in head.dump()["memory_used_bytes"]
+    from tui.memtree import build_tree
+    tree = list(_nodes(build_tree(report.runtimes, 4)))
+    assert [n.host_bytes for n in tree if n.label == "head"] == [None]
+    assert [n.host_bytes for n in tree if n.label == "NC 5"] == [None]     # its core's too
     assert by_tag["serve"].memory_used.loaded_models == ()   # ours, and nothing loaded
     detail = process_detail(report, 31337, History(8), "llama-train")
     assert detail.models == (("llama-7b", 10005, 900), ("head", 10006, 100))
+
+
+def _nodes(nodes):
+    for node in nodes:
+        yield node
+        yield from _nodes(node.children)
 
 
 def test_a_model_query_that_failed_leaves_models_unknown():

@@ -88,7 +88,8 @@ def build_tree(runtimes: Iterable[RuntimeReport], per_device: int) -> tuple[Tree
         breakdown = core_memory.get(core, {})
         core_models = tuple(models.get(core, ()))
         key = ("nc", core)
-        host = sum(m.host_bytes or 0 for m in core_models) if core_models else None
+        hosts = [m.host_bytes for m in core_models if m.host_bytes is not None]
+        host = sum(hosts) if hosts else None      # unknown (a fleet's), not 0
         children = core_models + _unattributed(key, breakdown, in_models.get(core, {}),
                                                bool(core_models))
         # The core is what its children add up to: its models and the memory none of them
