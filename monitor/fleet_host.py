@@ -125,10 +125,13 @@ def host_report(results: Mapping[str, list[Sample]], period: float,
         for tag, rep in runtimes.items():
             if "memory_used" in rep:
                 rep["memory_used"]["loaded_models"] = loaded.get(tag, [])
+    pid_of = {tag: pids.get(tag, _pid(tag)) for tag in runtimes}
+    # in pid order, as the host's collector lists them (its app tabs keep their numbers);
+    # runtimes of unknown pid after, by tag
+    order = sorted(runtimes, key=lambda tag: (not pid_of[tag], pid_of[tag], tag))
     document = {
-        "neuron_runtime_data": [{"pid": pids.get(tag, _pid(tag)), "neuron_runtime_tag": tag,
-                                 "error": "", "report": rep}
-                                for tag, rep in sorted(runtimes.items())],
+        "neuron_runtime_data": [{"pid": pid_of[tag], "neuron_runtime_tag": tag,
+                                 "error": "", "report": runtimes[tag]} for tag in order],
         "system_data": _system(results, period),
         "instance_info": {"instance_name": info.get("instance_name", ""),
                           "instance_id": info.get("instance_id", ""),

@@ -75,9 +75,15 @@ def test_extension_series_give_pids_and_models_per_core():
                          model("llama-train", 0, "neuron_device", "constants", 300),
                          model("llama-train", 0, "host", "dma_buffers", 64),
                          model("llama-train", 5, "neuron_device", "tensors", 100, "10006", "head")]
+    answers["runtime_info"].reverse()
     report = host_report(answers, 2.0)
     by_tag = {r.tag: r for r in report.runtimes}
     assert {t: r.pid for t, r in by_tag.items()} == {"llama-train": 31337, "serve": 31338}
+    # in pid order, as the host's own collector lists them: tab 2 is one app in both views
+    assert [r.tag for r in report.runtimes] == ["llama-train", "serve"]
+    answers["runtime_info"] = [sample("neuron_runtime_info", 1, runtime_tag="llama-train", pid="9"),
+                               sample("neuron_runtime_info", 1, runtime_tag="serve", pid="8")]
+    assert [r.tag for r in host_report(answers, 2.0).runtimes] == ["serve", "llama-train"]
     models = by_tag["llama-train"].memory_used.loaded_models
     assert [(m.name, m.model_id) for m in models] == [("llama-7b", 10005), ("head", 10006)]
     sub = next(iter(models[0].subgraphs.values()))
