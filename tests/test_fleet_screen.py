@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import dataclasses
+import re
 
 import pytest
 
@@ -269,6 +270,15 @@ async def test_unreachable_prometheus_banner_keeps_the_last_data():
         header = text(app.fleet_screen.header)
         assert "cannot reach Prometheus at http://127.0.0.1:" in header
         assert "showing data from" in header and len(ids(app)) == 3
+    server = ReplayServer(RECORDING)
+    app = make_fleet_app(server.url)
+    async with app.run_test(size=(80, 24)) as pilot:       # wrapped, not cut mid-timestamp
+        await settle_fleet(pilot, app)
+        server.close()
+        app.fetch_once()
+        await pilot.pause(0.05)
+        header = " ".join(text(app.fleet_screen.header).split())
+        assert re.search(r"\(since \d\d:\d\d:\d\d\); showing data from \d\d:\d\d:\d\d", header)
 
 
 @run_async

@@ -14,8 +14,12 @@ from textual.strip import Strip
 
 from monitor.fleet import InstanceRow
 from tui.fleet_view import header_cell, layout
+from tui.fmt import wrap_words
 from tui.widgets.base import LineWidget, strip
 from tui.widgets.fleet_rows import RIGHT, RowLayout, fit_all, spark_rows
+
+
+BANNER_LINES = 3     # the banner and the notes: at most this many lines each
 
 
 class FleetHeader(LineWidget):
@@ -59,10 +63,12 @@ class FleetHeader(LineWidget):
         styles = self._palette()
         lines = [strip([(text, styles["totals"])]) for text in wrap(self.totals, width)]
         lines += [strip([(text, styles["source"])]) for text in wrap(self.source, width)]
+        # wrapped, as the host screens' banner is: cut at 80 columns, an outage lost its time
         if self.banner:
-            lines.append(strip([(f" {self.banner}"[:width].ljust(width), styles["banner"])]))
-        for note in self.notes[:3]:
-            lines.append(strip([(f" {note}"[:width], styles["note"])]))
+            lines += [strip([(f" {text}".ljust(width), styles["banner"])])
+                      for text in wrap_words(self.banner, width - 1, BANNER_LINES)]
+        notes = [text for note in self.notes for text in wrap_words(note, width - 1, BANNER_LINES)]
+        lines += [strip([(f" {text}", styles["note"])]) for text in notes[:BANNER_LINES]]
         return lines
 
 
