@@ -222,6 +222,16 @@ def test_status_names_a_runtime_that_ended_and_its_logs_last_word(tmp_path):
         deadline = time.monotonic() + 10
         while _running(gone) and time.monotonic() < deadline:
             time.sleep(0.05)
+        # a stop says how it stopped: not the "ended" of a runtime killed without a word
+        entry = next(r for r in status_data(root)["runtimes"] if r["pid"] == gone)
+        assert entry["error"] == "stopped by SIGTERM"
+        killed = next(a for a in shm.read_instance(root).apps if a["tag"] == "b")["pid"]
+        os.kill(killed, signal.SIGKILL)
+        while _running(killed) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        (root / f"runtime-{killed}.ctr").unlink()       # as a collector drops a dead one's file
+        entry = next(r for r in status_data(root)["runtimes"] if r["pid"] == killed)
+        assert entry["error"].startswith("ended without a word: killed")
         with open(root / "app-0.log", "a") as log:     # what a crash leaves there
             log.write("ZeroDivisionError: float division by zero\n")
         entry = next(r for r in status_data(root)["runtimes"] if r["pid"] == gone)

@@ -64,7 +64,7 @@ def config_from(args, env: dict[str, str]) -> RuntimeConfig:
                          exec_timeout_s=EXEC_TIMEOUT_S if timeout is None else timeout)
 
 
-def serve(rt: Runtime, interval: float, duration: float | None, stop: list[bool],
+def serve(rt: Runtime, interval: float, duration: float | None, stop: list[int],
           parent: int | None = None) -> None:
     """Pace simulated time to the wall clock until stopped, `duration` simulated seconds, or
     the `parent` process is gone (we are then re-parented: one getppid per interval)."""
@@ -83,10 +83,10 @@ def serve(rt: Runtime, interval: float, duration: float | None, stop: list[bool]
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    stop: list[bool] = []
+    stop: list[int] = []     # the stop signals received
 
     def on_signal(signum, frame):
-        stop.append(True)
+        stop.append(signum)
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, on_signal)
@@ -104,6 +104,15 @@ def main(argv: list[str] | None = None) -> int:
         serve(rt, cfg.interval, duration, stop, args.parent)
     finally:
         rt.close()
+    # the log's last line says how it ended, so that `neuron-sim status` tells a runtime that
+    # was stopped from one killed without a word (SIGKILL, the OOM killer)
+    if stop:
+        how = f"stopped by {signal.Signals(stop[0]).name}"
+    elif duration is not None and rt.sim >= duration:
+        how = f"ran its --duration ({args.duration})"
+    else:
+        how = f"stopped: its launcher (pid {args.parent}) is gone"
+    print(f"neuron-sim runtime: {how}", file=sys.stderr)
     return 0
 
 

@@ -161,7 +161,8 @@ def status_data(root: Path) -> dict:
                              "error": f"runtime-{a['pid']}.ctr was deleted while the runtime runs"})
         else:   # ended (a crash removes its counter file too): say so, and why, from its log
             runtimes.append({"pid": a["pid"], "alive": False, "tag": a["tag"], "exited": True,
-                             "error": exit_reason(root, index) or "ended"})
+                             "error": exit_reason(root, index)
+                             or "ended without a word: killed (SIGKILL, the OOM killer)"})
     out = {"root": str(root), "instance": None if desc is None else _instance_dict(desc), "runtimes": runtimes}
     if instance_error:
         out["instance_error"] = instance_error

@@ -224,10 +224,12 @@ def _create_log(path: Path) -> int:
 
 
 def exit_reason(root: Path, index: int) -> str:
-    """Why app `index`'s runtime ended, as its log's last line says (a traceback's last line,
-    the runtime's own one-line error); "" when the log says nothing."""
+    """Why app `index`'s runtime ended, as its log's last line says (how it stopped, a
+    traceback's last line, the runtime's own one-line error); "" when the log says nothing:
+    it was killed before it could write a word."""
     text = _read_log(_log_path(root, index)).strip().splitlines()
-    return text[-1].removeprefix("neuron-sim runtime: error: ") if text else ""
+    return text[-1].removeprefix("neuron-sim runtime: error: ").removeprefix(
+        "neuron-sim runtime: ") if text else ""
 
 
 def _read_log(path: Path) -> str:
