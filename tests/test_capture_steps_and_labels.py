@@ -86,3 +86,17 @@ def test_a_step_the_script_never_finished_is_kept_but_not_summarised(tmp_path):
     summary = summarize(profile)
     assert summary["summarized_steps"] == "1-2"
     assert any("stopped during a step" in n for n in profile.meta["notes"])
+
+
+def test_a_last_step_without_spans_of_its_own_is_kept():
+    """The last step ran no module and no label (functional ops after prof.step()): its end
+    came from its own spans, and there were none (a TypeError ended the profile)."""
+    import torch
+    import profiler
+    with profiler.profile(instance="trn2.48xlarge") as prof:
+        torch.nn.Linear(4, 4)(torch.randn(2, 4)).sum().backward()
+        prof.step()
+        (torch.randn(3, 3) @ torch.randn(3, 3)).sum()
+    steps = prof.profile.table("steps")
+    assert steps["step"].tolist() == [0, 1]
+    assert (steps["host_end"] >= steps["host_start"]).all()

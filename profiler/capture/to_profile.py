@@ -315,8 +315,7 @@ def _step_bounds(recording: Recording, per_step, tail_of: int | None = None,
     does in torch's traces (a label around several steps is left to cross them)."""
     t1 = recording.table()["t1"]
     last = int(t1.max()) if len(t1) else recording.t0
-    edges = [recording.t0, *recording.boundaries, max(last, *(e for _, e in spans))
-             if spans else last]
+    edges = [recording.t0, *recording.boundaries, max([last, *(e for _, e in spans)])]
     moved = list(edges)
     for step, end in spans:
         if 1 <= step < len(edges) - 1 and edges[step] < end <= edges[step + 1]:
@@ -325,7 +324,7 @@ def _step_bounds(recording: Recording, per_step, tail_of: int | None = None,
     for step in per_step:
         start = moved[step - 1] if step - 1 < len(moved) else last
         if step == tail_of or step >= len(moved) - 1:
-            end = max(last, *(e for s, e in spans if s == step)) if spans else last
+            end = max([last, *(e for s, e in spans if s == step)])
         else:
             end = moved[step]
         out[step] = (start, max(end, start))
