@@ -23,6 +23,16 @@ from .render import fit_name, human_count, human_time
 from .summary import OpStat, op_groups, scope_mask, top_operators
 
 
+def _microseconds(seconds: str) -> property:
+    """A field in seconds, read in microseconds (torch's unit)."""
+    return property(lambda row: getattr(row, seconds) * 1e6)
+
+
+def _per_call(total: str) -> property:
+    """A total, read per call (torch's averages)."""
+    return property(lambda row: getattr(row, total) / max(row.count, 1))
+
+
 @dataclass(frozen=True, slots=True)
 class OpAverage(OpStat):
     """One operator (and phase, and input shape when grouped by it) over the profiled steps."""
@@ -35,30 +45,12 @@ class OpAverage(OpStat):
     def key(self) -> str:
         return self.name
 
-    @property
-    def self_cpu_time_total(self) -> float:
-        return self.self_cpu_s * 1e6
-
-    @property
-    def cpu_time_total(self) -> float:
-        return self.cpu_time_s * 1e6
-
-    @property
-    def cpu_time(self) -> float:
-        return self.cpu_time_total / max(self.count, 1)
-
-    @property
-    def self_device_time_total(self) -> float:
-        return self.self_time * 1e6
-
-    @property
-    def device_time_total(self) -> float:
-        return self.total_time * 1e6
-
-    @property
-    def device_time(self) -> float:
-        return self.device_time_total / max(self.count, 1)
-
+    self_cpu_time_total = _microseconds("self_cpu_s")
+    cpu_time_total = _microseconds("cpu_time_s")
+    cpu_time = _per_call("cpu_time_total")
+    self_device_time_total = _microseconds("self_time")
+    device_time_total = _microseconds("total_time")
+    device_time = _per_call("device_time_total")
     self_cuda_time_total = self_device_time_total
     cuda_time_total = device_time_total
     cuda_time = device_time
