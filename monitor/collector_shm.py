@@ -21,7 +21,6 @@ import numpy as np
 
 from device_model.errors import SpecError
 from device_model.runtime import shm
-from device_model.runtime.rundir import root_argument as _root_argument  # noqa: F401
 from device_model.runtime.rundir import runtime_process_alive
 from device_model.catalog.specs import InstanceSpec, get_instance
 from monitor import collector_groups as g

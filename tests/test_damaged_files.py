@@ -177,7 +177,7 @@ def test_a_copy_of_a_live_root_is_not_the_live_instance(root, tmp_path):
 
 
 def test_a_runtimes_root_is_read_from_either_form_of_the_flag():
-    from monitor.collector_shm import _root_argument
+    from device_model.runtime.rundir import root_argument as _root_argument
     assert _root_argument([b"python", b"-m", b"device_model.runtime", b"--root", b"/r/x"]) == "/r/x"
     assert _root_argument([b"python", b"--root=/r/y", b"--seed", b"0"]) == "/r/y"
     assert _root_argument([b"python", b"--root"]) is None and _root_argument([b"python"]) is None
