@@ -26,7 +26,7 @@ from textual.widgets import ContentSwitcher, Input
 from monitor.report import Report
 from tui import __version__
 from tui.commands import app_commands
-from tui.status import source_status, stream_faults
+from tui.status import malformed_text, source_status, stream_faults
 from tui.history import History, runtime_key
 from tui.keys import bindings
 from tui.memtree import build_tree
@@ -370,10 +370,8 @@ class NeuronTopApp(App[None]):
     def _update_status(self) -> None:
         report = self.report
         parts = ["PAUSED"] if self.paused else []
-        bad = sum(self.malformed.values())
-        if bad:
-            kinds = ",".join(f"{k}:{v}" for k, v in sorted(self.malformed.items()))
-            parts.append(f"malformed lines skipped: {bad} ({kinds})")
+        if skipped := malformed_text(self.malformed):
+            parts.append(skipped)
         if self.stopped_at is not None:
             parts.append("instance stopped")
         parts.append(self.source.label)

@@ -333,6 +333,7 @@ def print_once(source, args: argparse.Namespace) -> int:
     """``-1`` / ``--json``: one report to stdout (the last of a file, else the first)."""
     from monitor.held import GroupHold
     from tui.snapshot import no_report_text, overview_text
+    from tui.status import malformed_text
 
     report, failure = None, ""
     hold = GroupHold()   # the last of a file: each group at its latest reading in the file
@@ -349,10 +350,8 @@ def print_once(source, args: argparse.Namespace) -> int:
         sys.stderr.write(no_report_text(source.label, sum(source.malformed.values()),
                                         source.rejections, failure))
         return 1
-    bad = sum(source.malformed.values())
-    if bad:      # as the interactive status line counts them: said, not silently dropped
-        kinds = ",".join(f"{k}:{v}" for k, v in sorted(source.malformed.items()) if v)
-        print(f"{PROG}: malformed lines skipped: {bad} ({kinds})", file=sys.stderr)
+    if skipped := malformed_text(source.malformed):    # said, as the status line says it
+        print(f"{PROG}: {skipped}", file=sys.stderr)
     if args.json:
         sys.stdout.buffer.write(report.to_json() + b"\n")
     else:

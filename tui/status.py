@@ -33,6 +33,16 @@ def stream_faults(report: Report | None, vanished: Iterable[tuple[int | None, st
     return faults
 
 
+def malformed_text(malformed: dict[str, int]) -> str:
+    """The lines a stream's reader skipped, by kind (`malformed lines skipped: 2
+    (not_json:1,not_object:1)`); "" when none were."""
+    bad = sum(malformed.values())
+    if not bad:
+        return ""
+    kinds = ",".join(f"{k}:{v}" for k, v in sorted(malformed.items()) if v)
+    return f"malformed lines skipped: {bad} ({kinds})"
+
+
 def gaps_text(report: Report) -> str:
     """One line: what the stream lacks and which groups failed, a runtime's failed groups
     under its tag (``stream lacks: flops · err-mem: memory_used failed: …``): with several
