@@ -28,9 +28,9 @@ def _integer(text: str, least: int, wanted: str) -> int:
 
 class Once(argparse.Action):
     """An option that says what is compared, given at most once: a second `-w` or `--vs` had
-    silently replaced the first
-    (`--vs dtype=fp8 --vs dtype=fp32` compared fp32 only). The first repeat is kept in
-    `given_twice` (see `repeated_option`), for the tool to refuse in its own one-line form."""
+    silently replaced the first (`--vs dtype=fp8 --vs dtype=fp32` compared fp32 only). The
+    first repeat is kept in `given_twice` (see `repeated_option`), for the tool to refuse in
+    its own one-line form."""
 
     def __call__(self, parser, namespace, values, option_string=None) -> None:
         seen = getattr(namespace, "given_once", set())

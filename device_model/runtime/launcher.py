@@ -47,8 +47,9 @@ def describe_instance(inst: Instance, seed: int, speed: float, apps: list[AppSpe
     instances of one host in two --root directories) had one instance id, and their series
     merged."""
     host = zlib.crc32(socket.gethostname().encode())
-    other_place = bool(place) or inst.lnc != inst.spec.device.default_lnc
-    where = [inst.lnc, zlib.crc32(place.encode())] if other_place else []
+    # LNC and place only where they are not the defaults: the default instance keeps its id
+    defaults = not place and inst.lnc == inst.spec.device.default_lnc
+    where = [] if defaults else [inst.lnc, zlib.crc32(place.encode())]
     rng = np.random.default_rng([seed, 0x1D, zlib.crc32(inst.spec.name.encode()), host, *where])
     region, prefix = REGIONS[int(rng.integers(len(REGIONS)))]
     zone = int(rng.integers(3))

@@ -187,6 +187,7 @@ def add_recording(builder: ProfileBuilder, recording: Recording, inst: Instance,
     one; a recording made by another process names its own). `tail`, `step_base`, `stopped`:
     see recording_to_profile."""
     t0 = recording.t0 if t0 is None else t0
+    step_offset = step_base - 1      # the recorder counts steps from 1
     _note_compiled(builder, getattr(recording, "compiled_graphs", 0))
     _note_unreadable(builder, getattr(recording, "unreadable_calls", 0))
     tids: dict[object, int] = {}
@@ -229,12 +230,12 @@ def add_recording(builder: ProfileBuilder, recording: Recording, inst: Instance,
     for step in wanted:
         for i in per_step[step][0].tolist():
             host_rows[i] = builder.add_host(labels[sig[i]], "cpu_op", main_tid if tid[i] == 0 else tid_of(("t", tid[i])),
-                                            start_s[i], end_s[i], step=step - 1 + step_base)
+                                            start_s[i], end_s[i], step=step + step_offset)
     for name, cat, ident, s0, s1, step in recording.spans:
         step = span_step.get(step, step)
         if step in wanted:
             builder.add_host(name, cat, tid_of(ident), (s0 - t0) / 1e9, (s1 - t0) / 1e9,
-                             step=step - 1 + step_base)
+                             step=step + step_offset)
     main_ident = threading.get_ident() if main_thread is None else main_thread
     own_spans = [(span_step.get(step, step), s0, s1) for _, _, ident, s0, s1, step
                  in recording.spans if ident == main_ident]
@@ -247,7 +248,7 @@ def add_recording(builder: ProfileBuilder, recording: Recording, inst: Instance,
             progress(done, len(wanted))
         idx, key, prog, infos = per_step[step]
         h_start, h_end = bounds_ns[step]
-        number = step - 1 + step_base          # the recorder counts from 1
+        number = step + step_offset
         builder.add_host(f"ProfilerStep#{number}", "user_annotation", main_tid,
                          (h_start - t0) / 1e9, (h_end - t0) / 1e9, step=number)
         run = builder_programs.run(key, prog, inst)
@@ -312,7 +313,7 @@ def _step_bounds(recording: Recording, per_step, tail_of: int | None = None,
     at the last call. `spans`: (step, end) of the recording thread's spans. A step ends no
     earlier than a span begun in it that ends before the next step would: a label around an
     iteration, whose step ends inside optimizer.step(), then nests in its ProfilerStep as it
-    does in torch's traces (a label around several steps is left to cross them)."""
+    does in torch's traces (a label around several steps: see _nested_in_spans)."""
     t1 = recording.table()["t1"]
     last = int(t1.max()) if len(t1) else recording.t0
     edges = [recording.t0, *recording.boundaries, max([last, *(e for _, e in spans)])]
