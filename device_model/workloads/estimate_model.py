@@ -21,7 +21,7 @@ from .transformer import PRECISIONS, WEIGHT_STORAGE, Precision, precision, quant
 
 MODES = ("train", "prefill", "decode", "infer")
 _NOT_FOR = {   # options that do not apply to a mode
-    "train": ("batch", "in", "out", "bucket", "tkg_bucket", "head", "weights"),
+    "train": ("batch", "in", "out", "bucket", "tkg_bucket", "head", "weights", "cc_tiles"),
     "prefill": ("seq", "mbs", "gbs", "zero1", "ckpt", "out", "tkg_bucket", "dp_overlap",
                 "softmax"),
     "decode": ("seq", "mbs", "gbs", "zero1", "ckpt", "dp_overlap", "softmax"),
@@ -74,11 +74,14 @@ MODEL_PARAMS = (
           help="training: reduce gradients under the last backward (on) or after it (off)"),
     Param("weights", str, "", choices=WEIGHT_STORAGE,
           help="inference: the layers' weight storage (int8/fp8: weight-only quantization)"),
+    Param("cc_tiles", parse_int, 0,
+          help="prefill: token tiles its collectives pipeline in (NxD Inference's "
+               "cc_pipeline_tiling_factor; 1: none)"),
 )
 DEFAULT_PROMPT = 128     # a decoder's prompt tokens when the spec gives no `in`
 _UNSET = {"seq": 0, "mbs": 0, "gbs": 0, "zero1": "", "ckpt": "", "sp": "", "batch": 0, "in": 0,
           "out": 0, "bucket": -1, "tkg_bucket": -1, "attn": "", "head": "", "autocast": "",
-          "weights": "", "dp_overlap": "", "softmax": ""}
+          "weights": "", "dp_overlap": "", "softmax": "", "cc_tiles": 0}
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +180,8 @@ def infer_plan(cfg: ModelConfig, inst: Instance, opts: dict, placement) -> Infer
                      opts["out"] or (128 if opts["mode"] == "decode" else 1),
                      bucket, _infer_precision(opts), lay,
                      _flash(cfg, opts), tkg_bucket=opts["tkg_bucket"],
-                     sp=_on_off(opts["sp"]), head=head, classify=classify)
+                     sp=_on_off(opts["sp"]), head=head, classify=classify,
+                     cc_tiles=opts["cc_tiles"] or 1)
     return InferencePlan(inst, spec)
 
 

@@ -16,6 +16,7 @@ from ..program import Op, Program
 from .cost import ZERO, Cost, measure, measure_part
 from .memory import RUNTIME_RESERVE_BYTES, Memory, check_fits
 from .parallel import Layout
+from .pipelining import TILE_ROWS, pipeline_tiles
 from .presets import ModelConfig
 from .recipe import emit_forward
 from .transformer import (CLASSIFIER_LABELS, Precision, classifier_recipe, embedding_recipe,
@@ -31,9 +32,6 @@ MAX_DECODE_BUCKETS = 1024
 QUANT_SCALE_BYTES = 4  # assumption: one FP32 scale per output channel of a quantized weight
 _RESIDENT_KINDS = ("binary", "activation", "layernorm", "rmsnorm", "softmax", "reduce", "cast",
                    "matmul")
-
-
-TILE_ROWS = 128      # N2: a tile is one token (row) per partition
 
 
 def _tile_bytes(op: Op, free_elems: int) -> float:
@@ -58,8 +56,9 @@ def keep_in_sbuf(program: Program, budget: float, free_elems: int) -> Program:
     it there). Weights, the KV cache, embeddings and collectives still move through HBM, and
     so does the op that consumes a collective's result (the CC-cores write it to HBM)."""
     ops: list[Op] = []
-    for op in program.ops:
-        after_collective = bool(ops) and ops[-1].kind == "collective"
+    for i, op in enumerate(program.ops):
+        producers = op.deps if op.deps is not None else (i - 1,) if i else ()
+        after_collective = any(ops[d].kind == "collective" for d in producers)
         fits = op.kind in _RESIDENT_KINDS and (op.kind != "matmul" or op.get("weights"))
         if fits and not after_collective and _tile_bytes(op, free_elems) <= budget:
             op = replace(op, params=tuple(sorted(op.params + (("resident", True),))))
@@ -81,6 +80,7 @@ class InferSpec:
     sp: bool = False       # sequence parallelism in prefill (NxD Inference; decode has 1 token)
     head: bool = True      # output head (an encoder's MLM head runs only when asked)
     classify: bool = False  # an encoder's sequence classifier (pooler and labels) instead
+    cc_tiles: int = 1      # prefill's collectives pipelined in this many token tiles
 
     @property
     def cache_bucket(self) -> Bucket:
@@ -208,6 +208,8 @@ class InferencePlan:
             emit_forward(p, head_recipe(cfg, sh, spec.prec, b, group, training=False), "head.")
         elif spec.classify:
             emit_forward(p, classifier_recipe(cfg, spec.prec, b), "classifier.")
+        if q_len > 1:
+            p = pipeline_tiles(p, spec.cc_tiles)
         costs = self.inst.costs
         budget = self.inst.device.sbuf_bytes * costs.sbuf_usable_fraction * costs.sbuf_activation_share
         return keep_in_sbuf(p, budget, costs.tile_free_elems)
