@@ -115,6 +115,10 @@ def test_pipelining_hides_collectives_behind_the_next_tiles_compute():
     # the same model work; the hardware does the same FLOPs
     assert two["model_flops"] == pytest.approx(one["model_flops"], rel=1e-9)
     assert two["hardware_flops"] == pytest.approx(one["hardware_flops"], rel=1e-9)
+    # what ran off the critical path is reported as hidden, and the tiling is named
+    assert one["breakdown"]["collective_hidden_s"] == 0.0
+    assert two["breakdown"]["collective_hidden_s"] > 0.005
+    assert two["parallel"]["cc_tiles"] == 2 and "cc_tiles" not in one["parallel"]
 
 
 def test_decode_steps_and_one_tile_prompts_do_not_change():

@@ -73,6 +73,8 @@ def _parallel(r: dict) -> str:
     if p.get("attention") == "unfused":
         extra.append("unfused attention" + (" (fused softmax)" if p.get("softmax") == "fused"
                                             else ""))
+    if p.get("cc_tiles", 1) > 1:
+        extra.append(f"prompt collectives pipelined in {p['cc_tiles']} tiles")
     if p.get("dp_overlap") is False:
         extra.append("gradients reduced after the backward")
     if "microbatches" in p:
