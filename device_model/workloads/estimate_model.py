@@ -12,6 +12,7 @@ from ..catalog.specs import check_dtype
 from ..runtime.layout import ENGINES as ENGINE_KEYS
 from .cost import Cost, Split
 from .inference import MAX_DECODE_BUCKETS, Bucket, InferencePlan, InferSpec
+from .pipelining import MAX_TILES, TILE_ROWS
 from .memory import CHECKPOINTS, Memory
 from .parallel import Layout, resolve_layout
 from .presets import ModelConfig
@@ -46,6 +47,13 @@ def _bucket(text: str) -> Bucket:
     return sizes
 
 
+def _cc_tiles(text: str) -> int:
+    tiles = parse_int(text)
+    if tiles > MAX_TILES:
+        raise ValueError(text)
+    return tiles
+
+
 MODEL_PARAMS = (
     Param("mode", str, "train", choices=MODES),
     Param("dtype", str, "bf16", choices=PRECISIONS, help="matmul precision"),
@@ -74,9 +82,9 @@ MODEL_PARAMS = (
           help="training: reduce gradients under the last backward (on) or after it (off)"),
     Param("weights", str, "", choices=WEIGHT_STORAGE,
           help="inference: the layers' weight storage (int8/fp8: weight-only quantization)"),
-    Param("cc_tiles", parse_int, 0,
-          help="prefill: token tiles its collectives pipeline in (NxD Inference's "
-               "cc_pipeline_tiling_factor; 1: none)"),
+    Param("cc_tiles", _cc_tiles, 0,
+          help="inference: token tiles a prompt's collectives pipeline in, 1 to "
+               f"{MAX_TILES} (NxD Inference's cc_pipeline_tiling_factor; 1: none)"),
 )
 DEFAULT_PROMPT = 128     # a decoder's prompt tokens when the spec gives no `in`
 _UNSET = {"seq": 0, "mbs": 0, "gbs": 0, "zero1": "", "ckpt": "", "sp": "", "batch": 0, "in": 0,
@@ -239,22 +247,22 @@ def estimate_train(plan: TrainingPlan) -> dict:
     }
 
 
-def _breakdown(cost: Cost, overhead: float, optimizer: Split = Split()) -> dict:
+def _breakdown(cost: Cost, overhead: float, optimizer: Split = Split(),
+               pipelined: bool = False) -> dict:
     """One program's split; `optimizer`: the part of its compute and DMA time that is the
-    optimizer's ops (AdamW runs no collective), reported apart as `optimizer_s`. Collectives
-    busy off the critical path (a prompt's pipelined tiles) are `collective_hidden_s`; below a
-    millionth of the step the difference is the float sums', not overlap."""
-    hidden = cost.collective_active - cost.collective
+    optimizer's ops (AdamW runs no collective), reported apart as `optimizer_s`. `pipelined`:
+    the program's collectives run in tiles beside its compute (a prompt with `cc_tiles`), and
+    the time they were busy off the critical path is `collective_hidden_s`."""
+    hidden = max(0.0, cost.collective_active - cost.collective) if pipelined else 0.0
     return {"compute_s": cost.compute - optimizer.compute, "dma_s": cost.dma - optimizer.dma,
-            "collective_exposed_s": cost.collective,
-            "collective_hidden_s": hidden if hidden > 1e-6 * cost.time else 0.0,
+            "collective_exposed_s": cost.collective, "collective_hidden_s": hidden,
             "bubble_s": 0.0, "optimizer_s": optimizer.compute + optimizer.dma,
             "overhead_s": overhead}
 
 
-def _tiles(spec: InferSpec) -> dict:
-    """`cc_tiles` where the prompt's collectives are pipelined (left out at one tile)."""
-    return {"cc_tiles": spec.cc_tiles} if spec.cc_tiles > 1 else {}
+def _tiles(plan: InferencePlan) -> dict:
+    """`cc_tiles` where the prompt's collectives are pipelined (left out where none is)."""
+    return {"cc_tiles": plan.spec.cc_tiles} if plan.prefill_tiled else {}
 
 
 def estimate_infer(plan: InferencePlan, mode: str) -> dict:
@@ -268,7 +276,7 @@ def estimate_infer(plan: InferencePlan, mode: str) -> dict:
             else plan.output_bytes() / inst.costs.host_copy_bytes_per_s)
     ttft = plan.prefill.time + overhead + host
     out = {"mode": mode, "model": _model_info(plan.cfg),
-           "parallel": {**lay.describe(), **_tiles(spec)}, "dtype": spec.prec.name,
+           "parallel": {**lay.describe(), **_tiles(plan)}, "dtype": spec.prec.name,
            "weights": spec.prec.layer_weight, "batch": spec.batch,
            "input_tokens": spec.input_len, "output_tokens": spec.output_len,
            "padded_input_tokens": plan.prefill_len, "ttft_s": ttft}
@@ -281,8 +289,13 @@ def estimate_infer(plan: InferencePlan, mode: str) -> dict:
         step, fixed = plan.prefill, overhead + host
         flops = (plan.prefill_model_flops * lay.ranks, step.hardware_flops * lay.ranks)
     out.update(_ratios(inst, step, out["step_time_s"], flops, lay.ranks))
-    out["breakdown"] = _breakdown(step, fixed)
+    out["breakdown"] = _breakdown(step, fixed,
+                                  pipelined=step is plan.prefill and plan.prefill_tiled)
     out["memory"] = mem.as_dict()
+    if spec.cc_tiles > 1 and not plan.prefill_tiled:
+        plan.warnings += (f"cc_tiles={spec.cc_tiles} pipelines nothing here: the prompt's tiles "
+                          f"would hold fewer than {TILE_ROWS} tokens each, or its layers run no "
+                          "tensor-parallel collective",)
     if plan.warnings:
         out["warnings"] = list(plan.warnings)
     return out

@@ -16,7 +16,7 @@ from ..program import Op, Program
 from .cost import ZERO, Cost, measure, measure_part
 from .memory import RUNTIME_RESERVE_BYTES, Memory, check_fits
 from .parallel import Layout
-from .pipelining import TILE_ROWS, pipeline_tiles
+from .pipelining import TILE_ROWS, is_tiled, pipeline_tiles
 from .presets import ModelConfig
 from .recipe import emit_forward
 from .transformer import (CLASSIFIER_LABELS, Precision, classifier_recipe, embedding_recipe,
@@ -241,6 +241,12 @@ class InferencePlan:
     @cached_property
     def prefill(self) -> Cost:
         return self._cost(self.prefill_len, self.prefill_len)
+
+    @cached_property
+    def prefill_tiled(self) -> bool:
+        """Whether the prompt's collectives run in `cc_tiles` tiles: a run holding one must
+        split into tiles of at least a matmul tile of tokens each."""
+        return self.spec.cc_tiles > 1 and is_tiled(self.prefill_program(layers=1))
 
     @cached_property
     def prefill_model_flops(self) -> float:

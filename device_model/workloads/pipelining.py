@@ -9,9 +9,10 @@ collectives", its developer guide). Nothing else changes: the tiles do the same 
 the same bytes, except that each tile of a linear reads its weights again.
 
 Attention cannot be tiled this way (every query attends to every tile's keys), so a tiled run
-stops at it and the attention waits for all tiles. A run is tiled only if it holds a
-collective and each tile keeps at least a full tile of rows (TILE_ROWS tokens), so decode's
-few rows stay one op each, as the compiler keeps them.
+stops at it and the attention waits for all tiles. So does a linear whose tiles would hold
+fewer than a full matmul tile of rows (TILE_ROWS tokens): the output head, which runs on each
+sequence's last token, and every decode step. A run is tiled only if it holds a collective
+and a linear.
 """
 from __future__ import annotations
 
@@ -30,24 +31,28 @@ _TOKEN_PARAM = {"matmul": "m", "binary": "elements", "activation": "elements",
                 "collective": "bytes", "dma": "bytes"}
 
 
-def _tileable(op: Op) -> bool:
-    """Token-parallel ops that follow the op before them: linears (not attention's
+def _tileable(op: Op, tiles: int) -> bool:
+    """Token-parallel ops that follow the op before them and split into `tiles` parts of at
+    least one row (a linear: of at least TILE_ROWS): linears (not attention's
     activation-by-activation matmuls), elementwise ops, norms, collectives and stores."""
     if op.deps is not None or op.kind not in _TOKEN_PARAM:
         return False
+    if op.get(_TOKEN_PARAM[op.kind]) < tiles:
+        return False
     if op.kind == "matmul":
-        return bool(op.get("weights")) and op.get("batch") == 1
+        return (bool(op.get("weights")) and op.get("batch") == 1
+                and op.get("m") >= tiles * TILE_ROWS)
     if op.kind == "dma":
         return op.get("direction") == "store"
     return True
 
 
-def _runs(ops: list[Op]) -> list[tuple[int, int]]:
+def _runs(ops: list[Op], tiles: int) -> list[tuple[int, int]]:
     """Maximal [start, end) spans of tileable ops; the program's first op starts none (it has
     no producer for the tiles to share)."""
     spans, start = [], None
     for i, op in enumerate(ops):
-        if i > 0 and _tileable(op):
+        if i > 0 and _tileable(op, tiles):
             start = i if start is None else start
             continue
         if start is not None:
@@ -58,10 +63,9 @@ def _runs(ops: list[Op]) -> list[tuple[int, int]]:
     return spans
 
 
-def _worth_tiling(ops: list[Op], tiles: int) -> bool:
-    has_collective = any(op.kind == "collective" for op in ops)
-    rows = min((op.get("m") for op in ops if op.kind == "matmul"), default=0)
-    return has_collective and rows >= tiles * TILE_ROWS
+def _worth_tiling(ops: list[Op]) -> bool:
+    kinds = {op.kind for op in ops}
+    return "collective" in kinds and "matmul" in kinds
 
 
 def _share(total: int, tiles: int, t: int) -> int:
@@ -75,6 +79,11 @@ def _tile(op: Op, tiles: int, t: int) -> Op:
     return replace(op, name=f"{op.name}.tile{t}", params=params)
 
 
+def is_tiled(program: Program) -> bool:
+    """Whether `pipeline_tiles` split any run of `program`."""
+    return any(op.name.endswith(".tile0") for op in program.ops)
+
+
 def pipeline_tiles(program: Program, tiles: int) -> Program:
     """`program` with each run of token-parallel ops that holds a collective split into
     `tiles` chains, op by op (every tile of one op, then the next op's): a tile's op waits on
@@ -85,7 +94,7 @@ def pipeline_tiles(program: Program, tiles: int) -> Program:
     if tiles <= 1:
         return program
     old = program.ops
-    spans = {start: end for start, end in _runs(old) if _worth_tiling(old[start:end], tiles)}
+    spans = {start: end for start, end in _runs(old, tiles) if _worth_tiling(old[start:end])}
     out: list[Op] = []
     where: dict[int, tuple[int, ...]] = {}     # an old op's index -> its new op(s)
     i = 0
