@@ -358,6 +358,18 @@ KNOWN_GAPS: dict[tuple[str, str, str], float] = {
 }
 
 
+# Pairs of published rows that contradict each other (docs/fidelity.md, "Held-out rows"): the
+# same samples, release and prompt length, where the batch of four is published at 1.95x the
+# time of one for four times the work. `validate` states the least worst error any model that
+# scales between the two as this one does could reach on the pair.
+_SAME_PROMPTS = ("the same samples, release and 8192-token prompts: batch 4 is published at "
+                 "1.95x batch 1's time for 4x the work")
+CONFLICTS: tuple[tuple[tuple[str, str, str], tuple[str, str, str], str], ...] = tuple(
+    ((one, f"{model}:mode=decode,batch=1,in=8192,out=8192{_TNX_ATTN}", "ttft_s"),
+     (four, f"{model}:mode=decode,batch=4,in=8192,out=8192{_TNX_ATTN}", "ttft_s"), _SAME_PROMPTS)
+    for one, four, model in (("HI3", "HD3", "llama2-13b"), ("HI6", "HD6", "codellama-13b")))
+
+
 def _with_gap(row: Row) -> Row:
     bound = KNOWN_GAPS.get((row.id, row.spec, row.metric))
     return row if bound is None else replace(row, bound=bound)
@@ -421,6 +433,22 @@ def summary(results: list[Result], role: str = CALIBRATION) -> dict:
     return out
 
 
+def pair_floor(a: Result, b: Result) -> float:
+    """The least worst |error| over rows `a` and `b` that a model whose ratio between them is
+    this one's can reach: scaled to balance the two errors, |q - 1| / (q + 1), where q is the
+    simulated ratio over the published one."""
+    q = (b.simulated / a.simulated) / (b.row.published / a.row.published)
+    return abs(q - 1.0) / (q + 1.0)
+
+
+def conflicts(results: list[Result]) -> list[dict]:
+    """The CONFLICTS pairs present in `results`, each with its floor."""
+    by_key = {(r.row.id, r.row.spec, r.row.metric): r for r in results}
+    return [{"rows": [a[0], b[0]], "figure": by_key[a].row.figure, "floor": pair_floor(
+                by_key[a], by_key[b]), "why": why}
+            for a, b, why in CONFLICTS if a in by_key and b in by_key]
+
+
 def constants(costs: CostParams = DEFAULT_COSTS) -> list[dict]:
     known = {f.name for f in fields(CostParams)}
     return [{"name": name, "value": getattr(costs, name), "row": row, "what": what}
@@ -438,6 +466,7 @@ def report(results: list[Result], costs: CostParams = DEFAULT_COSTS) -> dict:
         "held_out": summary(results, HELD_OUT),
         "kinds": [{"chip": chip, "figure": figure, "rows": k.rows, "median_abs_error": k.median,
                    "worst_abs_error": k.worst} for (chip, figure), k in kinds(results).items()],
+        "conflicts": conflicts(results),
         "constants": constants(costs),
     }
 

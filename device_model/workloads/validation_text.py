@@ -43,6 +43,11 @@ def format_report(rep: dict, width: int = 80) -> str:
                          f"worst {s['worst_abs_error'] * 100:.1f}%")
             lines.append(f"  (target: median <= {s['target_median'] * 100:.0f}%, worst <= "
                          f"{s['target_worst'] * 100:.0f}%: {verdict})")
+    if rep.get("conflicts"):
+        lines += wrap("published pairs that no model scaling as this one does can meet together "
+                      "(the least worst error over the pair):", "")
+        for c in rep["conflicts"]:
+            lines += wrap(f"{' / '.join(c['rows'])}: {c['floor'] * 100:.1f}%: {c['why']}", "  ")
     lines.append("by kind (chip and figure, every row; what `estimate` prints per figure):")
     for k in rep["kinds"]:
         rows = f"{k['rows']:>3} row{'s' if k['rows'] != 1 else ' '}"
