@@ -44,8 +44,7 @@ def format_report(rep: dict, width: int = 80) -> str:
             lines.append(f"  (target: median <= {s['target_median'] * 100:.0f}%, worst <= "
                          f"{s['target_worst'] * 100:.0f}%: {verdict})")
     if rep.get("conflicts"):
-        lines += wrap("published pairs that no model scaling as this one does can meet together "
-                      "(the least worst error over the pair):", "")
+        lines.append("contradicting published pairs (least worst error at the model's ratio):")
         for c in rep["conflicts"]:
             lines += wrap(f"{' / '.join(c['rows'])}: {c['floor'] * 100:.1f}%: {c['why']}", "  ")
     lines.append("by kind (chip and figure, every row; what `estimate` prints per figure):")
