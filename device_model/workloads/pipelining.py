@@ -64,6 +64,7 @@ def _runs(ops: list[Op], tiles: int) -> list[tuple[int, int]]:
 
 
 def _worth_tiling(ops: list[Op]) -> bool:
+    """A run with a collective to hide and a linear's compute to hide it behind."""
     kinds = {op.kind for op in ops}
     return "collective" in kinds and "matmul" in kinds
 
