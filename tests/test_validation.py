@@ -148,3 +148,21 @@ def test_the_contradicting_pairs_are_listed_with_a_floor_past_the_target(results
     assert rep["conflicts"] == found
     text = format_report(rep)
     assert "HI3 / HD3: " in text and "HI6 / HD6: " in text
+
+
+def test_a_decoders_single_pass_is_not_judged_by_the_encoder_rows():
+    """`mode=infer` of a decoder is one forward pass, a kind no published table holds: the
+    estimate says so instead of quoting the encoder rows' errors."""
+    from device_model.workloads.trust import DECODER_PASS, FIGURES, figures_of
+    decoder = {"model": {"name": "llama3-70b"}, "mode": "infer", "latency_s": 0.5}
+    encoder = {"model": {"name": "bert-large"}, "mode": "infer", "latency_s": 0.005}
+    assert figures_of(decoder) == [DECODER_PASS]
+    assert figures_of(encoder) == [FIGURES["latency_s"]]
+
+
+def test_a_contradicting_pair_shows_the_ratios_its_floor_comes_from(results):
+    from device_model.workloads.validation import conflicts
+    for c in conflicts(results):
+        q = c["simulated_ratio"] / c["published_ratio"]
+        assert c["floor"] == pytest.approx(abs(q - 1) / (q + 1))
+        assert 1.9 < c["published_ratio"] < 2.0 and 3.5 < c["simulated_ratio"] <= 4.0

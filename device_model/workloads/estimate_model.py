@@ -293,9 +293,9 @@ def estimate_infer(plan: InferencePlan, mode: str) -> dict:
                                   pipelined=step is plan.prefill and plan.prefill_tiled)
     out["memory"] = mem.as_dict()
     if spec.cc_tiles > 1 and not plan.prefill_tiled:
-        plan.warnings += (f"cc_tiles={spec.cc_tiles} pipelines nothing here: the prompt's tiles "
-                          f"would hold fewer than {TILE_ROWS} tokens each, or its layers run no "
-                          "tensor-parallel collective",)
+        why = ("its layers run no tensor-parallel collective (tp=1)" if lay.tp == 1 else
+               f"the prompt's tiles would hold fewer than {TILE_ROWS} tokens each")
+        plan.warnings += (f"cc_tiles={spec.cc_tiles} pipelines nothing here: {why}",)
     if plan.warnings:
         out["warnings"] = list(plan.warnings)
     return out

@@ -5,8 +5,10 @@ of tokens, so that one tile's all-reduce runs on the collective engines while th
 computes: neuronx-cc's collective pipelining, which NxD Inference sets with
 `cc_pipeline_tiling_factor` (2 by default, 1 in its Llama tutorials), and which
 transformers-neuronx's BSH attention layout allows ("better overlapping of compute with
-collectives", its developer guide). Nothing else changes: the tiles do the same FLOPs and move
-the same bytes, except that each tile of a linear reads its weights again.
+collectives", its developer guide). The tiles do the same FLOPs and move the same activation
+bytes, but each tile of a linear reads its weights again, each tile's collective pays a
+collective's fixed costs, and a smaller collective may take another algorithm (the runtime's
+switch points by size, C2: a 64 MiB all-reduce that runs as KangaRing runs as two RDH ones).
 
 Attention cannot be tiled this way (every query attends to every tile's keys), so a tiled run
 stops at it and the attention waits for all tiles. So does a linear whose tiles would hold

@@ -18,11 +18,13 @@ from statistics import median
 
 from ..catalog.specs import get_instance
 from .estimate_model import DEFAULT_PROMPT
+from .presets import PRESETS
 from .spec import split_spec
 
 # the figure each validation metric is, as the estimate's text prints it
 FIGURES = {"tpot_s": "time per output token",
            "sequences_per_s": "training throughput", "latency_s": "encoder latency"}
+DECODER_PASS = "decoder pass latency"
 MICRO_FIGURES = {"allreduce": "all-reduce time", "matmul": "matmul time"}
 MODE_FIGURES = {"train": ("sequences_per_s",), "prefill": ("ttft_s",),
                 "decode": ("ttft_s", "tpot_s"), "infer": ("latency_s",)}
@@ -95,8 +97,16 @@ def figures_of(result: dict) -> list[str]:
     (the time per output token of a decode of one token) is not stated."""
     if "model" not in result:
         return [figure("time_s", result["workload"])]
-    return [ttft_figure(result["input_tokens"]) if m == "ttft_s" else FIGURES[m]
+    return [ttft_figure(result["input_tokens"]) if m == "ttft_s" else
+            _latency_figure(result) if m == "latency_s" else FIGURES[m]
             for m in MODE_FIGURES.get(result.get("mode", ""), ()) if m in result]
+
+
+def _latency_figure(result: dict) -> str:
+    """An encoder's forward pass is what the encoder tables publish; a decoder's one pass over
+    a sequence (`mode=infer`) is no kind they hold."""
+    cfg = PRESETS.get(result["model"]["name"])
+    return FIGURES["latency_s"] if cfg is None or not cfg.causal else DECODER_PASS
 
 
 def trust_lines(result: dict, side: str = "") -> list[str]:

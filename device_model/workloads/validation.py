@@ -362,8 +362,7 @@ KNOWN_GAPS: dict[tuple[str, str, str], float] = {
 # same samples, release and prompt length, where the batch of four is published at 1.95x the
 # time of one for four times the work. `validate` states the least worst error any model that
 # scales between the two as this one does could reach on the pair.
-_SAME_PROMPTS = ("the same samples, release and 8192-token prompts: batch 4 is published at "
-                 "1.95x batch 1's time for 4x the work")
+_SAME_PROMPTS = "the same samples, release and 8192-token prompts; batch 4 is 4x the work"
 CONFLICTS: tuple[tuple[tuple[str, str, str], tuple[str, str, str], str], ...] = tuple(
     ((one, f"{model}:mode=decode,batch=1,in=8192,out=8192{_TNX_ATTN}", "ttft_s"),
      (four, f"{model}:mode=decode,batch=4,in=8192,out=8192{_TNX_ATTN}", "ttft_s"), _SAME_PROMPTS)
@@ -444,9 +443,15 @@ def pair_floor(a: Result, b: Result) -> float:
 def conflicts(results: list[Result]) -> list[dict]:
     """The CONFLICTS pairs present in `results`, each with its floor."""
     by_key = {(r.row.id, r.row.spec, r.row.metric): r for r in results}
-    return [{"rows": [a[0], b[0]], "figure": by_key[a].row.figure, "floor": pair_floor(
-                by_key[a], by_key[b]), "why": why}
-            for a, b, why in CONFLICTS if a in by_key and b in by_key]
+    out = []
+    for a, b, why in CONFLICTS:
+        if a in by_key and b in by_key:
+            first, second = by_key[a], by_key[b]
+            out.append({"rows": [a[0], b[0]], "figure": first.row.figure,
+                        "published_ratio": second.row.published / first.row.published,
+                        "simulated_ratio": second.simulated / first.simulated,
+                        "floor": pair_floor(first, second), "why": why})
+    return out
 
 
 def constants(costs: CostParams = DEFAULT_COSTS) -> list[dict]:
