@@ -24,8 +24,8 @@ from ..errors import SpecError
 from ..program import Op, Program
 
 TILE_ROWS = 128      # N2: a matmul tile puts one token on each of the 128 partitions
-# assumption: the most tiles one run splits into; NxD Inference's configurations use 1-4, and
-# thousands (a typo) would only make the estimate slow
+# assumption: the most tiles one run splits into; NxD Inference's published configurations use
+# 1 and 2, and thousands (a typo) would only make the estimate slow
 MAX_TILES = 64
 # the parameter of each tileable op that grows with the tokens it processes
 _TOKEN_PARAM = {"matmul": "m", "binary": "elements", "activation": "elements",
