@@ -304,8 +304,19 @@ def stop(root: Path) -> tuple[SimInstance | None, int]:
     for pid in pids:
         _signal(pid, signal.SIGKILL)
     _wait_gone(pids, STOP_TIMEOUT_S)    # a killed runtime still holds its files until it is gone
+    if pids:
+        _wait_released(root, STOP_TIMEOUT_S)
     cleanup(root)
     return desc, len(pids)
+
+
+def _wait_released(root: Path, timeout: float) -> None:
+    """Wait up to `timeout` for no runtime under `root` to hold its counter file's lock. A
+    killed runtime's lock can outlive the process for a moment: its mapped counter file is
+    closed after it is a zombie, by a kernel worker that a busy machine runs late."""
+    deadline = time.monotonic() + timeout
+    while any(h.is_alive() for h in list_runtimes(root)) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def _wait_gone(pids: set[int], timeout: float) -> set[int]:
