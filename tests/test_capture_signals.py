@@ -67,7 +67,9 @@ def _start(tmp_path: Path, *script_args: str, out: Path | None = None) -> tuple[
     out = out or tmp_path / "p.nsprof"
     proc = subprocess.Popen([*CLI, "capture", "-s", str(out), "--recorder", "python", "--", sys.executable,
                              str(_script(tmp_path)), *script_args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=ROOT, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, cwd=ROOT, start_new_session=True,
+                            # a killed capture cannot remove its folder: the test's, not /tmp
+                            env=dict(os.environ, TMPDIR=str(tmp_path)))
     child = None
     for line in proc.stdout:
         if line.startswith("PID "):
