@@ -37,6 +37,11 @@ class Row:
     lnc: int | None = None
 
     @property
+    def key(self) -> tuple[str, str, str]:
+        """What names a row in KNOWN_GAPS and CONFLICTS: its id, spec and metric."""
+        return self.id, self.spec, self.metric
+
+    @property
     def hardware(self) -> str:
         nodes = self.placement.nodes
         where = f"{nodes} x {self.instance}" if nodes > 1 else self.instance
@@ -370,7 +375,7 @@ CONFLICTS: tuple[tuple[tuple[str, str, str], tuple[str, str, str], str], ...] = 
 
 
 def _with_gap(row: Row) -> Row:
-    bound = KNOWN_GAPS.get((row.id, row.spec, row.metric))
+    bound = KNOWN_GAPS.get(row.key)
     return row if bound is None else replace(row, bound=bound)
 
 
@@ -442,7 +447,7 @@ def pair_floor(a: Result, b: Result) -> float:
 
 def conflicts(results: list[Result]) -> list[dict]:
     """The CONFLICTS pairs present in `results`, each with its floor."""
-    by_key = {(r.row.id, r.row.spec, r.row.metric): r for r in results}
+    by_key = {r.row.key: r for r in results}
     out = []
     for a, b, why in CONFLICTS:
         if a in by_key and b in by_key:
