@@ -476,6 +476,32 @@ def test_zero1_asked_for_without_data_parallelism_is_warned_about():
     assert "warnings" not in quiet
 
 
+def test_inference_says_whether_its_prompt_runs_sequence_parallel(capsys):
+    """An inference estimate's `parallel` said nothing of `sp`: the text line and the JSON were
+    the same with and without it, though the prompt's time differs."""
+    spec = "llama2-7b:mode=decode,in=1024,out=4"
+    on = _json(capsys, ["-w", spec + ",sp=1", "-i", "trn1.32xlarge", "--tp", "32"])
+    off = _json(capsys, ["-w", spec, "-i", "trn1.32xlarge", "--tp", "32"])
+    assert on["parallel"]["sp"] is True and off["parallel"]["sp"] is False
+    assert on["ttft_s"] != off["ttft_s"] and "warnings" not in on
+    assert main(["estimate", "-w", spec + ",sp=1", "-i", "trn1.32xlarge", "--tp", "32"]) == 0
+    assert "; SP in the prompt" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("spec, where", [
+    ("llama2-7b:mode=decode,in=128,out=4,weights=int8,sp=on", "the prompt's norms"),
+    ("bert-base:mode=train,seq=128,sp=1", "its norms"),
+])
+def test_sequence_parallelism_without_tensor_parallel_ranks_is_warned_about(spec, where):
+    r = estimate(spec, instance("trn1.2xlarge"), Placement(cores=1, tp=1))
+    assert r["parallel"]["sp"] is False
+    sp = spec.rsplit("sp=", 1)[1]
+    assert [w for w in r["warnings"] if w.startswith(f"sp={sp} has no effect with tp=1")
+            and where in w]
+    quiet = estimate(spec.rsplit(",sp=", 1)[0], instance("trn1.2xlarge"), Placement(cores=1, tp=1))
+    assert not [w for w in quiet.get("warnings", ()) if w.startswith("sp=")]
+
+
 def test_a_decoders_traced_forward_pays_no_generation_start():
     """`mode=infer` is one traced forward pass: its host side is the outputs' copy back, as an
     encoder's; the request start (sampling, the program switch) is a generation's, prefill's."""

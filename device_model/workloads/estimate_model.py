@@ -167,6 +167,7 @@ def train_plan(cfg: ModelConfig, inst: Instance, opts: dict, placement) -> Train
                      dp_overlap=opts["dp_overlap"] not in ("off", "0"),
                      fused_softmax=_fused_softmax(cfg, opts))
     plan = TrainingPlan(inst, spec)
+    plan.warnings += _idle_sp(opts, lay)
     if opts["zero1"] == "on" and lay.dp == 1:       # asked for, and nothing to shard over
         plan.warnings += ("zero1=on has no effect with dp=1: it shards the optimizer state "
                           "over the data-parallel ranks, and there is only one",)
@@ -190,7 +191,18 @@ def infer_plan(cfg: ModelConfig, inst: Instance, opts: dict, placement) -> Infer
                      _flash(cfg, opts), tkg_bucket=opts["tkg_bucket"],
                      sp=_on_off(opts["sp"]), head=head, classify=classify,
                      cc_tiles=opts["cc_tiles"] or 1)
-    return InferencePlan(inst, spec)
+    plan = InferencePlan(inst, spec)
+    plan.warnings += _idle_sp(opts, lay)
+    return plan
+
+
+def _idle_sp(opts: dict, lay: Layout) -> tuple[str, ...]:
+    """A warning where sequence parallelism is asked for and has no ranks to split over."""
+    if not _on_off(opts["sp"]) or lay.tp > 1:
+        return ()
+    where = "its" if opts["mode"] == "train" else "the prompt's"
+    return (f"sp={opts['sp']} has no effect with tp=1: it splits {where} norms and "
+            "residuals over the tensor-parallel ranks, and there is only one",)
 
 
 def _prepare(cfg: ModelConfig, inst: Instance, opts: dict, placement):
@@ -276,7 +288,8 @@ def estimate_infer(plan: InferencePlan, mode: str) -> dict:
             else plan.output_bytes() / inst.costs.host_copy_bytes_per_s)
     ttft = plan.prefill.time + overhead + host
     out = {"mode": mode, "model": _model_info(plan.cfg),
-           "parallel": {**lay.describe(), **_tiles(plan)}, "dtype": spec.prec.name,
+           "parallel": {**lay.describe(), "sp": plan.prefill_shard.sp, **_tiles(plan)},
+           "dtype": spec.prec.name,
            "weights": spec.prec.layer_weight, "batch": spec.batch,
            "input_tokens": spec.input_len, "output_tokens": spec.output_len,
            "padded_input_tokens": plan.prefill_len, "ttft_s": ttft}

@@ -67,7 +67,9 @@ def _parallel(r: dict) -> str:
     p = r["parallel"]
     links = ", ".join(f"{k.upper()} {p[k.lower() + '_link']}" for k in ("TP", "PP", "DP")
                       if p.get(k.lower() + "_link"))
-    extra = [x for x, on in (("SP", p.get("sp")), ("ZeRO-1", p.get("zero1"))) if on]
+    # inference splits only the prompt's sequence: a decode step has one token
+    sp = "SP" if r["mode"] == "train" else "SP in the prompt"
+    extra = [x for x, on in ((sp, p.get("sp")), ("ZeRO-1", p.get("zero1"))) if on]
     if p.get("ckpt") and p["ckpt"] != "none":
         extra.append(f"{p['ckpt']} checkpointing")
     if p.get("attention") == "unfused":
