@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import CancelledError, ThreadPoolExecutor
 
 from monitor.errors import ReportError
-from monitor.hardware import hardware_of_instance_type
+from monitor.hardware import hardware_of_instance_type, hbm_bandwidth_of_instance_type
 from monitor.promql import (Matcher, PrometheusClient, PrometheusError, Sample, duration,
                             label_count, render_selector)
 from monitor.report import Report
@@ -132,7 +132,8 @@ def host_report(results: Mapping[str, list[Sample]], period: float,
     document = {
         "neuron_runtime_data": [{"pid": pid_of[tag], "neuron_runtime_tag": tag,
                                  "error": "", "report": runtimes[tag]} for tag in order],
-        "system_data": _system(results, period),
+        "system_data": _system(results, period,
+                               hbm_bandwidth_of_instance_type(info.get("instance_type", ""))),
         "instance_info": {"instance_name": info.get("instance_name", ""),
                           "instance_id": info.get("instance_id", ""),
                           "instance_type": info.get("instance_type", ""),
@@ -275,7 +276,8 @@ def _engines(results, period: float) -> dict[str, dict[str, dict]]:
     return out
 
 
-def _system(results, period: float) -> dict:
+def _system(results, period: float, hbm_bw: float | None = None) -> dict:
+    """system_data. `hbm_bw`: a device's peak HBM bandwidth, where the instance type names it."""
     system: dict[str, dict] = {}
     values = {s.labels.get("__name__", "") + "/" + s.labels.get("usage_type", ""): s.value
               for s in results.get("system", ())}
@@ -329,6 +331,18 @@ def _system(results, period: float) -> dict:
             d[key] = max(0.0, _n(s.value, scale))
     _put(results, (("hbm_read", "hbm_read_bytes"), ("hbm_write", "hbm_write_bytes")), device_of,
          lambda s: _count(s.value * period))
+    if hbm_bw:
+        # The gauge is the exporter's last collection period; the bytes beside it are a rate
+        # over the rate window. The share of peak those bytes are is the gauge's own
+        # definition over the same window, so the drill-down's HBM line agrees with itself.
+        moved: dict[int, float] = {}
+        for name in ("hbm_read", "hbm_write"):
+            for s in results.get(name, ()):
+                if device_of(s) is not None:
+                    index = _idx(s.labels, "neuron_device_index")
+                    moved[index] = moved.get(index, 0.0) + max(0.0, _n(s.value))
+        for index, rate in moved.items():
+            devices[index]["hbm_bandwidth_utilization"] = 100.0 * rate / hbm_bw
     _put(results, (("energy", "energy_joules"),), device_of, lambda s: max(0.0, _n(s.value * period)))
     if devices:
         system["neuron_device_counters"] = {"period": period, "error": "",

@@ -11,7 +11,7 @@ from functools import cache
 from types import MappingProxyType
 from typing import Mapping
 
-__all__ = ["hardware_of_instance_type", "peak_bf16_per_physical_core"]
+__all__ = ["hardware_of_instance_type", "hbm_bandwidth_of_instance_type", "peak_bf16_per_physical_core"]
 
 
 @cache
@@ -45,3 +45,14 @@ def hardware_of_instance_type(instance_type: str, cores_per_device: int | None) 
             if device.lnc_selectable:
                 out["logical_neuroncore_config"] = lnc
     return out
+
+
+def hbm_bandwidth_of_instance_type(instance_type: str) -> float | None:
+    """One device's peak HBM bandwidth (bytes/s) on an EC2 instance type, from the device
+    catalog: what ``hbm_bandwidth_utilization`` is a share of. None for a type it does not know."""
+    from device_model.catalog.specs import get_instance
+    from device_model.errors import SpecError
+    try:
+        return get_instance(instance_type).device.hbm_bw
+    except SpecError:
+        return None

@@ -2,6 +2,8 @@
 with neuronscope's exporter behind Prometheus and with AWS's only."""
 from __future__ import annotations
 
+import pytest
+
 from monitor.coverage import stream_gaps
 from monitor.fleet_host import host_queries, host_report
 from monitor.promql import Sample
@@ -205,3 +207,31 @@ def test_a_label_value_with_quotes_newlines_or_backslashes_stays_one_valid_match
     own = q["runtime_info"][len("neuron_runtime_info{"):-1]
     assert [m.value for m in parse_selector(own)] == ["10.0.0.7:8000\n", 'neu"ron']
     assert "\n" not in q["info"] and "\n" not in q["runtime_info"]
+
+
+def _hbm_answers(instance_type: str) -> dict[str, list[Sample]]:
+    answers = aws_answers()
+    answers["info"] = [sample("instance_info", 1, **(INSTANCE | {"instance_type": instance_type}))]
+    # the exporter's last period ran hot (the gauge); over the rate window less moved
+    answers["device"] = [sample("neuron_device_hbm_bandwidth_utilization_ratio", 0.73,
+                                neuron_device_index="0")]
+    answers["hbm_read"] = [sample("", 871e9, neuron_device_index="0"),
+                           sample("", 100e9, neuron_device_index="1")]
+    answers["hbm_write"] = [sample("", 623e9, neuron_device_index="0")]
+    return answers
+
+
+def test_hbm_utilization_is_over_the_same_window_as_the_hbm_bytes_beside_it():
+    """The drill-down's HBM line showed the bytes moved over the rate window (1.5 TB/s here)
+    beside the exporter's last period's utilization gauge (73%): two windows, and on a 2.9 TB/s
+    Trainium2 the two disagreed. The utilization is now those bytes' share of the peak."""
+    from device_model.catalog.specs import get_instance
+    peak = get_instance("trn2.48xlarge").device.hbm_bw
+    report = host_report(_hbm_answers("trn2.48xlarge"), 2.0)
+    devices = {d.index: d for d in report.system.device_counters.devices}
+    assert devices[0].hbm_bandwidth_utilization == pytest.approx((871e9 + 623e9) / peak)
+    assert devices[0].hbm_read_bytes + devices[0].hbm_write_bytes == (871e9 + 623e9) * 2.0
+    assert devices[1].hbm_bandwidth_utilization == pytest.approx(100e9 / peak)
+    # a type the catalog does not know keeps the gauge, the only share of peak there is
+    other = host_report(_hbm_answers("inf2.xlarge"), 2.0).system.device_counters.devices
+    assert {d.index: d.hbm_bandwidth_utilization for d in other}[0] == 0.73
