@@ -66,6 +66,39 @@ def test_vs_shows_no_ratio_between_two_figures_that_print_as_zero(capsys):
     assert rows["time/output token"][-1].endswith("x")
 
 
+def test_a_rate_under_one_keeps_three_significant_digits(capsys):
+    """A 405B request on two trn1 nodes completes 0.0017 sequences/s: it printed "0.00", and
+    beside the run with half the output tokens "0.00  0.00  –", though B does twice as many."""
+    argv = ["estimate", "-w", "llama3.1-405b:mode=decode,out=2000", "-i", "trn1.32xlarge",
+            "--nodes", "2", "--tp", "64"]
+    r = _json(capsys, argv)
+    assert main(argv) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if "sequences/s" in line)
+    assert row.split()[-1] == f"{r['sequences_per_s']:.3g}" and 0.001 < r["sequences_per_s"] < 0.01
+    assert main(argv + ["--vs", "out=1000"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if "sequences/s" in line)
+    a, b, ratio = row.split()[-3:]
+    assert float(b) / float(a) == pytest.approx(2.0, rel=0.01) and ratio == "2.00x"
+
+
+def test_one_pass_over_a_prompt_shows_the_figures_its_json_has(capsys):
+    """A decode of one token is a request that ends with it: the text left out its end-to-end
+    latency and sequences/s (the JSON had both), and a prefill its sequences/s. The decode's
+    tokens/s counts generated tokens, a prefill's prompt tokens: no ratio between the two."""
+    base = ["-i", "trn2.48xlarge", "--tp", "8"]
+    one = ["estimate", "-w", "llama3-8b:mode=decode,out=1,in=1000", *base]
+    prefill = ["estimate", "-w", "llama3-8b:mode=prefill,in=1000", *base]
+    for argv, labels in ((one, {"e2e latency", "sequences/s", "tokens/s (decode)"}),
+                         (prefill, {"sequences/s", "tokens/s"})):
+        assert main(argv) == 0
+        shown = {line[2:22].strip() for line in capsys.readouterr().out.splitlines()}
+        assert labels <= shown, labels - shown
+        r = _json(capsys, argv)
+        assert {"sequences_per_s", "tokens_per_s"} <= set(r)
+    ratio = _json(capsys, prefill + ["--vs", "mode=decode,out=1"])["ratio"]
+    assert "tokens_per_s" not in ratio and ratio["ttft_s"] == pytest.approx(1.0)
+
+
 def test_vs_between_modes_shows_each_sides_own_figures(capsys):
     """A prompt beside a decode: the prompt's tokens/s is not the decode's rate, and the
     breakdown's seconds are of the prompt against one output token: no ratio across them."""

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import re
 from typing import Any, Callable
 
@@ -55,6 +56,16 @@ def _pct(x: float) -> str:
     return f"{x * 100:.1f}%"
 
 
+def _per_s(places: int) -> Callable[[float], str]:
+    """A rate with `places` decimals, and where it is under one, with the decimals that keep
+    three significant digits: a 405B request's 0.0017 sequences/s is not "0.00"."""
+    def fmt(v: float) -> str:
+        if v == 0 or abs(v) >= 1 or not math.isfinite(v):
+            return f"{v:,.{places}f}"
+        return f"{v:.{min(max(places, 2 - math.floor(math.log10(abs(v)))), 12)}f}"
+    return fmt
+
+
 def _time(s: float) -> str:
     if s >= 1:
         return f"{s:.3f} s"
@@ -105,9 +116,9 @@ def _rows(r: dict, *others: dict) -> list[Row]:
     if r["mode"] in ("train", "infer"):
         rows += [("latency", lambda r: r["latency_s"], _time)] if "latency_s" in r else []
         rows += [("step time", lambda r: r["step_time_s"], _time),
-                 ("sequences/s", lambda r: r["sequences_per_s"], lambda v: f"{v:,.2f}"),
-                 ("samples/s", lambda r: r["samples_per_s"], lambda v: f"{v:,.0f}"),
-                 ("tokens/s", lambda r: r["tokens_per_s"], lambda v: f"{v:,.0f}")]
+                 ("sequences/s", lambda r: r["sequences_per_s"], _per_s(2)),
+                 ("samples/s", lambda r: r["samples_per_s"], _per_s(0)),
+                 ("tokens/s", lambda r: r["tokens_per_s"], _per_s(0))]
     else:
         rows += [("TTFT", lambda r: r["ttft_s"], _time)]
         if "tpot_s" in r:
@@ -120,10 +131,16 @@ def _rows(r: dict, *others: dict) -> list[Row]:
             # a request's whole time, its prefill included: beside the decode rate below, which
             # leaves the prefill out (a long prompt's TTFT can be most of a request)
             rows += [("e2e latency", lambda r: r["e2e_latency_s"], _time),
-                     ("sequences/s", lambda r: r["sequences_per_s"], lambda v: f"{v:,.2f}")]
-            rows += [("tokens/s (decode)", lambda r: r["tokens_per_s"], lambda v: f"{v:,.1f}")]
+                     ("sequences/s", lambda r: r["sequences_per_s"], _per_s(2))]
+            rows += [("tokens/s (decode)", lambda r: r["tokens_per_s"], _per_s(1))]
         else:
-            rows += [("tokens/s", lambda r: r["tokens_per_s"], lambda v: f"{v:,.1f}")]
+            # one pass over the prompt: a decode of one token is a request that ends with it
+            rows += [("e2e latency", lambda r: r["e2e_latency_s"], _time)] \
+                if "e2e_latency_s" in r else []
+            # a decode's tokens/s counts the tokens it generates, a prompt's those it reads
+            rows += [("sequences/s", lambda r: r["sequences_per_s"], _per_s(2)),
+                     ("tokens/s (decode)" if r["mode"] == "decode" else "tokens/s",
+                      lambda r: r["tokens_per_s"], _per_s(1))]
     rows += [(k.upper(), lambda r, k=k: r[k], _pct) for k in ("mfu", "hfu", "mbu")]
     rows += [(f"{e} active", lambda r, e=e: r["engine_active"][e], _pct) for e in ENGINES]
     # a pipeline's bubble and an optimizer step are training's: inference shows neither
@@ -212,9 +229,12 @@ def ratios(a: dict, b: dict) -> dict:
     None where a is 0 (no finite ratio: infinite if b is not 0, undefined if it is). Runs whose
     steps differ (a training step, a prompt, an output token) share no per-step figure."""
     unlike = "mode" in a and "mode" in b and _step_of(a) != _step_of(b)
+    # a decode's tokens are the ones it generates, a prompt's the ones it reads
+    tokens_differ = ("mode" in a and "mode" in b
+                     and (a["mode"] == "decode") != (b["mode"] == "decode"))
     out: dict[str, Any] = {}
     for key, va in a.items():
-        if unlike and key in _PER_STEP:
+        if (unlike and key in _PER_STEP) or (tokens_differ and key == "tokens_per_s"):
             continue
         vb = b.get(key)
         if isinstance(va, dict) and isinstance(vb, dict):
