@@ -248,7 +248,8 @@ def estimate_train(plan: TrainingPlan) -> dict:
                         else {"softmax": "fused" if spec.fused_softmax else "xla"}),
                      "dp_overlap": spec.dp_overlap, "microbatches": spec.microbatches,
                      "layers_per_stage": plan.layers, "critical_stage": est.stage},
-        "dtype": spec.prec.name, "seq": spec.seq, "mbs": spec.mbs, "gbs": spec.gbs,
+        "dtype": spec.prec.name, "matmul_dtype": spec.prec.matmul,
+        "seq": spec.seq, "mbs": spec.mbs, "gbs": spec.gbs,
         "time_s": t, "step_time_s": t,
         "sequences_per_s": spec.gbs / t, "tokens_per_s": spec.gbs * spec.seq / t,
         **_ratios(plan.inst, est.rank_cost, t, (est.job_model_flops, est.job_hardware_flops),
@@ -289,7 +290,7 @@ def estimate_infer(plan: InferencePlan, mode: str) -> dict:
     ttft = plan.prefill.time + overhead + host
     out = {"mode": mode, "model": _model_info(plan.cfg),
            "parallel": {**lay.describe(), "sp": plan.prefill_shard.sp, **_tiles(plan)},
-           "dtype": spec.prec.name,
+           "dtype": spec.prec.name, "matmul_dtype": spec.prec.matmul,
            "weights": spec.prec.layer_weight, "batch": spec.batch,
            "input_tokens": spec.input_len, "output_tokens": spec.output_len,
            "padded_input_tokens": plan.prefill_len, "ttft_s": ttft}

@@ -170,7 +170,7 @@ def format_model(r: dict) -> str:
              ("weights", "gradients", "optimizer", "activations", "kv_cache", "reserved")
              if m[k + "_bytes"]]
     lines += under_label("memory detail", ", ".join(parts) + " GiB")
-    return "\n".join(lines + _fp8_note(r))
+    return "\n".join(lines + _flops_note(r))
 
 
 WIDTH = 80          # the report fits an 80-column terminal
@@ -327,15 +327,22 @@ def format_comparison(a: dict, b: dict) -> str:
         lines.append(f"  {label:<20} {ta:>22} {tb:>22} {ratio:>8}")
     if steps_differ:
         lines.append(f"  (the breakdown is of A's step, {_step_of(a)}, and of B's, {_step_of(b)})")
-    return "\n".join(lines + _fp8_note(a, b))
+    return "\n".join(lines + _flops_note(a, b))
 
 
-def _fp8_note(*results: dict) -> list[str]:
-    """FP8 FLOPs count in MFU and HFU divided by FP8's speed-up over BF16, against the BF16
-    peak (P1's adjusted FLOPs): said where it applies, as an FP8 run's MFU can fall while its
-    throughput rises."""
-    if not any(r.get("dtype") == "fp8" for r in results):
-        return []
-    return ["  (MFU and HFU count FP8 FLOPs divided by FP8's speed-up over BF16, against the",
-            "   BF16 peak, as AWS's profiler adjusts them: FP8 can lower MFU while it raises",
-            "   throughput)"]
+def _flops_note(*results: dict) -> list[str]:
+    """MFU and HFU count FLOPs as BF16 ones, against the BF16 peak (P1's adjusted FLOPs): an
+    FP8 matmul's divided by FP8's speed-up, an FP32 one's times its slow-down. Said where it
+    applies, as an FP8 run's MFU can fall while its throughput rises, and an FP32 run's rise
+    above a BF16 run's while its throughput falls."""
+    dtypes = {r.get("matmul_dtype", r.get("dtype")) for r in results}
+    notes = []
+    if "fp8" in dtypes:
+        notes += ["  (MFU and HFU count FP8 FLOPs divided by FP8's speed-up over BF16, against the",
+                  "   BF16 peak, as AWS's profiler adjusts them: FP8 can lower MFU while it raises",
+                  "   throughput)"]
+    if "fp32" in dtypes:
+        notes += ["  (MFU and HFU count FP32 matmul FLOPs four times, FP32's slow-down against",
+                  "   BF16, against the BF16 peak, as AWS's profiler adjusts them: FP32 matmuls",
+                  "   can raise MFU while they lower throughput)"]
+    return notes
