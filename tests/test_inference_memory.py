@@ -206,3 +206,17 @@ def test_a_sequence_classifier_is_an_encoders_inference_only(spec):
     inst = TRN1 if spec.startswith("llama") else ONE_CORE
     with pytest.raises(SpecError, match="head"):
         estimate(spec, inst, Placement(tp=32) if spec.startswith("llama") else Placement(cores=1))
+
+
+def test_the_kv_cache_holds_the_prompts_bucket_where_it_outgrows_the_generation_buckets():
+    """A 4096-token prompt bucket over 2048-token generation buckets sized the cache to 2048
+    positions: the prompt's pass writes 4096 of them."""
+    trn2 = instance("trn2.48xlarge")
+    spec = "llama3-8b:mode=decode,batch=1,in=1100,out=300,bucket=4096,tkg_bucket={}"
+    cached = {n: estimate(spec.format(n), trn2, Placement(tp=8))["memory"]["kv_cache_bytes"]
+              for n in (2048, 4096)}
+    assert cached[2048] == cached[4096] > 0
+    # where the generation buckets are the longer, they size it
+    longer = estimate("llama3-8b:mode=decode,batch=1,in=1100,out=300,bucket=2048,"
+                      "tkg_bucket=4096", trn2, Placement(tp=8))["memory"]["kv_cache_bytes"]
+    assert longer == cached[4096]

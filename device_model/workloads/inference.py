@@ -311,7 +311,9 @@ class InferencePlan:
             linear, outs = shard_linear_params(cfg, sh)
             weights += cfg.layers * (linear * (get_dtype(prec.quant).bytes - prec.weight_bytes)
                                      + outs * QUANT_SCALE_BYTES)
-        longest = max(self.decode_buckets, default=self.prefill_len)
+        # the cache holds every position a program writes: the prompt's bucket too, where it
+        # is longer than the token-generation buckets (NxD sizes it to the longest bucket)
+        longest = max(max(self.decode_buckets, default=0), self.prefill_len)
         kv = (spec.batch * longest * 2 * sh.kv_heads * sh.head_dim * cfg.layers * prec.act_bytes
               if cfg.family != "bert" else 0.0)
         tokens = spec.batch * self.prefill_len
