@@ -99,6 +99,22 @@ def test_one_pass_over_a_prompt_shows_the_figures_its_json_has(capsys):
     assert "tokens_per_s" not in ratio and ratio["ttft_s"] == pytest.approx(1.0)
 
 
+def test_a_data_parallel_degree_given_alone_is_not_a_pipeline(capsys):
+    """`--dp 2` on 64 ranks ran a 32-stage pipeline nobody asked for (TP1 PP32 DP2, and a
+    micro-batch warning); `mlp --dp 2` ran on one core, its --dp ignored."""
+    assert main(["estimate", "-w", "llama3-8b", "-i", "trn2.48xlarge", "--dp", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "does not equal the 64 ranks" in err and "or --cores 2" in err
+    assert err.count("\n") == 1
+    r = _json(capsys, ["estimate", "-w", "llama3-8b", "-i", "trn2.48xlarge", "--tp", "8",
+                       "--dp", "2"])                  # one degree left out takes the rest
+    assert (r["parallel"]["tp"], r["parallel"]["pp"], r["parallel"]["dp"]) == (8, 4, 2)
+    mlp = _json(capsys, ["estimate", "-w", "mlp", "-i", "trn2.48xlarge", "--dp", "2"])
+    assert (mlp["parallel"]["dp"], mlp["parallel"]["ranks"]) == (2, 2)
+    assert main(["estimate", "-w", "mlp", "-i", "trn2.48xlarge", "--dp", "2", "--cores", "4"]) == 2
+    assert "does not equal the 4 ranks --cores gives" in capsys.readouterr().err
+
+
 def test_vs_between_modes_shows_each_sides_own_figures(capsys):
     """A prompt beside a decode: the prompt's tokens/s is not the decode's rate, and the
     breakdown's seconds are of the prompt against one output token: no ratio across them."""

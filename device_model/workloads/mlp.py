@@ -61,8 +61,10 @@ def estimate_mlp(inst: Instance, o: dict, placement) -> dict:
     if o["layers"] > MAX_BLOCKS:
         raise SpecError(f"mlp: layers={o['layers']} is more blocks than one program holds "
                         f"(at most {MAX_BLOCKS})")
-    cores = placement.cores or placement.nodes       # default: one core a node
-    lay = resolve_layout(inst, placement.nodes, cores, 1, 1, None, heads=1, training=True)
+    # default: one core a node, or the data-parallel degree asked for
+    cores = placement.cores or placement.dp or placement.nodes
+    lay = resolve_layout(inst, placement.nodes, cores, 1, 1, placement.dp, heads=1,
+                         training=True)
     prog, params = mlp_program(o, lay.dp_group)
     # AdamW's ops are the step's optimizer time, as the model workloads' optimizer program's
     cost, adamw = measure_part(inst, prog, "adamw.")

@@ -111,7 +111,9 @@ def _mismatch(given: dict, tp: int, pp: int, dp: int, ranks: int, where: str) ->
         return f"{flags} does not divide the {where}"
     degrees = "*".join(f"{v}" if given[k] is not None else f"{v} ({k}, derived)"
                        for k, v in (("tp", tp), ("pp", pp), ("dp", dp)))
-    return f"tp*pp*dp = {degrees} = {tp * pp * dp} does not equal the {where}"
+    fewer = tp * pp * dp < ranks and "--cores gives" not in where
+    return (f"tp*pp*dp = {degrees} = {tp * pp * dp} does not equal the {where}"
+            + (f"; give the degrees that fill them, or --cores {tp * pp * dp}" if fewer else ""))
 
 
 def resolve_layout(inst: Instance, nodes: int, cores: int | None, tp: int | None, pp: int | None,
@@ -143,7 +145,9 @@ def resolve_layout(inst: Instance, nodes: int, cores: int | None, tp: int | None
             tp = _largest_divisor(heads, min(ranks // nodes, ranks // fixed),
                                   math.gcd(max(1, ranks // fixed), ranks // nodes))
     if pp is None:
-        pp = 1 if dp is None else max(1, ranks // (tp * dp))
+        # the one degree left out takes the rest; dp given alone leaves tp=1 and pp=1, not a
+        # pipeline as deep as the ranks nobody asked for (the error below names --cores)
+        pp = max(1, ranks // (tp * dp)) if dp is not None and given["tp"] is not None else 1
     if dp is None:
         dp = max(1, ranks // (tp * pp))
     rank_s = "rank" if ranks == 1 else "ranks"
