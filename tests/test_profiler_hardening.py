@@ -242,3 +242,13 @@ def test_declared_sizes_that_cannot_fit_are_refused_up_front(small):
     forged += struct.pack("<Q", len(forged) + 8)
     with pytest.raises(ProfileError):
         fileformat.decode(forged)
+
+
+def test_a_damaged_count_in_a_perfetto_arg_is_clamped_not_wrapped():
+    """A FLOP count of 2e19 (past int64) was cast to int64 for the Perfetto trace's `flops`
+    arg: it wrapped to a negative number, with a RuntimeWarning."""
+    from profiler.export.perfetto import _counts
+    with np.errstate(all="raise"):
+        out = _counts(np.array([2e19, math.nan, -5.0, 1.6, math.inf], dtype=np.float32))
+    assert out.dtype == np.int64
+    assert out.tolist() == [int(np.nextafter(2.0 ** 63, 0)), 0, 0, 2, int(np.nextafter(2.0 ** 63, 0))]

@@ -379,9 +379,20 @@ def _instruction_args(ins: dict, ops: dict, order: np.ndarray, none_iid: int) ->
     hlo = np.full(op.size, none_iid, np.int64)
     has_op = op >= 0
     hlo[has_op] = ops["name_s"].astype(np.int64)[op[has_op]] + 1
-    flops = np.rint(ins["flops"][order].astype(np.float64)).astype(np.int64)
-    hbm = np.rint((ins["hbm_r"] + ins["hbm_w"])[order].astype(np.float64)).astype(np.int64)
+    flops = _counts(ins["flops"][order])
+    hbm = _counts((ins["hbm_r"] + ins["hbm_w"])[order])
     return Arg("hlo_name", hlo, True), Arg("flops", flops), Arg("hbm_bytes", hbm)
+
+
+# the largest float64 an int64 holds (2**63 - 1 rounds up to 2**63, which it does not)
+_INT64_CEILING = float(np.nextafter(2.0 ** 63, 0))
+
+
+def _counts(values: np.ndarray) -> np.ndarray:
+    """FLOP or byte counts as the int64 a trace arg holds: a damaged profile's count past
+    int64 (or NaN, or below zero) is clamped, not wrapped to a negative number."""
+    x = np.nan_to_num(values.astype(np.float64), nan=0.0, posinf=_INT64_CEILING, neginf=0.0)
+    return np.rint(np.clip(x, 0.0, _INT64_CEILING)).astype(np.int64)
 
 
 def write_perfetto(profile: Profile, path: str) -> int:
