@@ -157,6 +157,8 @@ def cmd_estimate(args) -> int:
     result = _run(args)
     if args.vs is not None:          # `--vs ''` is a usage error, not "no comparison"
         b_args = apply_vs(args, args.vs)
+        if b_args.vs_note:
+            print(f"neuron-sim: warning: with --vs {args.vs}: {b_args.vs_note}", file=sys.stderr)
         other = _run(b_args, side=f"with --vs {args.vs}")
         _warn_unused_overrides(args.overrides, [_instance(a).spec for a in (args, b_args)])
         if args.json:

@@ -115,6 +115,31 @@ def test_a_data_parallel_degree_given_alone_is_not_a_pipeline(capsys):
     assert "does not equal the 4 ranks --cores gives" in capsys.readouterr().err
 
 
+def test_vs_to_another_mode_leaves_out_the_options_it_does_not_take(capsys):
+    """`--vs mode=prefill` beside a decode that gives `out` was refused ("option 'out' does not
+    apply to mode=prefill"), and `out=` could not unset it: cross-mode comparison only worked
+    for runs on default options."""
+    decode = ["estimate", "-w", "llama3-8b:mode=decode,batch=4,in=512,out=256", "-i",
+              "trn1.32xlarge", "--tp", "8"]
+    assert main(decode + ["--vs", "mode=prefill"]) == 0
+    out = capsys.readouterr()
+    assert "B: llama3-8b:mode=prefill,batch=4,in=512 on" in out.out
+    assert out.err == ("neuron-sim: warning: with --vs mode=prefill: out=256 left out: "
+                       "mode=prefill takes no out\n")
+    train = ["estimate", "-w", "llama3-8b:mode=train,seq=2048,gbs=64", "-i", "trn1.32xlarge",
+             "--tp", "8"]
+    both = _json(capsys, train + ["--vs", "mode=decode"])
+    assert both["b"]["mode"] == "decode" and both["b"]["workload"] == "llama3-8b:mode=decode"
+    # KEY= leaves one out; an option A does not give is named
+    r = _json(capsys, decode + ["--vs", "out="])
+    assert r["b"]["output_tokens"] == 128 and r["a"]["output_tokens"] == 256
+    assert main(decode + ["--vs", "otu="]) == 2
+    assert "A's workload gives no 'otu' to leave out" in capsys.readouterr().err
+    # an mlp's options are its own: a mode change keeps them
+    mlp = _json(capsys, ["estimate", "-w", "mlp:batch=64", "--vs", "mode=train"])
+    assert mlp["b"]["workload"] == "mlp:batch=64,mode=train"
+
+
 def test_vs_between_modes_shows_each_sides_own_figures(capsys):
     """A prompt beside a decode: the prompt's tokens/s is not the decode's rate, and the
     breakdown's seconds are of the prompt against one output token: no ratio across them."""

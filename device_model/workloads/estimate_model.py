@@ -31,6 +31,13 @@ _NOT_FOR = {   # options that do not apply to a mode
 _ON = ("on", "1")
 
 
+def options_left_for(mode: str, opts: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    """A model's options that apply to `mode`, and the keys of those left out (a decode's
+    `out` beside its prompt's pass, a training run's `gbs` beside a decode)."""
+    dropped = [k for k in opts if k in _NOT_FOR.get(mode, ())]
+    return {k: v for k, v in opts.items() if k not in dropped}, dropped
+
+
 def _on_off(text: str) -> bool:
     return text in _ON
 

@@ -8,6 +8,8 @@ from typing import Any, Callable
 
 from ..errors import SpecError, did_you_mean
 from ..runtime.layout import ENGINES
+from .estimate_model import options_left_for
+from .presets import PRESETS
 from .spec import split_spec
 
 GiB = 1 << 30
@@ -28,9 +30,18 @@ def apply_vs(args: argparse.Namespace, text: str) -> argparse.Namespace:
     options, any other key replaces (or adds) a workload option."""
     new = argparse.Namespace(**vars(args))
     name, opts = split_spec(args.workload)
-    _, changes = split_spec("vs:" + text)
-    if not changes:
+    # `KEY=` with no value leaves A's option out of B (B takes its default)
+    pieces = [p.strip() for p in text.split(",") if p.strip()]
+    empty = [p for p in pieces if p.endswith("=") and p.count("=") == 1 and len(p) > 1]
+    unset = [p[:-1].strip() for p in empty]
+    _, changes = split_spec("vs:" + ",".join(p for p in pieces if p not in empty))
+    if not changes and not unset:
         raise SpecError(f"--vs {text!r}: expected KEY=VALUE[,...]")
+    for key in unset:
+        if key not in opts:
+            raise SpecError(f"--vs {key}=: A's workload gives no {key!r} to leave out")
+        del opts[key]
+    new.vs_note = ""
     for key, value in changes.items():
         if key in _PLACEMENT_KEYS:
             if _PLACEMENT_KEYS[key] is int:
@@ -47,6 +58,16 @@ def apply_vs(args: argparse.Namespace, text: str) -> argparse.Namespace:
                 raise SpecError(f"--vs: unknown key {key!r}; {hint}--vs takes the placement keys "
                                 f"({', '.join(_PLACEMENT_KEYS)}) and the workload's options")
             opts[key] = value
+    if "mode" in changes and name in PRESETS:
+        # A's options of its own mode that B's does not take (a decode's `out` beside its
+        # prompt's pass): B runs without them, and the comparison says so
+        kept, dropped = options_left_for(changes["mode"], {k: v for k, v in opts.items()
+                                                           if k not in changes})
+        opts = {k: v for k, v in opts.items() if k in kept or k in changes}
+        if dropped:
+            given = split_spec(args.workload)[1]
+            new.vs_note = (f"{', '.join(f'{k}={given[k]}' for k in dropped)} left out: "
+                           f"mode={changes['mode']} takes no {' or '.join(dropped)}")
     new.workload = name + (":" + ",".join(f"{k}={v}" for k, v in opts.items()) if opts else "")
     new.vs = None
     return new
