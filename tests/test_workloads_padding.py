@@ -80,3 +80,15 @@ def test_fp32_with_the_compilers_default_matmul_autocast():
     assert estimate(spec.format("fp32,autocast=none"), TRN1, pl)["sequences_per_s"] == pure
     with pytest.raises(SpecError, match="autocast"):
         estimate(spec.format("bf16,autocast=matmul"), TRN1, pl)
+
+
+def test_a_bucket_past_the_models_positions_is_compiled_at_them_and_says_so():
+    """bert-large's `bucket=1024` for 500 tokens ran at 512 (its learned positions) without a
+    word: the figures were of another length than asked for."""
+    one = instance("trn1.2xlarge")
+    r = estimate("bert-large:mode=infer,batch=1,seq=500,bucket=1024", one, Placement(cores=1))
+    assert r["padded_input_tokens"] == 512
+    assert [w for w in r["warnings"] if w.startswith("bucket 1,024 for 500 tokens is past "
+                                                     "bert-large's 512-token learned positions")]
+    within = estimate("bert-large:mode=infer,batch=1,seq=500,bucket=512", one, Placement(cores=1))
+    assert within["padded_input_tokens"] == 512 and "warnings" not in within

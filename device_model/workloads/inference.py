@@ -179,6 +179,13 @@ class InferencePlan:
         self.limit = cfg.max_seq if total <= cfg.max_seq else 1 << 62
         self._check_bucket_lists()
         self.prefill_len = padded(spec.input_len, spec.bucket, self.limit)
+        asked = padded(spec.input_len, spec.bucket, 1 << 62)
+        if asked > self.prefill_len:
+            # a bucket past the positions the model has: compiled at the model's length
+            kind = "learned positions" if cfg.family == "bert" else "trained context"
+            self.warnings += (f"bucket {asked:,} for {spec.input_len:,} tokens is past "
+                              f"{cfg.name}'s {self.limit:,}-token {kind}: compiled at "
+                              f"{self.prefill_len:,}",)
         # decode step i (i = 1 .. out-1) attends to in + i positions of the cache
         first, last = spec.input_len + 1, spec.input_len + spec.output_len - 1
         self.decode_buckets = bucket_counts(first, last, spec.cache_bucket, self.limit)
