@@ -93,6 +93,7 @@ class Runtime:
         self._inserted: deque[Segment] = deque()
         self._pending: deque[tuple[str, str]] = deque()
         self._cut = False
+        self._unsampled = 0             # executions completed whose latencies are not drawn yet
         self.seg = next(self._segments)
         self.seg_start = 0.0
         self.sim = 0.0
@@ -175,6 +176,7 @@ class Runtime:
             self.seg_start = end
             self.seg = self._next_segment()
             self.phase = self.seg.phase
+        self._sample_latencies()
         self.counters.add_activity(acc)
         self._power(acc, t - start)
         self.sim = t
@@ -198,11 +200,21 @@ class Runtime:
             failed += 1
         if n > failed:
             self.counters.add_executions("completed", n - failed)
+        # their latencies are drawn once per advance, not per batch: a fast simulation's tick
+        # spans thousands of batches, and the ring keeps only RING values anyway
+        self._unsampled += n
+
+    def _sample_latencies(self) -> None:
+        """The latencies of the executions completed since the last call: RING of them at
+        most, standing in equal shares for all of them in the histograms."""
+        n, self._unsampled = self._unsampled, 0
+        if n <= 0:
+            return
         k = min(n, RING)
         device = np.resize(self.exec_walls, k) * self.rng.lognormal(0.0, 0.03, k)
         total = device + self.overhead_s
-        if self.app.kind == "serve":
-            total = total + self.rng.exponential(0.2 * wall, k)     # queueing behind other requests
+        if self.app.kind == "serve":      # queueing behind other requests
+            total = total + self.rng.exponential(0.2 * self.profile.wall, k)
         self.counters.add_latencies(total, device, n)
 
     def _fault(self, kind: str, device: int | None, count: int) -> None:
