@@ -140,6 +140,21 @@ def test_vs_to_another_mode_leaves_out_the_options_it_does_not_take(capsys):
     assert mlp["b"]["workload"] == "mlp:batch=64,mode=train"
 
 
+def test_a_degree_of_one_has_no_link(capsys):
+    """tp_link read "chip" for TP1 (text: "TP chip") where pp_link and dp_link of a degree of
+    one are null: no TP group talks over anything."""
+    argv = ["estimate", "-w", "bert-base:mode=infer,batch=1,seq=128", "-i", "trn1.32xlarge"]
+    p = _json(capsys, argv)["parallel"]
+    assert (p["tp"], p["tp_link"], p["pp_link"]) == (1, None, None) and p["dp_link"]
+    assert main(argv) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if "parallel" in x)
+    assert "TP chip" not in line and f"({p['ranks']} ranks; DP {p['dp_link']})" in line
+    one = ["estimate", "-w", "bert-base:mode=infer,batch=1,seq=128", "-i", "trn1.2xlarge",
+           "--cores", "1"]
+    assert main(one) == 0
+    assert "TP1 PP1 DP1 (1 rank)" in capsys.readouterr().out
+
+
 def test_vs_between_modes_shows_each_sides_own_figures(capsys):
     """A prompt beside a decode: the prompt's tokens/s is not the decode's rate, and the
     breakdown's seconds are of the prompt against one output token: no ratio across them."""

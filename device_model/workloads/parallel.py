@@ -86,7 +86,9 @@ class Layout:
                 return "efa"
             return "neuronlink" if g.devices > 1 else "chip"
         return {"tp": self.tp, "pp": self.pp, "dp": self.dp, "ranks": self.ranks,
-                "nodes": self.nodes, "tp_link": where(self.tp_group),
+                "nodes": self.nodes,
+                # as pp and dp: no link where the degree is 1 (no TP group talks)
+                "tp_link": where(self.tp_group) if self.tp > 1 else None,
                 # every link a stage boundary takes, in order: "neuronlink/efa" when some
                 # boundaries are inside a node and others between nodes
                 "pp_link": "/".join(dict.fromkeys(where(self.pp_pair_after(s))

@@ -115,7 +115,7 @@ def _parallel(r: dict) -> str:
         n = p["microbatches"]
         extra.append(f"{n:,} micro-batch{'es' if n != 1 else ''}")
     ranks = f"{p['ranks']} rank" + ("s" if p["ranks"] != 1 else "")
-    return (f"TP{p['tp']} PP{p['pp']} DP{p['dp']} ({ranks}; {links})"
+    return (f"TP{p['tp']} PP{p['pp']} DP{p['dp']} ({ranks}{'; ' + links if links else ''})"
             + ("; " + ", ".join(extra) if extra else ""))
 
 
