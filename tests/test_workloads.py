@@ -351,6 +351,16 @@ def test_the_out_of_memory_hint_leaves_out_what_the_run_already_does():
                                    "ckpt=selective or full; a smaller mbs")
 
 
+@pytest.mark.parametrize("inst, cores, more", [("trn1.2xlarge", None, "--nodes"),
+                                               ("trn1.32xlarge", 2, "--cores")])
+def test_the_out_of_memory_hint_asks_for_more_ranks_where_all_hold_one_model(inst, cores, more):
+    """A TP2 run on a trn1.2xlarge's two cores was told to try a larger --tp, which its two
+    cores cannot give without another node."""
+    with pytest.raises(SpecError) as err:
+        estimate("llama3-8b:seq=4096,gbs=512", instance(inst), Placement(cores=cores, tp=2))
+    assert f"try any of: a larger --tp or --pp with more {more};" in str(err.value)
+
+
 def test_an_inference_that_does_not_fit_names_only_the_parts_it_has():
     """Inference keeps no gradients or optimizer state: the refusal listed them as 0.0 GiB."""
     with pytest.raises(SpecError, match=r"does not fit: needs .* \(weights [\d.]+, activations "

@@ -229,10 +229,13 @@ class TrainingPlan:
     def _memory_hint(self) -> str:
         """What would make the run fit, leaving out what it already does (it suggested zero1=on
         to a run with ZeRO-1 on, and ckpt=selective to one checkpointing selectively)."""
-        spec = self.spec
-        options = ["a larger --tp or --pp"]
+        spec, lay = self.spec, self.spec.layout
+        # every rank holds a part of one model already: a larger split needs more of them
+        more = (" with more --nodes" if lay.ranks >= lay.cores_per_node * lay.nodes
+                else " with more --cores") if lay.dp == 1 else ""
+        options = [f"a larger --tp or --pp{more}"]
         if not spec.zero1:
-            options.append("zero1=on" if spec.layout.dp > 1 else "more data-parallel ranks "
+            options.append("zero1=on" if lay.dp > 1 else "more data-parallel ranks "
                            "with zero1=on")
         if spec.ckpt != "full":
             options.append("ckpt=full" if spec.ckpt == "selective" else "ckpt=selective or full")
