@@ -47,6 +47,20 @@ def python_loop_profile(run, bins: int = 256) -> np.ndarray:
     return np.array(out)
 
 
+def ticking_runtime(root: Path, cores: tuple[int, ...], step: float, **kw):
+    """A 2048-cubed matmul runtime on `cores`, and its tick: advance `step` simulated seconds
+    and publish the counters."""
+    rt = Runtime(RuntimeConfig(instance="trn2.48xlarge", workload="matmul:m=2048,k=2048,n=2048",
+                               cores=cores, tag="bench", root=root, **kw))
+    sim = [0.0]
+
+    def tick():
+        sim[0] += step
+        rt.advance(sim[0])
+        rt.publish()
+    return rt, tick
+
+
 def main() -> None:
     inst = instance("trn2.48xlarge")
     app = build_app_program("demo-train:layers=2,hidden=2048,seq=2048", inst, 48)
@@ -60,15 +74,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         root.chmod(0o700)
-        cfg = RuntimeConfig(instance="trn2.48xlarge", workload="matmul:m=2048,k=2048,n=2048",
-                            cores=tuple(range(64)), tag="bench", root=root)
-        rt = Runtime(cfg)
-        sim = [0.0]
-
-        def tick():
-            sim[0] += 0.1
-            rt.advance(sim[0])
-            rt.publish()
+        rt, tick = ticking_runtime(root, tuple(range(64)), 0.1)
         for _ in range(20):
             tick()
         med, lo, hi = timed(lambda: [tick() for _ in range(100)])
@@ -81,16 +87,7 @@ def main() -> None:
         # batches) each 0.1 s; it keeps up while a tick takes less than that
         fast_root = root / "fast"        # a runtime's counter file is named by its pid
         fast_root.mkdir(mode=0o700)
-        fast_cfg = RuntimeConfig(instance="trn2.48xlarge", workload="matmul:m=2048,k=2048,n=2048",
-                                 cores=(0, 1, 2, 3), tag="fast", root=fast_root,
-                                 speed=1e4, interval=0.1)
-        fast = Runtime(fast_cfg)
-        at = [0.0]
-
-        def fast_tick():
-            at[0] += 1000.0
-            fast.advance(at[0])
-            fast.publish()
+        fast, fast_tick = ticking_runtime(fast_root, (0, 1, 2, 3), 1000.0, speed=1e4)
         fast_tick()
         med, lo, hi = timed(fast_tick, runs=5)
         print(f"fast tick (--speed 10000: advance 1,000 s + publish, 4 cores): {med * 1e3:.0f} ms "
