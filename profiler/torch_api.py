@@ -116,9 +116,10 @@ class profile:
         self._active: set[int] = set()
         self._warned_compile = False
         self._trace_metadata: dict = {}
-        if acc_events:
-            warnings.warn("acc_events is not supported: each window's key_averages() holds that "
-                          "window's steps only", stacklevel=2)
+        # torch's acc_events: events() and key_averages() hold every window so far, not the
+        # last one's alone
+        self.acc_events = acc_events
+        self._windows: list[Profile] = []
 
     def __enter__(self) -> "profile":
         from .capture.recorders import start_recorder
@@ -192,6 +193,7 @@ class profile:
                                             group=group, meta=meta,
                                             step_base=0)           # torch's step_num: from 0
         self.windows += 1
+        self._windows = [*self._windows, self.profile] if self.acc_events else [self.profile]
         self._active.clear()
         if self.on_trace_ready is not None:
             self.on_trace_ready(self)
@@ -208,9 +210,10 @@ class profile:
     def events(self):
         """The last window's measured host calls (operator calls and annotations) in start
         order, each with torch's FunctionEvent names (`name`, `key`, `cpu_time_total`,
-        `device_time_total`, `time_range`, `thread`, `count`)."""
+        `device_time_total`, `time_range`, `thread`, `count`); with `acc_events`, every
+        window's, window after window."""
         from .analysis.key_averages import call_events
-        return call_events(self.profile)
+        return [e for window in (self._windows or [None]) for e in call_events(window)]
 
     def export_stacks(self, path: str, metric: str = "self_cpu_time_total") -> None:
         """torch's flame-graph stacks file: written empty, as no stacks are recorded."""
@@ -224,10 +227,14 @@ class profile:
 
     def key_averages(self, group_by_input_shape: bool = False, group_by_stack_n: int = 0,
                      group_by_overload_name: bool = False, *, limit: int | None = None):
-        """Operators of the last window, highest self device time first, one row per operator
+        """Operators of the last window (with `acc_events`, of every window so far, summed),
+        highest self device time first, one row per operator
         and phase (and input shape with `group_by_input_shape`); each row answers torch's
         FunctionEventAvg names (`key`, `count`, `self_cpu_time_total`, `device_time_total`, ...)
         and `.table(sort_by=..., row_limit=...)` prints them like torch.profiler's. No stacks
         are recorded and names carry no overload, so the other two groupings change nothing."""
-        from .analysis.key_averages import key_averages
-        return key_averages(self.profile, group_by_input_shape, limit)
+        from .analysis.key_averages import key_averages, merge_key_averages
+        if len(self._windows) <= 1:
+            return key_averages(self.profile, group_by_input_shape, limit)
+        return merge_key_averages([key_averages(w, group_by_input_shape)
+                                   for w in self._windows], limit)

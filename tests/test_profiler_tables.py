@@ -246,3 +246,40 @@ def test_events_are_the_measured_host_calls(prof):
     assert all(e.cpu_time_total >= 0 and e.count == 1 and e.key == e.name for e in events)
     assert {"aten::mul", "ProfilerStep#0"} <= {e.trace_name for e in events}   # torch's first
     assert "ProfilerStep*" in {e.name for e in events}                         # as torch's
+
+
+def test_acc_events_accumulates_every_windows_events_and_averages():
+    """torch's acc_events: each cycle's events are kept, so key_averages() and events() after
+    three windows hold all three (it was only warned about: the last window alone)."""
+    import profiler
+    from collections import Counter
+    from torch.profiler import schedule
+    lin = torch.nn.Linear(32, 32)
+
+    def run(acc: bool):
+        seen = []
+
+        def ready(p):
+            seen.append((len(p.events()), Counter({(r.key, r.phase): r.count
+                                                   for r in p.key_averages()})))
+        prof = profiler.profile(instance="trn2.48xlarge", recorder="python", acc_events=acc,
+                                schedule=schedule(wait=0, warmup=1, active=1, repeat=3),
+                                on_trace_ready=ready)
+        with prof:
+            for _ in range(6):
+                lin(torch.randn(8, 32)).sum().backward()
+                prof.step()
+        return prof, seen
+
+    acc, acc_seen = run(True)
+    last, last_seen = run(False)
+    assert acc.windows == last.windows == 3 and all(n > 0 for n, _ in last_seen)
+    # the same loop both times: each window adds what the other run's window holds alone
+    for k in range(3):
+        assert acc_seen[k][0] == sum(n for n, _ in last_seen[:k + 1])
+        assert acc_seen[k][1] == sum((c for _, c in last_seen[:k + 1]), Counter())
+    assert len(last.events()) == last_seen[-1][0]          # without it: the last window
+    rows = acc.key_averages()
+    assert sum(r.self_share for r in rows) == pytest.approx(1.0)
+    assert [r.self_time for r in rows] == sorted((r.self_time for r in rows), reverse=True)
+    assert len(acc.key_averages(limit=2)) == 2

@@ -155,6 +155,32 @@ def key_averages(profile: Profile | None, group_by_input_shape: bool = False,
     return KeyAverages(rows[:limit] if limit else rows, shapes=group_by_input_shape)
 
 
+def merge_key_averages(windows: list["KeyAverages"], limit: int | None = None) -> "KeyAverages":
+    """Several windows' rows as one list (torch's `acc_events`): a row per operator, phase and
+    shape, its counts, times, FLOPs and bytes summed, its share of the self device time taken
+    again over them all, and the bound of the window where it spent the most."""
+    if len(windows) == 1 and limit is None:
+        return windows[0]
+    groups: dict[tuple, list[OpAverage]] = {}
+    for window in windows:
+        for row in window:
+            groups.setdefault((row.name, row.phase, row.shape, row.kind), []).append(row)
+    total_self = sum(r.self_time for rows in groups.values() for r in rows)
+    rows = []
+    for (name, phase, shape, kind), parts in groups.items():
+        self_time = sum(r.self_time for r in parts)
+        rows.append(OpAverage(
+            name, kind, sum(r.count for r in parts), self_time, sum(r.total_time for r in parts),
+            sum(r.flops for r in parts), sum(r.hbm_bytes for r in parts),
+            max(parts, key=lambda r: r.self_time).bound,
+            self_time / total_self if total_self > 0 else 0.0, phase, shape=shape,
+            cpu_time_s=sum(r.cpu_time_s for r in parts),
+            self_cpu_s=sum(r.self_cpu_s for r in parts)))
+    rows.sort(key=lambda s: (-s.self_time, s.name, s.phase, s.shape))
+    return KeyAverages(rows[:limit] if limit else rows,
+                       shapes=any(w.shapes for w in windows))
+
+
 def _annotation_rows(profile: Profile, notes: np.ndarray, keys: list[str],
                      own: np.ndarray) -> list[OpAverage]:
     """A row per annotation key, as torch has them: calls, host time (self: less the calls
