@@ -470,13 +470,36 @@ def conflicts(results: list[Result]) -> list[dict]:
 
 
 def constants(costs: CostParams = DEFAULT_COSTS) -> list[dict]:
+    """The calibrated constants as `costs` holds them; `default` where they differ from the
+    value their row set (an override file's)."""
     known = {f.name for f in fields(CostParams)}
-    return [{"name": name, "value": getattr(costs, name), "row": row, "what": what}
-            for name, row, what in CALIBRATED if name in known]
+    out = []
+    for name, row, what in CALIBRATED:
+        if name in known:
+            value, default = getattr(costs, name), getattr(DEFAULT_COSTS, name)
+            out.append({"name": name, "value": value, "row": row, "what": what,
+                        **({"default": default} if value != default else {})})
+    return out
 
 
-def report(results: list[Result], costs: CostParams = DEFAULT_COSTS) -> dict:
+def past_bound(results: list[Result]) -> list[Result]:
+    """The rows past their own bound: the role's worst-error target, or a known gap's bound
+    (the error it meets today): what the tests assert row by row."""
+    return [r for r in results if abs(r.error) > r.row.bound]
+
+
+def overridden(overrides) -> dict:
+    """What an override file changes, for a report made under it: its path, each constant it
+    sets with the default beside it, and the device and instance tables it holds."""
+    default = {f.name: getattr(DEFAULT_COSTS, f.name) for f in fields(CostParams)}
+    return {"file": overrides.source,
+            "costs": {k: {"value": v, "default": default.get(k)} for k, v in overrides.costs.items()},
+            "devices": sorted(overrides.devices), "instances": sorted(overrides.instances)}
+
+
+def report(results: list[Result], costs: CostParams = DEFAULT_COSTS, overrides=None) -> dict:
     return {
+        **({"overrides": overridden(overrides)} if overrides is not None else {}),
         "rows": [{"id": r.row.id, "figure": r.row.figure, "workload": r.row.spec,
                   "hardware": r.row.hardware, "instance": r.row.instance, "lnc": r.row.lnc,
                   "source": r.row.source, "role": r.row.role, "metric": r.row.metric,
@@ -488,6 +511,8 @@ def report(results: list[Result], costs: CostParams = DEFAULT_COSTS) -> dict:
                    "worst_abs_error": k.worst} for (chip, figure), k in kinds(results).items()],
         "conflicts": conflicts(results),
         "constants": constants(costs),
+        "past_bound": [{"id": r.row.id, "figure": r.row.figure, "error": r.error,
+                        "bound": r.row.bound} for r in past_bound(results)],
     }
 
 

@@ -29,7 +29,17 @@ def format_report(rep: dict, width: int = 80) -> str:
     def wrap(text: str, indent: str = "     ") -> list[str]:
         return textwrap.wrap(text, width, initial_indent=indent, subsequent_indent=indent + "  ",
                              break_on_hyphens=False)
-    lines = [f"{'id':<4} {'published':>12} {'simulated':>12} {'error':>7}  role"]
+    lines = []
+    if "overrides" in rep:
+        ov = rep["overrides"]
+        changed = [f"{k} = {c['value']:.4g} (default {c['default']:.4g})"
+                   if isinstance(c["default"], (int, float)) else f"{k} = {c['value']}"
+                   for k, c in ov["costs"].items()]
+        changed += [f"[device.{d}]" for d in ov["devices"]]
+        changed += [f"[instance.{i}]" for i in ov["instances"]]
+        lines += wrap(f"under the overrides of {ov['file']}: " + (", ".join(changed) or "none"),
+                      "")
+    lines.append(f"{'id':<4} {'published':>12} {'simulated':>12} {'error':>7}  role")
     for r in rep["rows"]:
         lines.append(f"{r['id']:<4} {_value(r['metric'], r['published']):>12} "
                      f"{_value(r['metric'], r['simulated']):>12} {r['error'] * 100:+6.1f}%  "
@@ -56,7 +66,9 @@ def format_report(rep: dict, width: int = 80) -> str:
                      f"{k['median_abs_error'] * 100:5.1f}%  worst {k['worst_abs_error'] * 100:5.1f}%")
     lines.append("calibrated constants (overridable in an override file's [costs] table):")
     for c in rep["constants"]:
-        lines += wrap(f"{c['name']} = {c['value']:.4g}, set by {c['row']}: {c['what']}", "  ")
+        mine = (f" (yours; {c['default']:.4g} as {c['row']} set it)" if "default" in c
+                else f", set by {c['row']}")
+        lines += wrap(f"{c['name']} = {c['value']:.4g}{mine}: {c['what']}", "  ")
     return "\n".join(lines)
 
 
