@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 
 import orjson
 import pytest
@@ -78,6 +79,17 @@ def test_validate_text_has_the_table_the_summary_and_the_constants(capsys):
     assert out.count("\n") > 2 * len(ROWS)
     assert "calibration rows:" in out and "median |error|" in out and "set by M1" in out
     assert max(len(line) for line in out.splitlines()) <= 80      # an 80-column terminal
+
+
+def test_validate_text_breaks_a_workload_spec_only_after_its_commas_and_slashes(capsys):
+    """textwrap cut long specs anywhere: `lla` / `ma3.1-405b...`, `...,he` / `ad=cls`."""
+    assert main(["validate"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    text = "\n".join(lines)
+    for row in ROWS:
+        for token in re.split(r"(?<=[,/])", row.spec):
+            assert token in text, (row.id, token)
+    assert max(len(line) for line in lines) <= 80
 
 
 def test_validate_markdown_has_one_table_row_per_published_row(capsys):

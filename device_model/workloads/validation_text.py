@@ -23,12 +23,28 @@ def _value(metric: str, v: float) -> str:
     return f"{v * 1e6:.1f} us"
 
 
+def wrap_text(text: str, width: int, indent: str, subsequent: str) -> list[str]:
+    """`text` in lines of `width`, broken at spaces and, inside a word wider than a line (a
+    workload spec), after its commas and slashes: never inside a name or a number, so that
+    a spec reads and copies whole (`lla` / `ma3.1-405b` was one)."""
+    pieces = [p for p in re.split(r"(?<=[ ,/])", text) if p]
+    lines, line = [], indent
+    for piece in pieces:
+        if len(line) + len(piece.rstrip()) > width and line.strip():
+            lines.append(line.rstrip())
+            line = subsequent
+        line += piece
+    lines.append(line.rstrip())
+    # a piece wider than a line on its own (none of the table's) is cut, as it must be
+    return [cut for one in lines for cut in (textwrap.wrap(one, width, subsequent_indent=subsequent)
+                                             if len(one) > width else [one])]
+
+
 def format_report(rep: dict, width: int = 80) -> str:
     """The table for a terminal: per row its numbers on one line, then what was measured, the
     hardware, the workload spec and the source wrapped beneath."""
     def wrap(text: str, indent: str = "     ") -> list[str]:
-        return textwrap.wrap(text, width, initial_indent=indent, subsequent_indent=indent + "  ",
-                             break_on_hyphens=False)
+        return wrap_text(text, width, indent, indent + "  ")
     lines = []
     if "overrides" in rep:
         ov = rep["overrides"]
