@@ -152,19 +152,22 @@ def test_the_pair_floor_is_the_least_worst_error_over_the_pair():
     assert worst == pytest.approx(floor, abs=1e-3)
 
 
-def test_the_contradicting_pairs_are_listed_with_a_floor_past_the_target(results):
+def test_the_contradicting_pairs_are_found_by_their_floor_past_the_target(results):
     """The 8192-token Llama-2-13B and CodeLlama-13B pairs (batch 1 against batch 4, the same
     release and samples) keep the held-out worst past 25% for any model that charges a batch
-    its work; `validate` says so in its text and JSON."""
-    from device_model.workloads.validation import CONFLICTS, conflicts, report
+    its work; `validate` finds them by that rule (they were listed by hand) and says so in its
+    text and JSON, with the model's own worst error on each pair beside the floor."""
+    from device_model.workloads.validation import conflicts, report
     from device_model.workloads.validation_text import format_report
     found = conflicts(results)
-    assert len(found) == len(CONFLICTS) == 2
-    assert all(c["floor"] > HELD_OUT_TARGET for c in found)
+    assert sorted(tuple(c["rows"]) for c in found) == [("HI3", "HD3"), ("HI6", "HD6")]
+    assert all(c["worst"] >= c["floor"] > HELD_OUT_TARGET for c in found)
+    # the rule, not a list: below the target, the next pairs come in (Llama-2-70B at 1024)
+    assert {tuple(c["rows"]) for c in conflicts(results, target=0.2)} >= {("HI4", "HD4")}
     rep = report(results)
     assert rep["conflicts"] == found
     text = format_report(rep)
-    assert "HI3 / HD3: " in text and "HI6 / HD6: " in text
+    assert "HI3 / HD3: at least " in text and "HI6 / HD6: at least " in text
 
 
 def test_a_decoders_single_pass_is_not_judged_by_the_encoder_rows():

@@ -8,6 +8,8 @@ reports a 10% larger figure: a longer time, or more sequences per second).
 """
 from __future__ import annotations
 
+import re
+
 import statistics
 from dataclasses import dataclass, fields, replace
 
@@ -38,7 +40,7 @@ class Row:
 
     @property
     def key(self) -> tuple[str, str, str]:
-        """What names a row in KNOWN_GAPS and CONFLICTS: its id, spec and metric."""
+        """What names a row in KNOWN_GAPS: its id, spec and metric."""
         return self.id, self.spec, self.metric
 
     @property
@@ -365,14 +367,21 @@ KNOWN_GAPS: dict[tuple[str, str, str], float] = {
 
 
 # Pairs of published rows that contradict each other (docs/fidelity.md, "Held-out rows"): the
-# same samples, release and prompt length, where the batch of four is published at 1.95x the
-# time of one for four times the work. `validate` states the least worst error any model that
-# scales between the two as this one does could reach on the pair.
-_SAME_PROMPTS = "the same samples, release and 8192-token prompts; batch 4 is 4x the work"
-CONFLICTS: tuple[tuple[tuple[str, str, str], tuple[str, str, str], str], ...] = tuple(
-    ((one, f"{model}:mode=decode,batch=1,in=8192,out=8192{_TNX_ATTN}", "ttft_s"),
-     (four, f"{model}:mode=decode,batch=4,in=8192,out=8192{_TNX_ATTN}", "ttft_s"), _SAME_PROMPTS)
-    for one, four, model in (("HI3", "HD3", "llama2-13b"), ("HI6", "HD6", "codellama-13b")))
+# same run at two batch sizes (the same spec but its batch, figure, instance and release) whose
+# published ratio is so far from the model's that no model scaling between the two as this one
+# does could bring both within the held-out worst target. Found by that rule, not listed:
+# today the 8192-token Llama-2-13B and CodeLlama-13B prompts, batch 4 published at 1.95x the
+# time of batch 1 for four times the work.
+_BATCH = re.compile(r"(?<=[:,])batch=(\d+)")
+
+
+def _release(row: Row) -> str:
+    return row.source.rsplit("SDK", 1)[-1].strip()
+
+
+def _unbatched(row: Row) -> tuple:
+    """What two rows share when they are one run at two batch sizes."""
+    return (_BATCH.sub("batch=*", row.spec), row.metric, row.instance, row.lnc, _release(row))
 
 
 def _with_gap(row: Row) -> Row:
@@ -455,17 +464,30 @@ def pair_floor(a: Result, b: Result) -> float:
     return abs(q - 1.0) / (q + 1.0)
 
 
-def conflicts(results: list[Result]) -> list[dict]:
-    """The CONFLICTS pairs present in `results`, each with its floor."""
-    by_key = {r.row.key: r for r in results}
+def conflicts(results: list[Result], target: float = HELD_OUT_TARGET) -> list[dict]:
+    """The pairs of rows that are one run at two batch sizes and whose floor (`pair_floor`)
+    is past `target`: each with the published and modelled ratios the floor comes from, and
+    the worst error the model has on the two."""
+    runs: dict[tuple, list[Result]] = {}
+    for r in results:
+        if _BATCH.search(r.row.spec):
+            runs.setdefault(_unbatched(r.row), []).append(r)
     out = []
-    for a, b, why in CONFLICTS:
-        if a in by_key and b in by_key:
-            first, second = by_key[a], by_key[b]
-            out.append({"rows": [a[0], b[0]], "figure": first.row.figure,
-                        "published_ratio": second.row.published / first.row.published,
-                        "simulated_ratio": second.simulated / first.simulated,
-                        "floor": pair_floor(first, second), "why": why})
+    for same in runs.values():
+        same.sort(key=lambda r: int(_BATCH.search(r.row.spec).group(1)))
+        for i, first in enumerate(same):
+            for second in same[i + 1:]:
+                floor = pair_floor(first, second)
+                if floor <= target:
+                    continue
+                b1, b2 = (int(_BATCH.search(r.row.spec).group(1)) for r in (first, second))
+                out.append({"rows": [first.row.id, second.row.id], "figure": first.row.figure,
+                            "published_ratio": second.row.published / first.row.published,
+                            "simulated_ratio": second.simulated / first.simulated,
+                            "floor": floor,
+                            "worst": max(abs(first.error), abs(second.error)),
+                            "why": f"one run at batch {b1} and {b2}, SDK {_release(first.row)}: "
+                                   f"{b2 // b1 if b2 % b1 == 0 else b2 / b1}x the sequences"})
     return out
 
 

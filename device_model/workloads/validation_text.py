@@ -72,7 +72,8 @@ def format_report(rep: dict, width: int = 80) -> str:
     if rep.get("conflicts"):
         lines.append("contradicting published pairs (least worst error at the model's ratio):")
         for c in rep["conflicts"]:
-            lines += wrap(f"{' / '.join(c['rows'])}: {c['floor'] * 100:.1f}%: the second "
+            lines += wrap(f"{' / '.join(c['rows'])}: at least {c['floor'] * 100:.1f}% (the "
+                          f"model: {c['worst'] * 100:.1f}%): the second "
                           f"{c['published_ratio']:.2f}x the first published, "
                           f"{c['simulated_ratio']:.2f}x modelled ({c['why']})", "  ")
     lines.append("by kind (chip and figure, every row; what `estimate` prints per figure):")
