@@ -21,7 +21,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 from .costs import DEFAULT_COSTS, CostParams
-from ..errors import SpecError, unknown_name
+from ..errors import SpecError, did_you_mean, unknown_name
 from .specs import (DEVICES, INSTANCE_ALIASES, INSTANCES, DeviceSpec, InstanceSpec,
                     validate_device, validate_instance)
 
@@ -147,8 +147,11 @@ def _table_values(table: object, label: str, allowed: Mapping[str, type],
     values = {}
     for name, value in table.items():
         if name not in allowed:
+            # a near miss is named alone (the costs table has fifty fields: a line of them hid
+            # the one the user meant); anything else lists them all
+            hint = did_you_mean(name, allowed)
             raise SpecError(f"{source}: [{label}] unknown field {name!r}; "
-                            f"allowed: {', '.join(allowed)}")
+                            + (hint.rstrip() if hint else f"allowed: {', '.join(allowed)}"))
         problem, converted = _check_value(name, value, allowed[name])
         if problem:
             raise SpecError(f"{source}: [{label}] field {name!r}: {problem}")
