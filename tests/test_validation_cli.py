@@ -222,12 +222,16 @@ def test_validate_gives_the_error_of_each_kind_under_the_constants_it_runs(slow_
     ttft = kinds[("trainium1", "TTFT, prompt over 512")]
     assert ttft["rows"] == RECORDED_KINDS[("trainium1", "TTFT, prompt over 512")].rows
     assert ttft["worst_abs_error"] >= ttft["median_abs_error"] > 0
+    # how many of a kind's rows are calibration ones, as `estimate` states it
+    assert all(k["calibration_rows"] == RECORDED_KINDS[key].calibrated
+               for key, k in kinds.items())
     slow = {(k["chip"], k["figure"]): k for k in slow_report["kinds"]}
     assert slow[("trainium1", "all-reduce time")]["median_abs_error"] > \
         kinds[("trainium1", "all-reduce time")]["median_abs_error"]
     assert main(["validate"]) == 0
     out = capsys.readouterr().out
-    assert "by kind" in out and "trainium1  TTFT, prompt up to 512" in out
+    assert "by kind" in out
+    assert re.search(r"\n  trainium1  TTFT, prompt up to 512 +\d+ \(1 cal\.\) +median", out)
 
 
 def test_the_mlp_block_borrows_no_published_models_error(capsys):

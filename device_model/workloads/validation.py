@@ -529,8 +529,9 @@ def report(results: list[Result], costs: CostParams = DEFAULT_COSTS, overrides=N
                   "bound": r.row.bound} for r in results],
         "calibration": summary(results, CALIBRATION),
         "held_out": summary(results, HELD_OUT),
-        "kinds": [{"chip": chip, "figure": figure, "rows": k.rows, "median_abs_error": k.median,
-                   "worst_abs_error": k.worst} for (chip, figure), k in kinds(results).items()],
+        "kinds": [{"chip": chip, "figure": figure, "rows": k.rows, "calibration_rows": k.calibrated,
+                   "median_abs_error": k.median, "worst_abs_error": k.worst}
+                  for (chip, figure), k in kinds(results).items()],
         "conflicts": conflicts(results),
         "constants": constants(costs),
         "past_bound": [{"id": r.row.id, "figure": r.row.figure, "error": r.error,

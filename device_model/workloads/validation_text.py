@@ -76,10 +76,10 @@ def format_report(rep: dict, width: int = 80) -> str:
                           f"model: {c['worst'] * 100:.1f}%): the second "
                           f"{c['published_ratio']:.2f}x the first published, "
                           f"{c['simulated_ratio']:.2f}x modelled ({c['why']})", "  ")
-    lines.append("by kind (chip and figure, every row; what `estimate` prints per figure):")
+    lines.append("by kind (chip and figure; rows, of them calibration; what `estimate` prints):")
     for k in rep["kinds"]:
-        rows = f"{k['rows']:>3} row{'s' if k['rows'] != 1 else ' '}"
-        lines.append(f"  {k['chip']:<10} {k['figure']:<22} {rows}  median "
+        rows = f"{k['rows']:>3} ({k['calibration_rows']} cal.)"
+        lines.append(f"  {k['chip']:<10} {k['figure']:<22} {rows:<12} median "
                      f"{k['median_abs_error'] * 100:5.1f}%  worst {k['worst_abs_error'] * 100:5.1f}%")
     lines.append("calibrated constants (overridable in an override file's [costs] table):")
     for c in rep["constants"]:
