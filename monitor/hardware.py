@@ -11,7 +11,8 @@ from functools import cache
 from types import MappingProxyType
 from typing import Mapping
 
-__all__ = ["hardware_of_instance_type", "hbm_bandwidth_of_instance_type", "peak_bf16_per_physical_core"]
+__all__ = ["hardware_of_instance_type", "hbm_bandwidth_of_instance_type",
+           "peak_bf16_per_physical_core"]
 
 
 @cache

@@ -251,4 +251,5 @@ def test_a_damaged_count_in_a_perfetto_arg_is_clamped_not_wrapped():
     with np.errstate(all="raise"):
         out = _counts(np.array([2e19, math.nan, -5.0, 1.6, math.inf], dtype=np.float32))
     assert out.dtype == np.int64
-    assert out.tolist() == [int(np.nextafter(2.0 ** 63, 0)), 0, 0, 2, int(np.nextafter(2.0 ** 63, 0))]
+    top = int(np.nextafter(2.0 ** 63, 0))
+    assert out.tolist() == [top, 0, 0, 2, top]

@@ -515,7 +515,8 @@ def overridden(overrides) -> dict:
     sets with the default beside it, and the device and instance tables it holds."""
     default = {f.name: getattr(DEFAULT_COSTS, f.name) for f in fields(CostParams)}
     return {"file": overrides.source,
-            "costs": {k: {"value": v, "default": default.get(k)} for k, v in overrides.costs.items()},
+            "costs": {k: {"value": v, "default": default.get(k)}
+                      for k, v in overrides.costs.items()},
             "devices": sorted(overrides.devices), "instances": sorted(overrides.instances)}
 
 
