@@ -37,18 +37,23 @@ def build_parser() -> argparse.ArgumentParser:
                          + "; ".join(f"{w.name} ({w.help})" for w in REGISTRY.values()))
     est.add_argument("--workload", "-w", required=True, action=Once, metavar="SPEC",
                      help="NAME[:key=value,...], e.g. matmul:m=4096,k=4096,n=4096,dtype=bf16")
-    est.add_argument("--instance", "-i", default="trn2.48xlarge", metavar="TYPE")
-    est.add_argument("--lnc", type=int, choices=(1, 2), help="logical NeuronCore config")
-    est.add_argument("--cores", type=_at_most(MAX_CORES), help="logical cores to use (default: all of the "
+    # every option once: a second `--tp` had silently replaced the first, where a second `-w`
+    # or `--vs` was refused
+    est.add_argument("--instance", "-i", default="trn2.48xlarge", metavar="TYPE", action=Once)
+    est.add_argument("--lnc", type=int, choices=(1, 2), help="logical NeuronCore config",
+                     action=Once)
+    est.add_argument("--cores", type=_at_most(MAX_CORES), action=Once, help="logical cores to use (default: all of the "
                      "instances for models, 1 for microbenchmarks)")
-    est.add_argument("--nodes", type=_at_most(MAX_NODES), default=1, help="instances (EFA-connected)")
-    est.add_argument("--tp", type=_at_most(MAX_CORES), help="tensor-parallel degree")
-    est.add_argument("--pp", type=_at_most(MAX_CORES), help="pipeline-parallel degree")
-    est.add_argument("--dp", type=_at_most(MAX_CORES), help="data-parallel degree")
+    est.add_argument("--nodes", type=_at_most(MAX_NODES), default=1, action=Once,
+                     help="instances (EFA-connected)")
+    est.add_argument("--tp", type=_at_most(MAX_CORES), action=Once, help="tensor-parallel degree")
+    est.add_argument("--pp", type=_at_most(MAX_CORES), action=Once, help="pipeline-parallel degree")
+    est.add_argument("--dp", type=_at_most(MAX_CORES), action=Once, help="data-parallel degree")
     est.add_argument("--vs", action=Once, metavar="KEY=VALUE[,...]",
                      help="what-if: a second configuration differing in instance, nodes, lnc, tp, "
                      "pp, dp, cores or any workload option; printed side by side with ratios")
-    est.add_argument("--overrides", metavar="TOML", help="override catalog and cost constants")
+    est.add_argument("--overrides", metavar="TOML", action=Once,
+                     help="override catalog and cost constants")
     est.add_argument("--json", action="store_true", help="print JSON")
     val = sub.add_parser("validate", help="the chip model against AWS's published measurements",
                          description="Simulate every published row the project ships and print "
