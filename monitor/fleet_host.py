@@ -338,8 +338,9 @@ def _system(results, period: float, hbm_bw: float | None = None) -> dict:
         moved: dict[int, float] = {}
         for name in ("hbm_read", "hbm_write"):
             for s in results.get(name, ()):
-                if device_of(s) is not None:
-                    index = _idx(s.labels, "neuron_device_index")
+                d = device_of(s)
+                if d is not None:
+                    index = d["neuron_device_index"]
                     moved[index] = moved.get(index, 0.0) + max(0.0, _n(s.value))
         for index, rate in moved.items():
             devices[index]["hbm_bandwidth_utilization"] = 100.0 * rate / hbm_bw

@@ -30,6 +30,7 @@ def apply_vs(args: argparse.Namespace, text: str) -> argparse.Namespace:
     options, any other key replaces (or adds) a workload option."""
     new = argparse.Namespace(**vars(args))
     name, opts = split_spec(args.workload)
+    given = dict(opts)              # A's own, as it wrote them
     # `KEY=` with no value leaves A's option out of B (B takes its default)
     pieces = [p.strip() for p in text.split(",") if p.strip()]
     empty = [p for p in pieces if p.endswith("=") and p.count("=") == 1 and len(p) > 1]
@@ -65,7 +66,6 @@ def apply_vs(args: argparse.Namespace, text: str) -> argparse.Namespace:
                                                            if k not in changes})
         opts = {k: v for k, v in opts.items() if k in kept or k in changes}
         if dropped:
-            given = split_spec(args.workload)[1]
             new.vs_note = (f"{', '.join(f'{k}={given[k]}' for k in dropped)} left out: "
                            f"mode={changes['mode']} takes no {' or '.join(dropped)}")
     new.workload = name + (":" + ",".join(f"{k}={v}" for k, v in opts.items()) if opts else "")

@@ -9,7 +9,6 @@ reports a 10% larger figure: a longer time, or more sequences per second).
 from __future__ import annotations
 
 import re
-
 import statistics
 from dataclasses import dataclass, fields, replace
 
@@ -379,6 +378,10 @@ def _release(row: Row) -> str:
     return row.source.rsplit("SDK", 1)[-1].strip()
 
 
+def _batch_of(row: Row) -> int:
+    return int(_BATCH.search(row.spec).group(1))
+
+
 def _unbatched(row: Row) -> tuple:
     """What two rows share when they are one run at two batch sizes."""
     return (_BATCH.sub("batch=*", row.spec), row.metric, row.instance, row.lnc, _release(row))
@@ -423,8 +426,7 @@ def _instance(row: Row, costs: CostParams, specs: dict | None) -> Instance:
 
 
 def simulate(row: Row, costs: CostParams = DEFAULT_COSTS, specs: dict | None = None) -> Result:
-    r = estimate(row.spec, _instance(row, costs, specs), row.placement)
-    return Result(row, float(r[row.metric]))
+    return run_all(costs, specs, (row,))[0]
 
 
 def run_all(costs: CostParams = DEFAULT_COSTS, specs: dict | None = None,
@@ -474,13 +476,13 @@ def conflicts(results: list[Result], target: float = HELD_OUT_TARGET) -> list[di
             runs.setdefault(_unbatched(r.row), []).append(r)
     out = []
     for same in runs.values():
-        same.sort(key=lambda r: int(_BATCH.search(r.row.spec).group(1)))
+        same.sort(key=lambda r: _batch_of(r.row))
         for i, first in enumerate(same):
             for second in same[i + 1:]:
                 floor = pair_floor(first, second)
                 if floor <= target:
                     continue
-                b1, b2 = (int(_BATCH.search(r.row.spec).group(1)) for r in (first, second))
+                b1, b2 = _batch_of(first.row), _batch_of(second.row)
                 out.append({"rows": [first.row.id, second.row.id], "figure": first.row.figure,
                             "published_ratio": second.row.published / first.row.published,
                             "simulated_ratio": second.simulated / first.simulated,
@@ -513,9 +515,8 @@ def past_bound(results: list[Result]) -> list[Result]:
 def overridden(overrides) -> dict:
     """What an override file changes, for a report made under it: its path, each constant it
     sets with the default beside it, and the device and instance tables it holds."""
-    default = {f.name: getattr(DEFAULT_COSTS, f.name) for f in fields(CostParams)}
     return {"file": overrides.source,
-            "costs": {k: {"value": v, "default": default.get(k)}
+            "costs": {k: {"value": v, "default": getattr(DEFAULT_COSTS, k, None)}
                       for k, v in overrides.costs.items()},
             "devices": sorted(overrides.devices), "instances": sorted(overrides.instances)}
 
