@@ -123,7 +123,7 @@ def _ns_span(rows: dict) -> tuple[np.ndarray, np.ndarray]:
     return start, np.rint(rows["end"] * 1e9).astype(np.int64) - start
 
 
-def _counts(column: np.ndarray) -> np.ndarray:
+def int64_counts(column: np.ndarray) -> np.ndarray:
     """A float column of byte or FLOP counts as int64 (a value past int64 is clipped)."""
     whole = np.rint(np.nan_to_num(column.astype(np.float64)))
     return np.clip(whole, -2.0 ** 63, 2.0 ** 63 - 1024).astype(np.int64)
@@ -142,8 +142,9 @@ def _profile_doc(profile: Profile) -> dict:
                    "opcode": opcodes[ins["opcode"]].tolist(),
                    "hlo_name": names[ops["name_s"][ins["op"]]].tolist() if ins["op"].size else [],
                    # counts stored as float32 columns, written as the integers they are
-                   "hbm_read_bytes": _counts(ins["hbm_r"]), "hbm_write_bytes": _counts(ins["hbm_w"]),
-                   "flops": _counts(ins["flops"])}
+                   "hbm_read_bytes": int64_counts(ins["hbm_r"]),
+                   "hbm_write_bytes": int64_counts(ins["hbm_w"]),
+                   "flops": int64_counts(ins["flops"])}
     keys = list(instruction)
     records = [dict(zip(keys, vals)) for vals in zip(*(
         v.tolist() if isinstance(v, np.ndarray) else v for v in instruction.values()))]

@@ -26,6 +26,7 @@ import numpy as np
 
 from ..model.profile import PHASES, Profile
 from ..analysis.ranks import rank_views
+from ..analysis.render import int64_counts
 from .tracks import (DEVICE_PID, OP_TID_BASE, counters, host_pid, instruction_layout, op_rows, to_ns)
 from .traceio import write_atomic
 
@@ -384,15 +385,10 @@ def _instruction_args(ins: dict, ops: dict, order: np.ndarray, none_iid: int) ->
     return Arg("hlo_name", hlo, True), Arg("flops", flops), Arg("hbm_bytes", hbm)
 
 
-# the largest float64 an int64 holds (2**63 - 1 rounds up to 2**63, which it does not)
-_INT64_CEILING = float(np.nextafter(2.0 ** 63, 0))
-
-
 def _counts(values: np.ndarray) -> np.ndarray:
     """FLOP or byte counts as the int64 a trace arg holds: a damaged profile's count past
     int64 (or NaN, or below zero) is clamped, not wrapped to a negative number."""
-    x = np.nan_to_num(values.astype(np.float64), nan=0.0, posinf=_INT64_CEILING, neginf=0.0)
-    return np.rint(np.clip(x, 0.0, _INT64_CEILING)).astype(np.int64)
+    return np.maximum(int64_counts(values), 0)
 
 
 def write_perfetto(profile: Profile, path: str) -> int:
