@@ -31,11 +31,8 @@ def hardware_of_instance_type(instance_type: str, cores_per_device: int | None) 
     neuron-monitor writes them, for sources that carry the type but not these (Prometheus's
     ``neuron_hardware_info`` has only the counts). Empty for a type the catalog does not know;
     no LNC where the count fits none of the chip's."""
-    from device_model.catalog.specs import get_instance
-    from device_model.errors import SpecError
-    try:
-        device = get_instance(instance_type).device
-    except SpecError:
+    device = _device_of(instance_type)
+    if device is None:
         return {}
     out: dict[str, object] = {"neuron_device_type": device.device_type,
                               "neuron_device_version": device.device_version}
@@ -51,9 +48,15 @@ def hardware_of_instance_type(instance_type: str, cores_per_device: int | None) 
 def hbm_bandwidth_of_instance_type(instance_type: str) -> float | None:
     """One device's peak HBM bandwidth (bytes/s) on an EC2 instance type, from the device
     catalog: what ``hbm_bandwidth_utilization`` is a share of. None for a type it does not know."""
+    device = _device_of(instance_type)
+    return None if device is None else device.hbm_bw
+
+
+def _device_of(instance_type: str):
+    """The catalog's device of an instance type; None for a type it does not know."""
     from device_model.catalog.specs import get_instance
     from device_model.errors import SpecError
     try:
-        return get_instance(instance_type).device.hbm_bw
+        return get_instance(instance_type).device
     except SpecError:
         return None
