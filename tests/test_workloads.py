@@ -666,3 +666,10 @@ def test_collectives_under_the_weight_gradients_count_as_hidden_not_exposed():
     assert 0 < hidden < with_tp["breakdown"]["collective_exposed_s"]
     no_tp = _train("bert-large:seq=128,mbs=16,gbs=1024,zero1=off,dp_overlap=off", TRN1)
     assert no_tp["breakdown"]["collective_hidden_s"] == 0
+
+
+@pytest.mark.parametrize("spec", ["mlp:seq=128,seq =256", "mlp:seq=128, seq= 256"])
+def test_an_option_given_twice_is_refused_whatever_its_spacing(spec):
+    from device_model.workloads.spec import split_spec
+    with pytest.raises(SpecError, match="'seq' given twice"):
+        split_spec(spec)

@@ -50,12 +50,12 @@ def split_spec(spec: str) -> tuple[str, dict[str, str]]:
         raise SpecError(f"empty workload spec {spec!r}; expected NAME[:key=value,...]")
     pairs: dict[str, str] = {}
     for item in filter(None, (p.strip() for p in rest.split(","))):
-        key, eq, value = item.partition("=")
+        key, eq, value = (part.strip() for part in item.partition("="))
         if not eq or not key or not value:
             raise SpecError(f"workload option {item!r} is not key=value")
-        if key in pairs:
+        if key in pairs:          # stripped first: "m=1,m =2" names m twice too
             raise SpecError(f"workload option {key!r} given twice")
-        pairs[key.strip()] = value.strip()
+        pairs[key] = value
     return name.strip().lower(), pairs
 
 
