@@ -10,7 +10,8 @@ from . import __version__
 from .core import instance
 from .errors import SpecError
 from .workloads import REGISTRY, Placement, estimate
-from .workloads.report import apply_vs, format_comparison, format_model, ratio_text, ratios
+from .workloads.report import (apply_vs, format_comparison, format_model, ratio_text, ratios,
+                               time_text)
 from .cliargs import Once, repeated_option
 from .cliargs import positive_int as _positive
 from .runtime.layout import ENGINES as ENGINE_ORDER
@@ -104,13 +105,12 @@ def _on(r: dict) -> str:
 
 
 def format_estimate(r: dict) -> str:
-    lines = [_on(r),
-             f"  time            {r['time_s'] * 1e3:12.4f} ms"]
-    for key, label in (("tflops", "throughput"),):
-        if key in r:
-            lines.append(f"  {label:<15} {r[key]:12.2f} TFLOP/s")
-    for key in ("mfu", "hfu", "mbu"):
-        lines.append(f"  {key.upper():<15} {r[key] * 100:11.1f} %")
+    number, unit = time_text(r["time_s"]).split()
+    lines = [_on(r), f"  time            {number:>12} {unit}"]
+    if "tflops" in r:
+        lines.append(f"  throughput      {r['tflops']:12.2f} TFLOP/s")
+    for key in _UTILIZATIONS if "tflops" in r else ("mbu",):   # a collective does no FLOPs
+        lines.append(f"  {key.upper():<15} {r[key] * 100:12.1f}%")
     for key, label in (("algbw_gbps", "algbw"), ("busbw_gbps", "busbw")):
         if key in r:
             lines.append(f"  {label:<15} {r[key]:12.2f} GB/s")
@@ -122,10 +122,10 @@ def format_estimate(r: dict) -> str:
     return "\n".join(lines)
 
 
-_MICRO_ROWS = (("time", "time_s", lambda v: f"{v * 1e3:.4f} ms"),
+_UTILIZATIONS = ("mfu", "hfu", "mbu")
+_MICRO_ROWS = (("time", "time_s", time_text),
                ("throughput", "tflops", lambda v: f"{v:.2f} TFLOP/s"),
-               ("MFU", "mfu", lambda v: f"{v * 100:.1f} %"), ("HFU", "hfu", lambda v: f"{v * 100:.1f} %"),
-               ("MBU", "mbu", lambda v: f"{v * 100:.1f} %"),
+               *((key.upper(), key, lambda v: f"{v * 100:.1f}%") for key in _UTILIZATIONS),
                ("algbw", "algbw_gbps", lambda v: f"{v:.2f} GB/s"),
                ("busbw", "busbw_gbps", lambda v: f"{v:.2f} GB/s"))
 
@@ -135,8 +135,9 @@ def format_micro_comparison(a: dict, b: dict) -> str:
     lines = [f"A: {_on(a)}", f"B: {_on(b)}", f"  {'':<16} {'A':>18} {'B':>18} {'B/A':>8}"]
     if "algorithm" in a and "algorithm" in b:       # where the two placements part
         lines.append(f"  {'algorithm':<16} {a['algorithm']:>18} {b['algorithm']:>18}")
+    flops = "tflops" in a or "tflops" in b
     rows = [(label, a[key], b[key], fmt) for label, key, fmt in _MICRO_ROWS
-            if key in a and key in b]
+            if key in a and key in b and (flops or key not in ("mfu", "hfu"))]
     rows += [(e + " active", a["engine_active"][e], b["engine_active"][e],
               lambda v: f"{v * 100:.1f}%") for e in ENGINE_ORDER]
     for label, va, vb, fmt in rows:

@@ -1,6 +1,7 @@
 """`neuron-sim estimate` for models: options, JSON keys, --vs, and one-line errors (exit 2)."""
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -351,6 +352,25 @@ def test_a_collective_comparison_names_the_nodes_and_algorithms_of_each_side(cap
     assert out[0] == "A: allreduce:bytes=1G,ranks=64 on 2 x trn1.32xlarge (LNC=1)"
     assert out[1] == "B: allreduce:bytes=1G,ranks=32 on 1 x trn1.32xlarge (LNC=1)"
     assert out[3].split() == ["algorithm", "flat-ring", "kangaring"]
+
+
+@pytest.mark.parametrize("vs", [[], ["--vs", "bytes=1G"]])
+def test_a_collective_shows_no_flops_figures_and_its_time_in_its_unit(vs, capsys):
+    """An all-reduce does no FLOPs: its MFU and HFU printed "0.0 %", and its time read
+    "0.0764 ms" where a model's read "76.4 us". The JSON keeps every key."""
+    argv = ["estimate", "-w", "allreduce:bytes=1M,ranks=2", "-i", "trn1.32xlarge", *vs]
+    assert main(argv) == 0
+    rows = {line.split()[0] for line in capsys.readouterr().out.splitlines() if line.strip()}
+    assert "MBU" in rows and not {"MFU", "HFU"} & rows
+    assert main(argv + ["--json"]) == 0
+    doc = orjson.loads(capsys.readouterr().out)
+    assert "mfu" in (doc["a"] if vs else doc)
+    assert main(["estimate", "-w", "allreduce:bytes=1M,ranks=2", "-i", "trn1.32xlarge"]) == 0
+    assert re.search(r"^  time {20}\d\d\.\d us$", capsys.readouterr().out, re.M)
+    assert main(["estimate", "-w", "matmul:m=4096,k=8192,n=8192", "-i", "trn1.32xlarge"]) == 0
+    out = capsys.readouterr().out      # numbers end in one column, their units after it
+    assert re.search(r"^  MFU {21}\d\d\.\d%$", out, re.M)
+    assert re.search(r"^  time {20}\d\.\d\d ms$", out, re.M)
 
 
 @pytest.mark.parametrize("text", ["-1", "0"])

@@ -87,7 +87,7 @@ def _per_s(places: int) -> Callable[[float], str]:
     return fmt
 
 
-def _time(s: float) -> str:
+def time_text(s: float) -> str:
     if s >= 1:
         return f"{s:.3f} s"
     if s >= 1e-3:
@@ -124,7 +124,7 @@ Row = tuple[str, Callable[[dict], Any], Callable[[Any], str]]
 
 def _mean_differs(r: dict) -> bool:
     """Whether a decode's mean time per output token prints apart from its median's."""
-    return "tpot_s" in r and _time(r.get("tpot_mean_s", r["tpot_s"])) != _time(r["tpot_s"])
+    return "tpot_s" in r and time_text(r.get("tpot_mean_s", r["tpot_s"])) != time_text(r["tpot_s"])
 
 
 def _rows(r: dict, *others: dict) -> list[Row]:
@@ -135,28 +135,28 @@ def _rows(r: dict, *others: dict) -> list[Row]:
         rows += [("compiled length", lambda r: r["padded_input_tokens"],
                   lambda v: f"{v:,} tokens")]
     if r["mode"] in ("train", "infer"):
-        rows += [("latency", lambda r: r["latency_s"], _time)] if "latency_s" in r else []
-        rows += [("step time", lambda r: r["step_time_s"], _time),
+        rows += [("latency", lambda r: r["latency_s"], time_text)] if "latency_s" in r else []
+        rows += [("step time", lambda r: r["step_time_s"], time_text),
                  ("sequences/s", lambda r: r["sequences_per_s"], _per_s(2)),
                  ("samples/s", lambda r: r["samples_per_s"], _per_s(0)),
                  ("tokens/s", lambda r: r["tokens_per_s"], _per_s(0))]
     else:
-        rows += [("TTFT", lambda r: r["ttft_s"], _time)]
+        rows += [("TTFT", lambda r: r["ttft_s"], time_text)]
         if "tpot_s" in r:
             # the median token's time (what latency tables quote); the mean where buckets part them
             if not any(_mean_differs(x) for x in (r, *others)):
-                rows += [("time/output token", lambda r: r["tpot_s"], _time)]
+                rows += [("time/output token", lambda r: r["tpot_s"], time_text)]
             else:
-                rows += [("time/output token", lambda r: r["tpot_s"], lambda v: _time(v) + " p50"),
-                         ("  mean", lambda r: r["tpot_mean_s"], _time)]
+                rows += [("time/output token", lambda r: r["tpot_s"], lambda v: time_text(v) + " p50"),
+                         ("  mean", lambda r: r["tpot_mean_s"], time_text)]
             # a request's whole time, its prefill included: beside the decode rate below, which
             # leaves the prefill out (a long prompt's TTFT can be most of a request)
-            rows += [("e2e latency", lambda r: r["e2e_latency_s"], _time),
+            rows += [("e2e latency", lambda r: r["e2e_latency_s"], time_text),
                      ("sequences/s", lambda r: r["sequences_per_s"], _per_s(2))]
             rows += [("tokens/s (decode)", lambda r: r["tokens_per_s"], _per_s(1))]
         else:
             # one pass over the prompt: a decode of one token is a request that ends with it
-            rows += [("e2e latency", lambda r: r["e2e_latency_s"], _time)] \
+            rows += [("e2e latency", lambda r: r["e2e_latency_s"], time_text)] \
                 if "e2e_latency_s" in r else []
             # a decode's tokens/s counts the tokens it generates, a prompt's those it reads
             rows += [("sequences/s", lambda r: r["sequences_per_s"], _per_s(2)),
@@ -166,7 +166,7 @@ def _rows(r: dict, *others: dict) -> list[Row]:
     rows += [(f"{e} active", lambda r, e=e: r["engine_active"][e], _pct) for e in ENGINES]
     # a pipeline's bubble and an optimizer step are training's: inference shows neither
     training = any(x.get("mode") == "train" for x in (r, *others))
-    rows += [(k.removesuffix("_s").replace("_", " "), lambda r, k=k: r["breakdown"][k], _time)
+    rows += [(k.removesuffix("_s").replace("_", " "), lambda r, k=k: r["breakdown"][k], time_text)
              for k in BREAKDOWN if training or k not in ("bubble_s", "optimizer_s")]
     rows += [("memory/core", lambda r: r["memory"]["total_bytes"], lambda v: f"{v / GiB:.1f} GiB"),
              ("HBM/core", lambda r: r["memory"]["capacity_bytes"], lambda v: f"{v / GiB:.1f} GiB")]
