@@ -25,8 +25,9 @@ RUNS = 5
 REPORTS = 6
 
 
-def per_runtime_apply(self, groups) -> None:
-    """The baseline: each runtime's replaced families settled by a scan of the whole family."""
+def per_runtime_apply(self, groups, shared_tags: frozenset[str] = frozenset()) -> None:
+    """The baseline: each runtime's replaced families settled by a scan of the whole family.
+    (`shared_tags`, a join of workers under one tag, does not occur in these streams.)"""
     now = self._clock()
     for group in groups:
         for spec, samples in group.families:
