@@ -57,11 +57,11 @@ class CostParams:
     cc_alpha_intra_s: float = 1.5e-6       # C2: 1-2 us per intra-node hop
     cc_alpha_inter_s: float = 15e-6        # C1, C3: ~15 us per inter-node hop
     cc_link_efficiency: float = 0.9        # assumption: achieved/peak on NeuronLink and EFA
-    cc_launch_s: float = 5e-6              # assumption: per-collective fixed cost (C1 floor, I1)
+    cc_launch_s: float = 5e-6              # assumption: per-collective fixed cost (C1 floor)
     # Per-rank collective rate as a share of its DMA bandwidth, on and off chip (C4: the same
     # engines; HBM reads, writes and the ~50% DMA-side reduction of N3 all in it), per
     # NeuronCore generation (`cc_fraction`): NC-v2 from C1; NC-v3 from J2's prefill, whose
-    # sequence-parallel collectives set it (HJ1, held out, lands within 1% with it).
+    # sequence-parallel collectives set it (HJ1, held out, lands at -1.2% with it).
     cc_dma_fraction: float = 0.21          # assumption: NC-v2, from C1 1 GiB (busbw 52.8 GiB/s)
     cc_dma_fraction_v3: float = 0.24       # assumption: NC-v3, calibrated on J2 TTFT (trn2 TP64)
     cc_dma_fraction_v4: float = 0.24       # assumption: NC-v4 as NC-v3 (no trn3 measurement)
