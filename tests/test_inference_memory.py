@@ -8,6 +8,7 @@ import pytest
 from device_model import Program, instance
 from device_model.catalog.costs import DEFAULT_COSTS
 from device_model.engine.isa import L_DMA
+from device_model.errors import SpecError
 from device_model.workloads import Placement, build_step, estimate
 from device_model.workloads.inference import keep_in_sbuf
 
@@ -220,3 +221,19 @@ def test_the_kv_cache_holds_the_prompts_bucket_where_it_outgrows_the_generation_
     longer = estimate("llama3-8b:mode=decode,batch=1,in=1100,out=300,bucket=2048,"
                       "tkg_bucket=4096", trn2, Placement(tp=8))["memory"]["kv_cache_bytes"]
     assert longer == cached[4096]
+
+
+def test_sequence_parallelism_splits_the_prompts_residual_stream_among_the_ranks():
+    """With sp=1 every rank holds tokens/tp of the residual stream and the norms' tensors; the
+    memory model kept them whole, so a 100k-token Llama-3.1-405B prompt "did not fit" with it
+    as without it, and the hint never named sp."""
+    trn2 = instance("trn2.48xlarge")
+    spec = "llama3.1-70b:mode=prefill,in=32768,sp={}"
+    work = {sp: estimate(spec.format(sp), trn2, Placement(tp=64))["memory"]["activations_bytes"]
+            for sp in (0, 1)}
+    h, tokens, tp, act_bytes = 8192, 32768, 64, 2
+    assert work[0] - work[1] == pytest.approx(tokens * 4 * h * act_bytes * (1 - 1 / tp))
+    long = "llama3.1-405b:mode=decode,in=100000,out=28000,sp={}"
+    with pytest.raises(SpecError, match=r"does not fit: .*try a larger --tp, sp=1, "):
+        estimate(long.format(0), trn2, Placement(tp=64))
+    assert estimate(long.format(1), trn2, Placement(tp=64))["memory"]["fits"]

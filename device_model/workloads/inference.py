@@ -324,7 +324,11 @@ class InferencePlan:
         kv = (spec.batch * longest * 2 * sh.kv_heads * sh.head_dim * cfg.layers * prec.act_bytes
               if cfg.family != "bert" else 0.0)
         tokens = spec.batch * self.prefill_len
-        work = tokens * (4 * h + (sh.heads + 2 * sh.kv_heads) * sh.head_dim + 3 * sh.ffn) * prec.act_bytes
+        # the residual stream and the norms' tensors, whole on every rank unless sequence
+        # parallelism splits the prompt's tokens among them
+        stream = 4 * h / (sh.tp if self.prefill_shard.sp else 1)
+        work = tokens * (stream + (sh.heads + 2 * sh.kv_heads) * sh.head_dim + 3 * sh.ffn) \
+            * prec.act_bytes
         if not spec.flash:
             work += tokens * sh.heads * self.prefill_len * prec.act_bytes
         cap = self.inst.device.hbm_bytes / self.inst.device.logical_cores(self.inst.lnc)
@@ -332,6 +336,7 @@ class InferencePlan:
 
     def check_memory(self) -> Memory:
         mem = self.memory()
+        sp = "sp=1, " if self.shard.tp > 1 and not self.prefill_shard.sp else ""
         check_fits(f"{self.cfg.name} inference", mem,
-                   "try a larger --tp, weights=int8, dtype=fp8, or a smaller batch or length")
+                   f"try a larger --tp, {sp}weights=int8, dtype=fp8, or a smaller batch or length")
         return mem
