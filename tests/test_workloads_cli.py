@@ -380,3 +380,39 @@ def test_a_count_below_one_says_what_is_wanted(text, capsys):
         main(["estimate", "-w", "mlp", "--cores", text])
     assert stop.value.code == 2
     assert f"'{text}' must be a positive integer (1 or more)" in capsys.readouterr().err
+
+
+def test_a_padded_prompt_is_judged_by_the_length_it_runs_at(capsys):
+    """500 tokens padded to a 4096 bucket run the 4096-token pass; its error bar was the short
+    prompts' (4% median) where the same pass given 4096 tokens got the long ones' (32%)."""
+    base = ["estimate", "-i", "trn1.32xlarge", "--tp", "32"]
+    lines = []
+    for spec in ("llama3.1-70b:mode=prefill,in=500,bucket=4096", "llama3.1-70b:mode=prefill,in=4096"):
+        assert main(base + ["-w", spec]) == 0
+        lines.append([line for line in capsys.readouterr().out.splitlines() if "TTFT," in line])
+    assert lines[0] == lines[1] and "prompt over 512" in lines[0][0]
+
+
+def test_an_encoders_prompt_pass_is_not_judged_against_decoder_rows(capsys):
+    argv = ["estimate", "-w", "bert-large:mode=prefill,in=128", "-i", "trn1.2xlarge",
+            "--cores", "1"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert "encoder prompt pass     none published: not checked" in captured.out
+    assert "TTFT, prompt" not in captured.out
+    assert "mode=infer is its forward pass" in captured.err and captured.err.count("\n") == 1
+
+
+@pytest.mark.parametrize("spec, instance, says", [
+    ("llama3.1-8b:seq=4096,dp_overlap=off", "trn1.32xlarge", "dp_overlap=off has no effect"),
+    ("llama3.1-8b:seq=4096,dtype=fp8", "trn1.32xlarge", "runs FP8 at the BF16 rate"),
+])
+def test_an_option_that_cannot_act_here_says_so(spec, instance, says, capsys):
+    assert main(["estimate", "-w", spec, "-i", instance, "--tp", "32"]) == 0
+    assert says in capsys.readouterr().err
+
+
+def test_fp8_where_it_runs_faster_has_no_rate_warning(capsys):
+    assert main(["estimate", "-w", "llama3.1-8b:seq=4096,dtype=fp8", "-i", "trn2.48xlarge",
+                 "--tp", "32"]) == 0
+    assert "BF16 rate" not in capsys.readouterr().err

@@ -178,6 +178,9 @@ def train_plan(cfg: ModelConfig, inst: Instance, opts: dict, placement) -> Train
     if opts["zero1"] == "on" and lay.dp == 1:       # asked for, and nothing to shard over
         plan.warnings += ("zero1=on has no effect with dp=1: it shards the optimizer state "
                           "over the data-parallel ranks, and there is only one",)
+    if opts["dp_overlap"] and lay.dp == 1:
+        plan.warnings += (f"dp_overlap={opts['dp_overlap']} has no effect with dp=1: it places "
+                          "the gradients' all-reduce, and there is only one replica",)
     return plan
 
 
@@ -200,6 +203,10 @@ def infer_plan(cfg: ModelConfig, inst: Instance, opts: dict, placement) -> Infer
                      cc_tiles=opts["cc_tiles"] or 1)
     plan = InferencePlan(inst, spec)
     plan.warnings += _idle_sp(opts, lay)
+    if opts["mode"] == "prefill" and not cfg.causal:
+        plan.warnings += (f"{cfg.name} is an encoder: mode=prefill runs it as a decoder's prompt "
+                          "pass, with its output head, where no token follows; mode=infer is its "
+                          "forward pass, as AWS's encoder tables publish it",)
     return plan
 
 
@@ -215,9 +222,11 @@ def _idle_sp(opts: dict, lay: Layout) -> tuple[str, ...]:
 def _prepare(cfg: ModelConfig, inst: Instance, opts: dict, placement):
     _check_keys(cfg, opts)
     check_dtype(inst.spec, opts["dtype"])
-    if opts["mode"] == "train":
-        return train_plan(cfg, inst, opts, placement)
-    return infer_plan(cfg, inst, opts, placement)
+    plan = (train_plan if opts["mode"] == "train" else infer_plan)(cfg, inst, opts, placement)
+    if opts["dtype"] == "fp8" and inst.device.fp8_speedup <= 1:
+        plan.warnings += (f"dtype=fp8 on {inst.device.name.capitalize()}: its TensorE runs FP8 "
+                          "at the BF16 rate, so FP8 halves the bytes moved, not the matmuls' time",)
+    return plan
 
 
 # --- estimate ----------------------------------------------------------------------------------

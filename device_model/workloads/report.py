@@ -360,8 +360,8 @@ def _flops_note(*results: dict) -> list[str]:
     notes = []
     if "fp8" in dtypes:
         notes += ["  (MFU and HFU count FP8 FLOPs divided by FP8's speed-up over BF16, against the",
-                  "   BF16 peak, as AWS's profiler adjusts them: FP8 can lower MFU while it raises",
-                  "   throughput)"]
+                  "   BF16 peak, as AWS's profiler adjusts them: where FP8 runs faster, MFU can",
+                  "   fall while throughput rises)"]
     if "fp32" in dtypes:
         notes += ["  (MFU and HFU count FP32 matmul FLOPs four times, FP32's slow-down against",
                   "   BF16, against the BF16 peak, as AWS's profiler adjusts them: FP32 matmuls",

@@ -97,9 +97,17 @@ def figures_of(result: dict) -> list[str]:
     (the time per output token of a decode of one token) is not stated."""
     if "model" not in result:
         return [figure("time_s", result["workload"])]
-    return [ttft_figure(result["input_tokens"]) if m == "ttft_s" else
+    # the prompt's length as it runs: a 500-token prompt padded to a 4096 bucket is a 4096 one
+    prompt = result.get("padded_input_tokens", result.get("input_tokens", 0))
+    return [_ttft_figure(result, prompt) if m == "ttft_s" else
             _latency_figure(result) if m == "latency_s" else FIGURES[m]
             for m in MODE_FIGURES.get(result.get("mode", ""), ()) if m in result]
+
+
+def _ttft_figure(result: dict, prompt: int) -> str:
+    """An encoder's prompt pass is no decoder's time to first token: its kind is none."""
+    cfg = PRESETS.get(result["model"]["name"])
+    return ttft_figure(prompt) if cfg is None or cfg.causal else "encoder prompt pass"
 
 
 def _latency_figure(result: dict) -> str:
