@@ -387,7 +387,8 @@ def test_a_padded_prompt_is_judged_by_the_length_it_runs_at(capsys):
     prompts' (4% median) where the same pass given 4096 tokens got the long ones' (32%)."""
     base = ["estimate", "-i", "trn1.32xlarge", "--tp", "32"]
     lines = []
-    for spec in ("llama3.1-70b:mode=prefill,in=500,bucket=4096", "llama3.1-70b:mode=prefill,in=4096"):
+    for prompt in ("in=500,bucket=4096", "in=4096"):
+        spec = f"llama3.1-70b:mode=prefill,{prompt}"
         assert main(base + ["-w", spec]) == 0
         lines.append([line for line in capsys.readouterr().out.splitlines() if "TTFT," in line])
     assert lines[0] == lines[1] and "prompt over 512" in lines[0][0]
