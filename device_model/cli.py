@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 import orjson
 
 from . import __version__
+from .catalog.specs import instance_names
 from .core import instance
 from .errors import SpecError
 from .workloads import REGISTRY, Placement, estimate
@@ -40,11 +42,15 @@ def build_parser() -> argparse.ArgumentParser:
                      help="NAME[:key=value,...], e.g. matmul:m=4096,k=4096,n=4096,dtype=bf16")
     # every option once: a second `--tp` had silently replaced the first, where a second `-w`
     # or `--vs` was refused
-    est.add_argument("--instance", "-i", default="trn2.48xlarge", metavar="TYPE", action=Once)
-    est.add_argument("--lnc", type=int, choices=(1, 2), help="logical NeuronCore config",
-                     action=Once)
-    est.add_argument("--cores", type=_at_most(MAX_CORES), action=Once, help="logical cores to use (default: all of the "
-                     "instances for models, 1 for microbenchmarks)")
+    est.add_argument("--instance", "-i", default="trn2.48xlarge", metavar="TYPE", action=Once,
+                     help="instance type (default: trn2.48xlarge): "
+                     + ", ".join(instance_names()))
+    est.add_argument("--lnc", type=int, choices=(1, 2), action=Once,
+                     help="logical NeuronCore config (default: the instance's, 2 on trn2 and "
+                     "trn3, 1 on trn1)")
+    est.add_argument("--cores", type=_at_most(MAX_CORES), action=Once,
+                     help="logical cores to use (default: all of the instances for models, 1 "
+                     "for a matmul; a collective takes its ranks= instead)")
     est.add_argument("--nodes", type=_at_most(MAX_NODES), default=1, action=Once,
                      help="instances (EFA-connected)")
     est.add_argument("--tp", type=_at_most(MAX_CORES), action=Once, help="tensor-parallel degree")
@@ -259,13 +265,30 @@ def main(argv: list[str] | None = None) -> int:
         if repeated_option(args):
             raise SpecError(repeated_option(args))
         from .runtime.commands import COMMANDS
-        return {"estimate": cmd_estimate, "validate": cmd_validate,
-                **COMMANDS}[args.command](args)
+        status = {"estimate": cmd_estimate, "validate": cmd_validate,
+                  **COMMANDS}[args.command](args)
+        sys.stdout.flush()      # here, where a full disk can still be said in one line
+        return status
     except SpecError as e:
         print(f"neuron-sim: error: {e}", file=sys.stderr)
         return 2
     except BrokenPipeError:
         return 0
+    except OSError as e:       # stdout on a full disk: one line, not a traceback
+        print(f"neuron-sim: error: cannot write the output: {e.strerror or e}", file=sys.stderr)
+        _silence_stdout()
+        return 1
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null once it failed: Python flushes it at exit, and a second failure
+    there would print a traceback after the one-line error."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):     # stdout closed or gone
+        pass
 
 
 if __name__ == "__main__":

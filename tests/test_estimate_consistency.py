@@ -232,7 +232,9 @@ def test_all_to_all_costs_as_all_gather_and_the_docs_say_so(capsys):
 
 def test_ratio_text_has_one_rule_for_a_zero_a():
     assert ratio_text(0.0, 0.0) == "\u2013" and ratio_text(0, 0.08) == "\u221e"
-    assert ratio_text(2.0, 1.0) == "0.50x" and ratio_text(1.0, 0.0) == "0.00x"
+    # a zero B is none left, not a ratio rounded away ("0.00x")
+    assert ratio_text(2.0, 1.0) == "0.50x" and ratio_text(1.0, 0.0) == "0x"
+    assert ratio_text(1.97e-3, 1e-9, "1.97 ms", "0.0 us") == "0x"
     assert ratio_text(67.3, 0.3) == "0.0045x"      # a 200-fold drop does not read as nothing
     # a figure that prints as zero counts as zero: no digits of rounding noise
     assert ratio_text(1e-19, 0.08, "0.0 us", "80.00 ms") == "\u221e"

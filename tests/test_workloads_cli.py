@@ -1,6 +1,7 @@
 """`neuron-sim estimate` for models: options, JSON keys, --vs, and one-line errors (exit 2)."""
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -207,6 +208,11 @@ def test_vs_between_modes_shows_each_sides_own_figures(capsys):
      "--instance given twice"),
     # a prefill is the prompt and its first token: a count of output tokens is a decode's
     (["-w", "llama3-8b:mode=prefill,out=5", "--tp", "32"], "'out' does not apply to mode=prefill"),
+    # ASCII digits only: int() and float() also took these
+    (["-w", "llama3-8b:mode=decode,in=1_000,out=5"], "bad value in='1_000'"),
+    (["-w", "llama3-8b:mode=decode,in=100,out=+5"], "bad value out='+5'"),
+    (["-w", "allreduce:bytes=1e3,ranks=2"], "bad value bytes='1e3'"),
+    (["-w", "allreduce:bytes=1_024,ranks=2"], "bad value bytes='1_024'"),
 ])
 def test_bad_input_is_one_line_and_exit_2(capsys, argv, message):
     own = {"-i", "--instance"} & set(argv)          # a case's own instance, given once
@@ -417,3 +423,23 @@ def test_fp8_where_it_runs_faster_has_no_rate_warning(capsys):
     assert main(["estimate", "-w", "llama3.1-8b:seq=4096,dtype=fp8", "-i", "trn2.48xlarge",
                  "--tp", "32"]) == 0
     assert "BF16 rate" not in capsys.readouterr().err
+
+
+def test_the_instance_option_says_its_default_and_the_types(capsys):
+    with pytest.raises(SystemExit):
+        main(["estimate", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "instance type (default: trn2.48xlarge): trn1.2xlarge, trn1.32xlarge" in text
+    assert "logical NeuronCore config (default: the instance's" in text
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="no /dev/full")
+@pytest.mark.parametrize("args", [[], ["--json"]])
+def test_a_full_disk_on_stdout_is_one_line_and_exit_1(args):
+    """It was a traceback (OSError: [Errno 28]) and exit 1."""
+    argv = [sys.executable, "-m", "device_model.cli", "estimate", "-w", "matmul:m=64,k=64,n=64",
+            *args]
+    with open("/dev/full", "wb") as full:
+        out = subprocess.run(argv, stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert out.stderr == "neuron-sim: error: cannot write the output: No space left on device\n"

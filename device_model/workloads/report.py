@@ -284,6 +284,8 @@ def ratio_text(va: Any, vb: Any, ta: str | None = None, tb: str | None = None) -
     b_zero = not vb or (tb is not None and _shows_zero(tb))
     if a_zero:
         return NO_RATIO if b_zero else INFINITE
+    if b_zero:          # exactly none left: "0.00x" read as a ratio rounded to nothing
+        return "0x"
     ratio = vb / va
     # two significant digits below 0.01: "0.00x" read as nothing, for a 200-fold drop
     return f"{ratio:.2f}x" if abs(ratio) >= 0.01 or not ratio else f"{ratio:.2g}x"

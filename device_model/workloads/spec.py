@@ -1,6 +1,7 @@
 """Workload specs on the command line: `NAME[:key=value,...]`, validated against a schema."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -16,6 +17,8 @@ class Param:
     choices: tuple[str, ...] | None = None
 
 
+_DIGITS = re.compile(r"[0-9]+")
+_DECIMAL = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 MAX_SIZE = 1 << 50        # 1 PiB: a buffer or count beyond this is a typo, not a workload
 MAX_INT = 1 << 40
 
@@ -27,7 +30,7 @@ def parse_size(text: str) -> int:
     scale = 1
     if t and t[-1] in units:
         scale, t = units[t[-1]], t[:-1]
-    if not t.isascii():
+    if not _DECIMAL.fullmatch(t):      # what float() also takes: "1_000", "+5", "1e3", "inf"
         raise ValueError(text)
     value = float(t)
     if not 0 < value * scale <= MAX_SIZE or value * scale != int(value * scale):  # also inf, nan
@@ -36,7 +39,7 @@ def parse_size(text: str) -> int:
 
 
 def parse_int(text: str) -> int:
-    if not text.strip().isascii():
+    if not _DIGITS.fullmatch(text.strip()):     # int() also takes "1_000", "+5", "٣"
         raise ValueError(text)
     value = int(text)
     if not 0 < value <= MAX_INT:
