@@ -443,3 +443,16 @@ def test_a_full_disk_on_stdout_is_one_line_and_exit_1(args):
         out = subprocess.run(argv, stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
     assert out.returncode == 1 and "Traceback" not in out.stderr
     assert out.stderr == "neuron-sim: error: cannot write the output: No space left on device\n"
+
+
+def test_a_training_step_says_how_many_sequences_it_trains(capsys):
+    """--vs tp=8 also made the default global batch mbs x dp four times larger: the text showed
+    a step 1.55x slower without saying it trained 4x the sequences (only the JSON had gbs)."""
+    assert main(["estimate", "-w", "llama3.1-8b:seq=4096", "-i", "trn1.32xlarge", "--tp", "32",
+                 "--vs", "tp=8"]) == 0
+    row = [line.split() for line in capsys.readouterr().out.splitlines()
+           if line.startswith("  sequences/step")]
+    assert row == [["sequences/step", "1", "4", "4.00x"]]
+    assert main(["estimate", "-w", "llama3.1-8b:seq=4096,gbs=1024", "-i", "trn1.32xlarge",
+                 "--tp", "8"]) == 0
+    assert "  sequences/step       1,024\n" in capsys.readouterr().out

@@ -136,6 +136,10 @@ def _rows(r: dict, *others: dict) -> list[Row]:
                   lambda v: f"{v:,} tokens")]
     if r["mode"] in ("train", "infer"):
         rows += [("latency", lambda r: r["latency_s"], time_text)] if "latency_s" in r else []
+        # a training step's global batch: a placement changed under --vs changes it (mbs x dp
+        # by default), and a step time read without it compares unequal work
+        rows += [("sequences/step", lambda r: r["gbs"], lambda v: f"{v:,}")] \
+            if all("gbs" in x for x in (r, *others)) else []
         rows += [("step time", lambda r: r["step_time_s"], time_text),
                  ("sequences/s", lambda r: r["sequences_per_s"], _per_s(2)),
                  ("samples/s", lambda r: r["samples_per_s"], _per_s(0)),
