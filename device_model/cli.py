@@ -120,6 +120,8 @@ def format_estimate(r: dict) -> str:
     for key, label in (("algbw_gbps", "algbw"), ("busbw_gbps", "busbw")):
         if key in r:
             lines.append(f"  {label:<15} {r[key]:12.2f} GB/s")
+    if "dtype" in r:
+        lines.append(f"  dtype           {r['dtype']:>12}")
     if "algorithm" in r:
         counts = ", ".join(_count(r[k], k.removesuffix("s")) for k in ("ranks", "devices", "nodes"))
         lines.append(f"  algorithm       {r['algorithm']:>12} ({counts})")
@@ -139,8 +141,9 @@ _MICRO_ROWS = (("time", "time_s", time_text),
 def format_micro_comparison(a: dict, b: dict) -> str:
     """`--vs` for microbenchmarks: the rows of format_estimate side by side with B/A."""
     lines = [f"A: {_on(a)}", f"B: {_on(b)}", f"  {'':<16} {'A':>18} {'B':>18} {'B/A':>8}"]
-    if "algorithm" in a and "algorithm" in b:       # where the two placements part
-        lines.append(f"  {'algorithm':<16} {a['algorithm']:>18} {b['algorithm']:>18}")
+    for key in ("dtype", "algorithm"):       # where the two runs part
+        if key in a and key in b:
+            lines.append(f"  {key:<16} {a[key]:>18} {b[key]:>18}")
     flops = "tflops" in a or "tflops" in b
     rows = [(label, a[key], b[key], fmt) for label, key, fmt in _MICRO_ROWS
             if key in a and key in b and (flops or key not in ("mfu", "hfu"))]

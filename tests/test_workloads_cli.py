@@ -357,7 +357,7 @@ def test_a_collective_comparison_names_the_nodes_and_algorithms_of_each_side(cap
     out = capsys.readouterr().out.splitlines()
     assert out[0] == "A: allreduce:bytes=1G,ranks=64 on 2 x trn1.32xlarge (LNC=1)"
     assert out[1] == "B: allreduce:bytes=1G,ranks=32 on 1 x trn1.32xlarge (LNC=1)"
-    assert out[3].split() == ["algorithm", "flat-ring", "kangaring"]
+    assert out[4].split() == ["algorithm", "flat-ring", "kangaring"]
 
 
 @pytest.mark.parametrize("vs", [[], ["--vs", "bytes=1G"]])
@@ -456,3 +456,19 @@ def test_a_training_step_says_how_many_sequences_it_trains(capsys):
     assert main(["estimate", "-w", "llama3.1-8b:seq=4096,gbs=1024", "-i", "trn1.32xlarge",
                  "--tp", "8"]) == 0
     assert "  sequences/step       1,024\n" in capsys.readouterr().out
+
+
+def test_a_microbenchmark_in_another_type_than_the_published_rows_is_not_judged_by_them(capsys):
+    """The all-reduce rows are nccom-test runs at -d fp32 and M1 a BF16 kernel: a BF16
+    all-reduce (2x the FP32 one's time per byte here) was shown beside their error bars, and
+    its dtype nowhere, in the text or the JSON."""
+    argv = ["estimate", "-w", "allreduce:bytes=64M,ranks=32", "-i", "trn1.32xlarge"]
+    assert main(argv + ["--vs", "dtype=bf16"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[3].split() == ["dtype", "fp32", "bf16"]
+    assert "all-reduce time, bf16   none published: not checked" in out
+    assert re.search(r"^    all-reduce time +\S+ median", out, re.M)
+    assert main(argv + ["--json"]) == 0
+    assert orjson.loads(capsys.readouterr().out)["dtype"] == "fp32"
+    assert main(["estimate", "-w", "matmul:m=4096,k=4096,n=4096,dtype=fp8"]) == 0
+    assert "matmul time, fp8        none published: not checked" in capsys.readouterr().out

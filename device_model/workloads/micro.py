@@ -117,6 +117,7 @@ def estimate_collective(inst: Instance, kind: str, opts: dict, nodes: int = 1) -
     m = _metrics(run)
     t = run.latency          # nccl-tests style: each collective is its own execution
     algbw = opts["bytes"] / t
-    return {**m, "time_s": t, "algorithm": cost.algorithm, "ranks": group.ranks,
+    return {**m, "time_s": t, "dtype": opts["dtype"], "algorithm": cost.algorithm,
+            "ranks": group.ranks,
             "devices": group.devices, "nodes": group.nodes,
             "algbw_gbps": algbw / 1e9, "busbw_gbps": algbw * bus_factor(kind, group.ranks) / 1e9}
