@@ -173,9 +173,12 @@ def cmd_estimate(args) -> int:
     result = _run(args)
     if args.vs is not None:          # `--vs ''` is a usage error, not "no comparison"
         b_args = apply_vs(args, args.vs)
-        if b_args.vs_note:
-            print(f"neuron-sim: warning: with --vs {args.vs}: {b_args.vs_note}", file=sys.stderr)
+        note = f"with --vs {args.vs}: {b_args.vs_note}" if b_args.vs_note else ""
+        if note:
+            print(f"neuron-sim: warning: {note}", file=sys.stderr)
         other = _run(b_args, side=f"with --vs {args.vs}")
+        if note:                 # in B's JSON warnings too, beside its own
+            other["warnings"] = [*other.get("warnings", ()), note]
         _warn_unused_overrides(args.overrides, [_instance(a).spec for a in (args, b_args)])
         if args.json:
             out = {"a": result, "b": other, "ratio": ratios(result, other)}
@@ -195,6 +198,14 @@ def cmd_estimate(args) -> int:
     return 0
 
 
+def _changes_anything(path: str) -> bool:
+    """Whether an override file sets any constant, device or instance (an empty one, or one of
+    comments, leaves the model as shipped: its errors are the table's)."""
+    from .catalog.overrides import load_overrides
+    loaded = load_overrides(path)
+    return bool(loaded.costs or loaded.devices or loaded.instances)
+
+
 def _trust_text(result: dict, overrides: str | None, other: dict | None = None) -> str:
     """How far to trust the estimate: the table's medians, then the error of each figure's kind
     (under `--vs`, B's too where its figures are of other kinds: another chip, another prompt)."""
@@ -208,7 +219,7 @@ def _trust_text(result: dict, overrides: str | None, other: dict | None = None) 
         lines += trust_lines(result)
     else:
         lines += trust_lines(result, "A") + trust_lines(other, "B")
-    if overrides:   # the recorded errors are the default constants' own
+    if overrides and _changes_anything(overrides):   # the recorded errors are the defaults' own
         lines.append("  (with the default constants; the errors under yours:\n"
                      f"   neuron-sim validate --overrides {overrides})")
     return "\n".join(lines)

@@ -472,3 +472,25 @@ def test_a_microbenchmark_in_another_type_than_the_published_rows_is_not_judged_
     assert orjson.loads(capsys.readouterr().out)["dtype"] == "fp32"
     assert main(["estimate", "-w", "matmul:m=4096,k=4096,n=4096,dtype=fp8"]) == 0
     assert "matmul time, fp8        none published: not checked" in capsys.readouterr().out
+
+
+def test_what_vs_left_out_is_in_bs_json_warnings(capsys):
+    argv = ["estimate", "-w", "llama3.1-8b:seq=4096", "-i", "trn1.32xlarge", "--tp", "32",
+            "--vs", "mode=decode", "--json"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert orjson.loads(captured.out)["b"]["warnings"] == [
+        "with --vs mode=decode: seq=4096 left out: mode=decode takes no seq"]
+    assert "seq=4096 left out" in captured.err
+
+
+def test_an_override_file_that_sets_nothing_reads_as_the_shipped_model(tmp_path, capsys):
+    empty = tmp_path / "empty.toml"
+    empty.write_text("# nothing set\n")
+    argv = ["estimate", "-w", "matmul:m=64,k=64,n=64", "--overrides"]
+    assert main(argv + [str(empty)]) == 0
+    assert "errors under yours" not in capsys.readouterr().out
+    one = tmp_path / "one.toml"
+    one.write_text("[costs]\ncc_launch_s = 1e-5\n")
+    assert main(argv + [str(one)]) == 0
+    assert "errors under yours" in capsys.readouterr().out
