@@ -117,6 +117,8 @@ def format_estimate(r: dict) -> str:
         lines.append(f"  throughput      {r['tflops']:12.2f} TFLOP/s")
     for key in _UTILIZATIONS if "tflops" in r else ("mbu",):   # a collective does no FLOPs
         lines.append(f"  {key.upper():<15} {r[key] * 100:12.1f}%")
+    if r.get("mbu_ceiling", 1.0) < 1.0:       # MBU is of one HBM stack: what this core reaches
+        lines.append(f"  MBU ceiling     {r['mbu_ceiling'] * 100:12.1f}%")
     for key, label in (("algbw_gbps", "algbw"), ("busbw_gbps", "busbw")):
         if key in r:
             lines.append(f"  {label:<15} {r[key]:12.2f} GB/s")
@@ -147,6 +149,10 @@ def format_micro_comparison(a: dict, b: dict) -> str:
     flops = "tflops" in a or "tflops" in b
     rows = [(label, a[key], b[key], fmt) for label, key, fmt in _MICRO_ROWS
             if key in a and key in b and (flops or key not in ("mfu", "hfu"))]
+    if min(a.get("mbu_ceiling", 1.0), b.get("mbu_ceiling", 1.0)) < 1.0:
+        rows.insert(next(i for i, row in enumerate(rows) if row[0] == "MBU") + 1,
+                    ("MBU ceiling", a.get("mbu_ceiling", 1.0), b.get("mbu_ceiling", 1.0),
+                     lambda v: f"{v * 100:.1f}%"))
     rows += [(e + " active", a["engine_active"][e], b["engine_active"][e],
               lambda v: f"{v * 100:.1f}%") for e in ENGINE_ORDER]
     for label, va, vb, fmt in rows:

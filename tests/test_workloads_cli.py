@@ -494,3 +494,20 @@ def test_an_override_file_that_sets_nothing_reads_as_the_shipped_model(tmp_path,
     one.write_text("[costs]\ncc_launch_s = 1e-5\n")
     assert main(argv + [str(one)]) == 0
     assert "errors under yours" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("instance, lnc, ceiling", [("trn2.48xlarge", "1", 0.5),
+                                                    ("trn2.48xlarge", "2", 1.0),
+                                                    ("trn1.32xlarge", "1", 272 / 410)])
+def test_mbu_says_the_most_a_core_can_reach(instance, lnc, ceiling, capsys):
+    """MBU is of one HBM stack at every LNC, as neuron-profile takes it: a trn2 core at LNC=1
+    shares its stack and a trn1 core's DMA moves 272 of its 410 GB/s, so a saturated GEMV read
+    as half-idle. The ceiling is said beside it, and a weight stream comes near it."""
+    argv = ["estimate", "-w", "matmul:m=1,k=16384,n=16384", "-i", instance, "--lnc", lnc]
+    assert main(argv + ["--json"]) == 0
+    r = orjson.loads(capsys.readouterr().out)
+    assert r["mbu_ceiling"] == pytest.approx(ceiling)
+    assert 0.85 * ceiling < r["mbu"] <= ceiling
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert ("MBU ceiling" in out) == (ceiling < 1)

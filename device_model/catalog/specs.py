@@ -96,6 +96,13 @@ class DeviceSpec:
     def dma_bw_per_core(self) -> float:
         return self.dma_engines_per_core * self.dma_engine_bw
 
+    def mbu_ceiling(self, lnc: int) -> float:
+        """The most of one HBM stack's bandwidth (MBU's denominator, as neuron-profile takes
+        it at every LNC) a logical core can move: its physical cores' DMA rate, and their share
+        of the stack (half of it for one trn2 core at LNC=1, which shares it with another)."""
+        reach = lnc * min(self.dma_bw_per_core, self.hbm_bw_per_stack / self.cores_per_stack)
+        return min(1.0, reach / self.hbm_bw_per_stack)
+
     @property
     def lnc_selectable(self) -> bool:
         """Whether LNC can be chosen (Trn2 and later): only then do neuron-monitor and neuron-ls

@@ -96,7 +96,8 @@ def resolve(spec: str) -> tuple[Workload, dict[str, Any]]:
 def estimate(spec: str, inst: Instance, placement: Placement = Placement()) -> dict:
     workload, opts = resolve(spec)
     result = workload.estimate(inst, opts, placement)
-    return {"workload": spec, "instance": inst.spec.name, "lnc": inst.lnc, **result}
+    return {"workload": spec, "instance": inst.spec.name, "lnc": inst.lnc, **result,
+            "mbu_ceiling": inst.device.mbu_ceiling(inst.lnc)}
 
 
 def build_step(spec: str, inst: Instance, placement: Placement = Placement()) -> StepPlan:

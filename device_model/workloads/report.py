@@ -167,6 +167,9 @@ def _rows(r: dict, *others: dict) -> list[Row]:
                      ("tokens/s (decode)" if r["mode"] == "decode" else "tokens/s",
                       lambda r: r["tokens_per_s"], _per_s(1))]
     rows += [(k.upper(), lambda r, k=k: r[k], _pct) for k in ("mfu", "hfu", "mbu")]
+    if any(x.get("mbu_ceiling", 1.0) < 1.0 for x in (r, *others)):
+        # MBU is of one HBM stack, as neuron-profile has it: the most this core can reach
+        rows += [("MBU ceiling", lambda r: r.get("mbu_ceiling", 1.0), _pct)]
     rows += [(f"{e} active", lambda r, e=e: r["engine_active"][e], _pct) for e in ENGINES]
     # a pipeline's bubble and an optimizer step are training's: inference shows neither
     training = any(x.get("mode") == "train" for x in (r, *others))
