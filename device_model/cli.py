@@ -8,7 +8,7 @@ import sys
 import orjson
 
 from . import __version__
-from .catalog.specs import instance_names
+from .catalog.specs import DEFAULT_INSTANCE, instance_names
 from .core import instance
 from .errors import SpecError
 from .workloads import REGISTRY, Placement, estimate
@@ -42,8 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="NAME[:key=value,...], e.g. matmul:m=4096,k=4096,n=4096,dtype=bf16")
     # every option once: a second `--tp` had silently replaced the first, where a second `-w`
     # or `--vs` was refused
-    est.add_argument("--instance", "-i", default="trn2.48xlarge", metavar="TYPE", action=Once,
-                     help="instance type (default: trn2.48xlarge): "
+    est.add_argument("--instance", "-i", default=DEFAULT_INSTANCE, metavar="TYPE", action=Once,
+                     help=f"instance type (default: {DEFAULT_INSTANCE}): "
                      + ", ".join(instance_names()))
     est.add_argument("--lnc", type=int, choices=(1, 2), action=Once,
                      help="logical NeuronCore config (default: the instance's, 2 on trn2 and "

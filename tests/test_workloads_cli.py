@@ -511,3 +511,15 @@ def test_mbu_says_the_most_a_core_can_reach(instance, lnc, ceiling, capsys):
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert ("MBU ceiling" in out) == (ceiling < 1)
+
+
+def test_vs_with_an_empty_placement_key_takes_the_command_lines_default(capsys):
+    """`--vs tp=` said "A's workload gives no 'tp' to leave out" although A passed --tp 32."""
+    argv = ["estimate", "-w", "llama3.1-8b:mode=decode,in=128,out=8", "-i", "trn1.32xlarge",
+            "--tp", "8", "--vs", "tp=", "--json"]
+    assert main(argv) == 0
+    doc = orjson.loads(capsys.readouterr().out)
+    assert doc["a"]["parallel"]["tp"] == 8 and doc["b"]["parallel"]["tp"] == 32
+    assert main(argv[:-3] + ["--vs", "instance=", "--json"]) == 0
+    doc = orjson.loads(capsys.readouterr().out)
+    assert (doc["a"]["instance"], doc["b"]["instance"]) == ("trn1.32xlarge", "trn2.48xlarge")

@@ -499,6 +499,10 @@ INSTANCE_ALIASES: Mapping[str, str] = MappingProxyType({
 })
 
 
+# what a command line runs on when it names no instance
+DEFAULT_INSTANCE = "trn2.48xlarge"
+
+
 def instance_names() -> tuple[str, ...]:
     return tuple(INSTANCES)
 

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from .. import __version__
+from ..catalog.specs import DEFAULT_INSTANCE
 from ..core import instance
 from ..errors import SpecError
 from .faults import exec_timeout, parse_duration, parse_fault
@@ -29,7 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m device_model.runtime",
                                 description="One simulated Neuron runtime process.")
     p.add_argument("--version", action="version", version=f"neuron-sim runtime {__version__}")
-    p.add_argument("--instance", "-i", default="trn2.48xlarge", metavar="TYPE")
+    p.add_argument("--instance", "-i", default=DEFAULT_INSTANCE, metavar="TYPE")
     p.add_argument("--lnc", type=int, choices=(1, 2))
     p.add_argument("--workload", "-w", required=True, metavar="SPEC")
     p.add_argument("--inject", action="append", default=[], metavar="FAULT@TIME")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import orjson
 
+from ..catalog.specs import DEFAULT_INSTANCE
 from ..core import instance
 from ..errors import SpecError
 from .faults import parse_duration
@@ -47,7 +48,7 @@ def add_commands(sub) -> None:
     for name, helptext in (("start", "start a simulated instance and its runtimes in the background"),
                            ("run", "run a simulated instance in the foreground (Ctrl-C stops it)")):
         p = sub.add_parser(name, help=helptext, description=helptext)
-        p.add_argument("--instance", "-i", default="trn2.48xlarge", metavar="TYPE")
+        p.add_argument("--instance", "-i", default=DEFAULT_INSTANCE, metavar="TYPE")
         p.add_argument("--lnc", type=int, choices=(1, 2), help="logical NeuronCore config")
         p.add_argument("--app", action="append", default=[], metavar="TAG=SPEC@CORES", help=APP_HELP)
         p.add_argument("--inject", action="append", default=[], metavar="FAULT@TIME", help=INJECT_HELP)

@@ -6,6 +6,7 @@ import math
 import re
 from typing import Any, Callable
 
+from ..catalog.specs import DEFAULT_INSTANCE
 from ..errors import SpecError, did_you_mean
 from ..runtime.layout import ENGINES
 from .estimate_model import options_left_for
@@ -23,6 +24,9 @@ _PLACEMENT_KEYS = {"instance": str, "nodes": int, "lnc": int, "tp": int, "pp": i
 
 
 _VS_MAX = {"nodes": 4096, "lnc": 8}   # as the command line's own limits
+# what a placement key left empty (`--vs tp=`) gives B: the command line's default
+_PLACEMENT_UNSET = {"instance": DEFAULT_INSTANCE, "nodes": 1, "lnc": None, "tp": None,
+                    "pp": None, "dp": None, "cores": None}
 
 
 def apply_vs(args: argparse.Namespace, text: str) -> argparse.Namespace:
@@ -39,6 +43,11 @@ def apply_vs(args: argparse.Namespace, text: str) -> argparse.Namespace:
     if not changes and not unset:
         raise SpecError(f"--vs {text!r}: expected KEY=VALUE[,...]")
     for key in unset:
+        if key in _PLACEMENT_UNSET:       # B takes the command line's default: --vs tp=
+            setattr(new, key, _PLACEMENT_UNSET[key])
+            if key == "instance":
+                new.lnc = None
+            continue
         if key not in opts:
             raise SpecError(f"--vs {key}=: A's workload gives no {key!r} to leave out")
         del opts[key]
