@@ -544,3 +544,10 @@ def test_a_data_parallel_reduction_costs_what_the_same_all_reduce_costs_alone(na
     alone = estimate(f"allreduce:bytes={job['params'] * 4},ranks={cores}", inst,
                      Placement(nodes=2))
     assert reduce == pytest.approx(alone["time_s"], rel=0.02)
+
+
+def test_long_times_and_large_rates_read_in_their_units():
+    from device_model.workloads.report import _per_s, time_text
+    assert time_text(36308156287.567) == "1,150.5 years" and time_text(380000) == "4.4 days"
+    assert time_text(9000) == "2.5 h" and time_text(3599) == "3599.000 s"
+    assert _per_s(1)(1381055.81) == "1,381,056" and _per_s(1)(158.04) == "158.0"

@@ -90,6 +90,8 @@ def _per_s(places: int) -> Callable[[float], str]:
     """A rate with `places` decimals, and where it is under one, with the decimals that keep
     three significant digits: a 405B request's 0.0017 sequences/s is not "0.00"."""
     def fmt(v: float) -> str:
+        if abs(v) >= 1000:       # a thousand tokens/s: its tenths are noise ("1,381,055.8")
+            return f"{v:,.0f}"
         if v == 0 or abs(v) >= 1 or not math.isfinite(v):
             return f"{v:,.{places}f}"
         return f"{v:.{min(max(places, 2 - math.floor(math.log10(abs(v)))), 12)}f}"
@@ -97,6 +99,12 @@ def _per_s(places: int) -> Callable[[float], str]:
 
 
 def time_text(s: float) -> str:
+    if s >= 365.25 * 86400:         # a huge global batch's step: "36308156287.567 s" before
+        return f"{s / (365.25 * 86400):,.1f} years"
+    if s >= 2 * 86400:
+        return f"{s / 86400:,.1f} days"
+    if s >= 2 * 3600:
+        return f"{s / 3600:.1f} h"
     if s >= 1:
         return f"{s:.3f} s"
     if s >= 1e-3:
