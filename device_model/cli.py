@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 import orjson
@@ -11,6 +10,7 @@ from . import __version__
 from .catalog.specs import DEFAULT_INSTANCE, instance_names
 from .core import instance
 from .errors import SpecError
+from .fileio import silence_stdout
 from .workloads import REGISTRY, Placement, estimate
 from .workloads.report import (apply_vs, format_comparison, format_model, ratio_text, ratios,
                                time_text)
@@ -296,19 +296,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except OSError as e:       # stdout on a full disk: one line, not a traceback
         print(f"neuron-sim: error: cannot write the output: {e.strerror or e}", file=sys.stderr)
-        _silence_stdout()
+        silence_stdout()
         return 1
-
-
-def _silence_stdout() -> None:
-    """Point stdout at /dev/null once it failed: Python flushes it at exit, and a second failure
-    there would print a traceback after the one-line error."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError, AttributeError):     # stdout closed or gone
-        pass
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import sys
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -79,6 +80,17 @@ def followed(path: str | os.PathLike) -> Path:
         raise PermissionError(errno.EACCES, f"not following a symlink of uid {link.st_uid} in a "
                               "shared directory", str(path))
     return Path(os.path.realpath(path))
+
+
+def silence_stdout() -> None:
+    """Point stdout at /dev/null after it failed: Python flushes stdout at exit, and after EPIPE
+    or ENOSPC that would print a second error (a traceback)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):     # stdout closed or gone
+        pass
 
 
 def open_append(path: str | os.PathLike, buffering: int = -1) -> BinaryIO:

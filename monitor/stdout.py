@@ -3,11 +3,9 @@ stdout has failed (a reader that went away, a full disk)."""
 from __future__ import annotations
 
 import errno
-import os
-import sys
 from typing import BinaryIO
 
-from device_model.fileio import open_append
+from device_model.fileio import open_append, silence_stdout
 
 __all__ = ["write_all", "silence_stdout", "open_append"]
 
@@ -25,12 +23,3 @@ def write_all(out: BinaryIO, data: bytes) -> None:
         view = view[written:]
 
 
-def silence_stdout() -> None:
-    """Point stdout at /dev/null after it failed: Python flushes stdout at exit, and after EPIPE
-    or ENOSPC that would print a second error (a traceback)."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError, AttributeError):     # stdout closed or gone
-        pass
