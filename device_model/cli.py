@@ -133,9 +133,11 @@ def format_estimate(r: dict) -> str:
 
 
 _UTILIZATIONS = ("mfu", "hfu", "mbu")
+_pct1 = lambda v: f"{v * 100:.1f}%"  # noqa: E731
 _MICRO_ROWS = (("time", "time_s", time_text),
                ("throughput", "tflops", lambda v: f"{v:.2f} TFLOP/s"),
-               *((key.upper(), key, lambda v: f"{v * 100:.1f}%") for key in _UTILIZATIONS),
+               *((key.upper(), key, _pct1) for key in _UTILIZATIONS),
+               ("MBU ceiling", "mbu_ceiling", _pct1),
                ("algbw", "algbw_gbps", lambda v: f"{v:.2f} GB/s"),
                ("busbw", "busbw_gbps", lambda v: f"{v:.2f} GB/s"))
 
@@ -146,15 +148,13 @@ def format_micro_comparison(a: dict, b: dict) -> str:
     for key in ("dtype", "algorithm"):       # where the two runs part
         if key in a and key in b:
             lines.append(f"  {key:<16} {a[key]:>18} {b[key]:>18}")
-    flops = "tflops" in a or "tflops" in b
+    left_out = set() if "tflops" in a or "tflops" in b else {"mfu", "hfu"}  # no FLOPs done
+    if min(a.get("mbu_ceiling", 1.0), b.get("mbu_ceiling", 1.0)) >= 1.0:    # nothing to say
+        left_out.add("mbu_ceiling")
     rows = [(label, a[key], b[key], fmt) for label, key, fmt in _MICRO_ROWS
-            if key in a and key in b and (flops or key not in ("mfu", "hfu"))]
-    if min(a.get("mbu_ceiling", 1.0), b.get("mbu_ceiling", 1.0)) < 1.0:
-        rows.insert(next(i for i, row in enumerate(rows) if row[0] == "MBU") + 1,
-                    ("MBU ceiling", a.get("mbu_ceiling", 1.0), b.get("mbu_ceiling", 1.0),
-                     lambda v: f"{v * 100:.1f}%"))
-    rows += [(e + " active", a["engine_active"][e], b["engine_active"][e],
-              lambda v: f"{v * 100:.1f}%") for e in ENGINE_ORDER]
+            if key in a and key in b and key not in left_out]
+    rows += [(e + " active", a["engine_active"][e], b["engine_active"][e], _pct1)
+             for e in ENGINE_ORDER]
     for label, va, vb, fmt in rows:
         ta, tb = fmt(va), fmt(vb)
         lines.append(f"  {label:<16} {ta:>18} {tb:>18} {ratio_text(va, vb, ta, tb):>8}")
