@@ -237,3 +237,22 @@ def test_sequence_parallelism_splits_the_prompts_residual_stream_among_the_ranks
     with pytest.raises(SpecError, match=r"does not fit: .*try a larger --tp, sp=1, "):
         estimate(long.format(0), trn2, Placement(tp=64))
     assert estimate(long.format(1), trn2, Placement(tp=64))["memory"]["fits"]
+
+
+def test_a_bucket_list_sizes_the_kv_cache_to_its_largest_size_used_or_not():
+    """NxD allocates the cache for the longest bucket it compiles. `tkg_bucket=2048/131072` at
+    128+128 tokens sized it to 2048 positions and said 16 sequences of Llama-3.1-8B fit on
+    TP8, where the 131,072-position cache needs 32 GiB a core."""
+    trn2 = instance("trn2.48xlarge")
+    spec = "llama3.1-8b:mode=decode,batch=1,in=128,out=128,{}"
+
+    def kv(buckets: str) -> float:
+        return estimate(spec.format(buckets), trn2, Placement(tp=8))["memory"]["kv_cache_bytes"]
+
+    assert kv("tkg_bucket=2048/16384") == kv("tkg_bucket=16384") == 8 * kv("tkg_bucket=2048")
+    assert kv("bucket=256/16384,tkg_bucket=2048") == kv("tkg_bucket=16384")
+    # a size past the model's context is compiled, and the cache sized, at the context
+    assert kv("tkg_bucket=2048/200000") == kv("tkg_bucket=131072")
+    with pytest.raises(SpecError, match=r"does not fit: .*KV cache 32\.0"):
+        estimate("llama3.1-8b:mode=decode,batch=16,in=128,out=128,tkg_bucket=2048/131072",
+                 trn2, Placement(tp=8))

@@ -92,3 +92,21 @@ def test_a_bucket_past_the_models_positions_is_compiled_at_them_and_says_so():
                                                      "bert-large's 512-token learned positions")]
     within = estimate("bert-large:mode=infer,batch=1,seq=500,bucket=512", one, Placement(cores=1))
     assert within["padded_input_tokens"] == 512 and "warnings" not in within
+
+
+def test_a_token_generation_bucket_past_the_models_context_says_so_once():
+    """`tkg_bucket=12800` on llama3-8b (8,192 trained positions) ran its decode at 8,192
+    without a word, where `bucket=12800` warned; a `bucket` past it in both passes warns once."""
+    trn2 = instance("trn2.48xlarge")
+    spec = "llama3-8b:mode=decode,in=128,out=128,{}"
+    r = estimate(spec.format("tkg_bucket=12800"), trn2, Placement(tp=8))
+    assert r["decode_buckets"] == {"8192": 127}
+    assert r["warnings"] == ["tkg_bucket 12,800 for 255 positions is past llama3-8b's "
+                             "8,192-token trained context: compiled at 8,192"]
+    both = estimate(spec.format("bucket=12800"), trn2, Placement(tp=8))["warnings"]
+    assert len([w for w in both if "12,800" in w]) == 1
+    # a bucket the prompt fits but the generation outgrows: the decode's warning
+    later = estimate("llama3-8b:mode=decode,in=128,out=8000,bucket=5000", trn2,
+                     Placement(tp=8))["warnings"]
+    assert [w for w in later if w.startswith("bucket 10,000 for 8,127 positions is past")]
+    assert "warnings" not in estimate(spec.format("tkg_bucket=8192"), trn2, Placement(tp=8))

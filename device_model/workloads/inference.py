@@ -180,7 +180,8 @@ class InferencePlan:
         self._check_bucket_lists()
         self.prefill_len = padded(spec.input_len, spec.bucket, self.limit)
         asked = padded(spec.input_len, spec.bucket, 1 << 62)
-        if asked > self.prefill_len:
+        prompt_capped = asked > self.prefill_len
+        if prompt_capped:
             # a bucket past the positions the model has: compiled at the model's length
             kind = "learned positions" if cfg.family == "bert" else "trained context"
             self.warnings += (f"bucket {asked:,} for {spec.input_len:,} tokens is past "
@@ -189,6 +190,14 @@ class InferencePlan:
         # decode step i (i = 1 .. out-1) attends to in + i positions of the cache
         first, last = spec.input_len + 1, spec.input_len + spec.output_len - 1
         self.decode_buckets = bucket_counts(first, last, spec.cache_bucket, self.limit)
+        separate = spec.tkg_bucket != -1
+        if self.decode_buckets and (separate or not prompt_capped):   # one warning a setting
+            asked = padded(last, spec.cache_bucket, 1 << 62)
+            if asked > self.limit:
+                key = "tkg_bucket" if separate else "bucket"
+                self.warnings += (f"{key} {asked:,} for {last:,} positions is past "
+                                  f"{cfg.name}'s {self.limit:,}-token trained context: "
+                                  f"compiled at {self.limit:,}",)
 
     def _check_bucket_lists(self) -> None:
         """Refuse a prompt, or a generation's last position, that outgrows its bucket list."""
@@ -319,8 +328,11 @@ class InferencePlan:
             weights += cfg.layers * (linear * (get_dtype(prec.quant).bytes - prec.weight_bytes)
                                      + outs * QUANT_SCALE_BYTES)
         # the cache holds every position a program writes: the prompt's bucket too, where it
-        # is longer than the token-generation buckets (NxD sizes it to the longest bucket)
-        longest = max(max(self.decode_buckets, default=0), self.prefill_len)
+        # is longer than the token-generation buckets, and NxD sizes it to the longest bucket
+        # it compiles: the largest of a list, used by this request or not
+        listed = [min(b[-1], self.limit) for b in (spec.bucket, spec.cache_bucket)
+                  if isinstance(b, tuple) and cfg.family != "bert"]
+        longest = max(max(self.decode_buckets, default=0), self.prefill_len, *listed)
         kv = (spec.batch * longest * 2 * sh.kv_heads * sh.head_dim * cfg.layers * prec.act_bytes
               if cfg.family != "bert" else 0.0)
         tokens = spec.batch * self.prefill_len
