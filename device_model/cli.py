@@ -66,7 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
                          description="Simulate every published row the project ships and print "
                          "published, simulated and error, the median and worst error, and the "
                          "constants calibrated on them.")
-    val.add_argument("--overrides", metavar="TOML", help="override catalog and cost constants")
+    val.add_argument("--overrides", metavar="TOML", action=Once,
+                     help="override catalog and cost constants")
     form = val.add_mutually_exclusive_group()
     form.add_argument("--json", action="store_true", help="print JSON")
     form.add_argument("--markdown", action="store_true",

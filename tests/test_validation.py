@@ -108,10 +108,12 @@ def test_recorded_medians_that_estimate_prints_are_current():
     now = validation_medians()
     for role in (CALIBRATION, HELD_OUT):
         assert now[role] == pytest.approx(RECORDED_MEDIANS[role], abs=5e-4)
+        # as estimate prints it
+        assert f"{now[role] * 100:.0f}%" == f"{RECORDED_MEDIANS[role] * 100:.0f}%", role
 
 
 def test_recorded_errors_by_kind_that_estimate_prints_are_current():
-    from device_model.workloads.trust import RECORDED_KINDS, kinds
+    from device_model.workloads.trust import RECORDED_KINDS, error_percent, kinds
     now = kinds(cached_results())
     assert set(now) == set(RECORDED_KINDS)
     for key, kind in now.items():
@@ -119,6 +121,11 @@ def test_recorded_errors_by_kind_that_estimate_prints_are_current():
         assert kind.rows == recorded.rows, key
         assert kind.median == pytest.approx(recorded.median, abs=5e-4), key
         assert kind.worst == pytest.approx(recorded.worst, abs=5e-4), key
+        # printed alike by estimate (error_percent) and validate (one decimal): a worst of
+        # 4.354% recorded as 0.0435 read 4.3% in one and 4.4% in the other
+        for live, kept in ((kind.median, recorded.median), (kind.worst, recorded.worst)):
+            assert error_percent(live) == error_percent(kept), key
+            assert f"{live * 100:5.1f}" == f"{kept * 100:5.1f}", key
     # every row has a kind, and the kinds split the rows
     assert sum(k.rows for k in now.values()) == len(ROWS)
 

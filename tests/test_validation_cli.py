@@ -242,3 +242,14 @@ def test_the_mlp_block_borrows_no_published_models_error(capsys):
         out = capsys.readouterr().out
         assert "mlp time                none published: not checked" in out
         assert "encoder latency" not in out and "training throughput" not in out
+
+
+def test_validate_refuses_a_second_overrides_file(capsys, tmp_path):
+    """`--overrides a.toml --overrides b.toml` validated under b alone, a's constants dropped
+    without a word, where estimate refuses every repeated option."""
+    first, second = tmp_path / "a.toml", tmp_path / "b.toml"
+    first.write_text("[costs]\ncc_launch_s = 9e-6\n")
+    second.write_text("")
+    assert main(["validate", "--overrides", str(first), "--overrides", str(second)]) == 2
+    err = capsys.readouterr().err
+    assert err == "neuron-sim: error: --overrides given twice; give it once\n"

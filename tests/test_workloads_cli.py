@@ -137,6 +137,13 @@ def test_vs_to_another_mode_leaves_out_the_options_it_does_not_take(capsys):
     assert r["b"]["output_tokens"] == 128 and r["a"]["output_tokens"] == 256
     assert main(decode + ["--vs", "otu="]) == 2
     assert "A's workload gives no 'otu' to leave out" in capsys.readouterr().err
+    # `mode=` (B at the default mode, training) leaves them out as `mode=train` does; it was
+    # refused ("option 'in' does not apply to mode=train")
+    assert main(decode + ["--vs", "mode="]) == 0
+    out = capsys.readouterr()
+    assert "B: llama3-8b on" in out.out
+    assert out.err == ("neuron-sim: warning: with --vs mode=: batch=4, in=512, out=256 left "
+                       "out: mode=train takes no batch or in or out\n")
     # an mlp's options are its own: a mode change keeps them
     mlp = _json(capsys, ["estimate", "-w", "mlp:batch=64", "--vs", "mode=train"])
     assert mlp["b"]["workload"] == "mlp:batch=64,mode=train"
@@ -417,6 +424,13 @@ def test_an_encoders_prompt_pass_is_not_judged_against_decoder_rows(capsys):
 def test_an_option_that_cannot_act_here_says_so(spec, instance, says, capsys):
     assert main(["estimate", "-w", spec, "-i", instance, "--tp", "32"]) == 0
     assert says in capsys.readouterr().err
+
+
+def test_the_mlp_block_says_what_fp8_does_on_trainium1_as_a_model_does(capsys):
+    assert main(["estimate", "-w", "mlp:dtype=fp8", "-i", "trn1.32xlarge"]) == 0
+    assert "runs FP8 at the BF16 rate" in capsys.readouterr().err
+    assert main(["estimate", "-w", "mlp:dtype=fp8", "-i", "trn2.48xlarge"]) == 0
+    assert capsys.readouterr().err == ""
 
 
 def test_fp8_where_it_runs_faster_has_no_rate_warning(capsys):

@@ -54,7 +54,7 @@ def mlp_program(o: dict, dp_group) -> tuple[Program, int]:
 
 
 def estimate_mlp(inst: Instance, o: dict, placement) -> dict:
-    from .estimate_model import _breakdown, _ratios
+    from .estimate_model import _breakdown, _ratios, fp8_warning
     check_dtype(inst.spec, o["dtype"])
     if placement.tp not in (None, 1) or placement.pp not in (None, 1):
         raise SpecError("mlp runs data parallel only; drop --tp/--pp")
@@ -82,5 +82,6 @@ def estimate_mlp(inst: Instance, o: dict, placement) -> dict:
     return {"mode": o["mode"], "parallel": lay.describe(), "dtype": prec.name, "params": params,
             "time_s": t, "step_time_s": t, "samples_per_s": samples / t,
             **_ratios(inst, cost, t, None, lay.ranks),
-            "breakdown": _breakdown(cost, overhead, optimizer=adamw), "memory": mem.as_dict()}
+            "breakdown": _breakdown(cost, overhead, optimizer=adamw), "memory": mem.as_dict(),
+            **({"warnings": list(warned)} if (warned := fp8_warning(inst, o["dtype"])) else {})}
 

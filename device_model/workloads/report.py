@@ -9,7 +9,7 @@ from typing import Any, Callable
 from ..catalog.specs import DEFAULT_INSTANCE
 from ..errors import SpecError, did_you_mean
 from ..runtime.layout import ENGINES
-from .estimate_model import options_left_for
+from .estimate_model import MODEL_PARAMS, options_left_for
 from .presets import PRESETS
 from .spec import split_spec
 
@@ -68,15 +68,17 @@ def apply_vs(args: argparse.Namespace, text: str) -> argparse.Namespace:
                 raise SpecError(f"--vs: unknown key {key!r}; {hint}--vs takes the placement keys "
                                 f"({', '.join(_PLACEMENT_KEYS)}) and the workload's options")
             opts[key] = value
-    if "mode" in changes and name in PRESETS:
+    if ("mode" in changes or "mode" in unset) and name in PRESETS:
         # A's options of its own mode that B's does not take (a decode's `out` beside its
-        # prompt's pass): B runs without them, and the comparison says so
-        kept, dropped = options_left_for(changes["mode"], {k: v for k, v in opts.items()
-                                                           if k not in changes})
+        # prompt's pass): B runs without them, and the comparison says so; `--vs mode=` is a
+        # change to the default mode
+        mode = changes.get("mode") or next(p.default for p in MODEL_PARAMS if p.name == "mode")
+        kept, dropped = options_left_for(mode, {k: v for k, v in opts.items()
+                                                if k not in changes})
         opts = {k: v for k, v in opts.items() if k in kept or k in changes}
         if dropped:
             new.vs_note = (f"{', '.join(f'{k}={given[k]}' for k in dropped)} left out: "
-                           f"mode={changes['mode']} takes no {' or '.join(dropped)}")
+                           f"mode={mode} takes no {' or '.join(dropped)}")
     new.workload = name + (":" + ",".join(f"{k}={v}" for k, v in opts.items()) if opts else "")
     new.vs = None
     return new
