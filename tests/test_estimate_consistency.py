@@ -194,6 +194,27 @@ def test_an_ultraserver_is_one_node_to_a_collective_as_to_a_model(capsys):
     assert "512 ranks need 2 nodes of trn3-ultraserver (256 logical cores each" in err
 
 
+def test_servers_of_an_ultraserver_on_nodes_say_that_efa_joins_them_here():
+    """`-i trn2u.48xlarge --nodes 4` costed TP256 over EFA, nearly twice the time per token of
+    the UltraServer those four servers make, without a word: the part's --nodes now point to
+    the whole."""
+    spec = "llama3.1-405b:mode=decode"
+    parts = estimate(spec, instance("trn2u.48xlarge"), Placement(nodes=4, tp=256))
+    whole = estimate(spec, instance("trn2u-ultraserver"), Placement(tp=256))
+    assert parts["tpot_s"] > 1.5 * whole["tpot_s"]
+    said = [w for w in parts["warnings"] if "-i trn2u-ultraserver" in w]
+    assert said == ["trn2u.48xlarge servers are joined here by EFA, as separate instances; the "
+                    "4 of one UltraServer share NeuronLink: -i trn2u-ultraserver models them "
+                    "as one"]
+    # a collective's nodes as a model's; one server, or a standalone trn2, says nothing
+    cc = estimate("allreduce:bytes=1M,ranks=128", instance("trn2u.48xlarge"),
+                  Placement(nodes=2))
+    assert cc["nodes"] == 2 and len(cc["warnings"]) == 1
+    for inst, nodes in (("trn2u.48xlarge", 1), ("trn2.48xlarge", 4)):
+        r = estimate(spec, instance(inst), Placement(nodes=nodes, tp=64 * nodes))
+        assert not [w for w in r.get("warnings", ()) if "UltraServer" in w]
+
+
 @pytest.mark.parametrize("argv, named", [
     (["-w", "allreduce:bytes=64M", "--tp", "2"], "--tp"),
     (["-w", "allgather:bytes=64M", "--cores", "4"], "--cores"),
@@ -551,3 +572,17 @@ def test_long_times_and_large_rates_read_in_their_units():
     assert time_text(36308156287.567) == "1,150.5 years" and time_text(380000) == "4.4 days"
     assert time_text(9000) == "2.5 h" and time_text(3599) == "3599.000 s"
     assert _per_s(1)(1381055.81) == "1,381,056" and _per_s(1)(158.04) == "158.0"
+
+
+def test_the_int8_decode_figures_docs_estimate_md_quotes_are_the_models():
+    """The Precision section quoted trn2's int8 Llama-3-70B decode at 12.7 ms a token after the
+    model had moved to 12.9: each quoted pair is what the model gives now (to 0.1 ms)."""
+    text = " ".join(DOCS.read_text().split())
+    quoted = {chip: tuple(map(float, m.groups())) for chip, pattern in (
+        ("trn1.32xlarge", r"Llama-3-70B TP32: ([\d.]+) → ([\d.]+) ms a token"),
+        ("trn2.48xlarge", r"the bytes save \(TP32: ([\d.]+) → ([\d.]+) ms\)"))
+        for m in [re.search(pattern, text)]}
+    for chip, (bf16, int8) in quoted.items():
+        got = [estimate(f"llama3-70b:mode=decode{w}", instance(chip), Placement(tp=32))["tpot_s"]
+               for w in ("", ",weights=int8")]
+        assert [round(t * 1e3, 1) for t in got] == [bf16, int8], chip

@@ -490,6 +490,10 @@ DEVICES: Mapping[str, DeviceSpec] = MappingProxyType(
 INSTANCES: Mapping[str, InstanceSpec] = MappingProxyType(
     {i.name: validate_instance(i) for i in _INSTANCE_LIST})
 
+# A server that exists only as a part of an UltraServer, and that UltraServer (A3): its
+# servers are joined by NeuronLink, which `--nodes` of the part (joined by EFA) does not model.
+ULTRASERVER_OF: Mapping[str, str] = MappingProxyType({"trn2u.48xlarge": "trn2u-ultraserver"})
+
 # Names AWS material uses for the same shapes (neuron-tools.md: "trn2n.48xlarge" in the
 # neuron-monitor and neuron-ls examples; "trn2-16.48xlarge"/"u-trn2x64" in older trn2 docs).
 INSTANCE_ALIASES: Mapping[str, str] = MappingProxyType({

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ..catalog.specs import INSTANCES, ULTRASERVER_OF
 from ..core import Instance
 from ..errors import SpecError, unknown_name
 from . import micro
@@ -96,6 +97,12 @@ def resolve(spec: str) -> tuple[Workload, dict[str, Any]]:
 def estimate(spec: str, inst: Instance, placement: Placement = Placement()) -> dict:
     workload, opts = resolve(spec)
     result = workload.estimate(inst, opts, placement)
+    whole = ULTRASERVER_OF.get(inst.spec.name)
+    if whole and result.get("nodes", placement.nodes) > 1:
+        servers = INSTANCES[whole].nodes
+        result["warnings"] = [*result.get("warnings", ()), (
+            f"{inst.spec.name} servers are joined here by EFA, as separate instances; the "
+            f"{servers} of one UltraServer share NeuronLink: -i {whole} models them as one")]
     return {"workload": spec, "instance": inst.spec.name, "lnc": inst.lnc, **result,
             "mbu_ceiling": inst.device.mbu_ceiling(inst.lnc)}
 
