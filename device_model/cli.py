@@ -13,7 +13,7 @@ from .errors import SpecError
 from .fileio import silence_stdout
 from .workloads import REGISTRY, Placement, estimate
 from .workloads.report import (apply_vs, format_comparison, format_model, ratio_text, ratios,
-                               time_text)
+                               time_text, title)
 from .cliargs import Once, repeated_option
 from .cliargs import positive_int as _positive
 from .runtime.layout import ENGINES as ENGINE_ORDER
@@ -106,14 +106,9 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
-def _on(r: dict) -> str:
-    """`allreduce:... on 2 x trn1.32xlarge (LNC=1)`: the nodes a collective spans, as models say."""
-    return f"{r['workload']} on {r.get('nodes', 1)} x {r['instance']} (LNC={r['lnc']})"
-
-
 def format_estimate(r: dict) -> str:
     number, unit = time_text(r["time_s"]).split()
-    lines = [_on(r), f"  time            {number:>12} {unit}"]
+    lines = [title(r), f"  time            {number:>12} {unit}"]
     if "tflops" in r:
         lines.append(f"  throughput      {r['tflops']:12.2f} TFLOP/s")
     for key in _UTILIZATIONS if "tflops" in r else ("mbu",):   # a collective does no FLOPs
@@ -145,7 +140,7 @@ _MICRO_ROWS = (("time", "time_s", time_text),
 
 def format_micro_comparison(a: dict, b: dict) -> str:
     """`--vs` for microbenchmarks: the rows of format_estimate side by side with B/A."""
-    lines = [f"A: {_on(a)}", f"B: {_on(b)}", f"  {'':<16} {'A':>18} {'B':>18} {'B/A':>8}"]
+    lines = [f"A: {title(a)}", f"B: {title(b)}", f"  {'':<16} {'A':>18} {'B':>18} {'B/A':>8}"]
     for key in ("dtype", "algorithm"):       # where the two runs part
         if key in a and key in b:
             lines.append(f"  {key:<16} {a[key]:>18} {b[key]:>18}")

@@ -537,3 +537,17 @@ def test_vs_with_an_empty_placement_key_takes_the_command_lines_default(capsys):
     assert main(argv[:-3] + ["--vs", "instance=", "--json"]) == 0
     doc = orjson.loads(capsys.readouterr().out)
     assert (doc["a"]["instance"], doc["b"]["instance"]) == ("trn1.32xlarge", "trn2.48xlarge")
+
+
+def test_an_ultraserver_says_its_servers_and_chips_in_the_title(capsys):
+    """"on 1 x trn2u-ultraserver" read as one server: an UltraServer is four, 64 chips, and
+    two of them eight and 128; a plain instance's title is unchanged."""
+    argv = ["estimate", "-w", "allreduce:bytes=1M,ranks=512", "-i", "trn3-ultraserver"]
+    assert main(argv + ["--nodes", "2"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == (
+        "allreduce:bytes=1M,ranks=512 on 2 x trn3-ultraserver (8 servers, 128 chips, LNC=2)")
+    assert main(["estimate", "-w", "llama3.1-8b:mode=decode", "-i", "trn2u-ultraserver",
+                 "--tp", "8", "--vs", "instance=trn2.48xlarge"]) == 0
+    out = capsys.readouterr().out
+    assert "A: llama3.1-8b:mode=decode on 1 x trn2u-ultraserver (4 servers, 64 chips, LNC=2)" in out
+    assert "B: llama3.1-8b:mode=decode on 1 x trn2.48xlarge (LNC=2)" in out

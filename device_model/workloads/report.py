@@ -6,7 +6,7 @@ import math
 import re
 from typing import Any, Callable
 
-from ..catalog.specs import DEFAULT_INSTANCE
+from ..catalog.specs import DEFAULT_INSTANCE, INSTANCES
 from ..errors import SpecError, did_you_mean
 from ..runtime.layout import ENGINES
 from .estimate_model import MODEL_PARAMS, options_left_for
@@ -199,13 +199,17 @@ def _rows(r: dict, *others: dict) -> list[Row]:
     return rows
 
 
-def _title(r: dict) -> str:
-    nodes = r.get("nodes", 1)
-    return f"{r['workload']} on {nodes} x {r['instance']} (LNC={r['lnc']})"
+def title(r: dict) -> str:
+    """`llama3-8b on 2 x trn1.32xlarge (LNC=1)`: the workload and the instances it holds; an
+    UltraServer's servers and chips are said, as its "1 x" reads as one server otherwise."""
+    nodes, spec = r.get("nodes", 1), INSTANCES.get(r["instance"])
+    whole = (f"{spec.nodes * nodes} servers, {spec.devices * nodes} chips, "
+             if spec is not None and spec.is_ultraserver else "")
+    return f"{r['workload']} on {nodes} x {r['instance']} ({whole}LNC={r['lnc']})"
 
 
 def format_model(r: dict) -> str:
-    lines = _wrapped_title(_title(r))
+    lines = _wrapped_title(title(r))
     for label, get, fmt in _rows(r):
         try:
             text = fmt(get(r))
@@ -247,13 +251,13 @@ def _pieces(text: str) -> list[str]:
     return [word for piece in pieces for word in ([piece] if len(piece) <= room else piece.split(" "))]
 
 
-def _wrapped_title(title: str) -> list[str]:
+def _wrapped_title(text: str) -> list[str]:
     """The title, its " on <instance>" part on a line of its own if the whole is too wide, and
     a workload spec still wider than a line cut after its commas (and a bucket list wider than
     a line after its slashes)."""
-    head, sep, tail = title.rpartition(" on ")
-    if len(title) <= WIDTH or not sep:
-        return [title]
+    head, sep, tail = text.rpartition(" on ")
+    if len(text) <= WIDTH or not sep:
+        return [text]
     lines, current = [], ""
     pieces = [cut for piece in re.split(r"(?<=,)", head)
               for cut in ([piece] if len(piece) <= WIDTH - 4 else re.split(r"(?<=/)", piece))]
@@ -359,7 +363,7 @@ def _shown(r: dict, row: Row | None) -> tuple[Any, str]:
 
 
 def format_comparison(a: dict, b: dict) -> str:
-    lines = [*_wrapped_title(f"A: {_title(a)}"), *_wrapped_title(f"B: {_title(b)}"),
+    lines = [*_wrapped_title(f"A: {title(a)}"), *_wrapped_title(f"B: {title(b)}"),
              f"  {'':<20} {'A':>22} {'B':>22} {'B/A':>8}"]
     steps_differ = _step_of(a) != _step_of(b)
     for label, row_a, row_b in _merged(_rows(a, b), _rows(b, a)):
