@@ -11,6 +11,7 @@ from .catalog.specs import DEFAULT_INSTANCE, instance_names
 from .core import instance
 from .errors import SpecError
 from .fileio import silence_stdout
+from .progress import TerminalLine, reporting
 from .workloads import REGISTRY, Placement, estimate
 from .workloads.report import (apply_vs, format_comparison, format_model, ratio_text, ratios,
                                time_text, title)
@@ -161,10 +162,14 @@ def _run(args, side: str = "") -> dict:
     """One estimate; `side` (`with --vs ...`) names the second configuration of a comparison in
     its errors and warnings, which would otherwise read as the first's."""
     placement = Placement(cores=args.cores, nodes=args.nodes, tp=args.tp, pp=args.pp, dp=args.dp)
+    line = TerminalLine(sys.stderr)       # a long run's progress, on a terminal only
     try:
-        result = estimate(args.workload, _instance(args), placement)
+        with reporting(line):
+            result = estimate(args.workload, _instance(args), placement)
     except SpecError as e:
         raise SpecError(f"{side}: {e}") if side else e
+    finally:
+        line.close()
     result.setdefault("nodes", args.nodes)     # microbenchmarks report the nodes they placed
     for warning in result.get("warnings", ()):
         print(f"neuron-sim: warning: {side + ': ' if side else ''}{warning}", file=sys.stderr)

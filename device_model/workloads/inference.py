@@ -11,6 +11,7 @@ from functools import cached_property
 
 from ..catalog.dtypes import get_dtype
 from ..core import Instance
+from .. import progress
 from ..errors import SpecError
 from ..program import Op, Program
 from .cost import ZERO, Cost, measure, measure_part
@@ -274,7 +275,11 @@ class InferencePlan:
 
     @cached_property
     def decode(self) -> dict[int, Cost]:
-        return {kv: self._cost(1, kv) for kv in self.decode_buckets}
+        costs, total = {}, len(self.decode_buckets)
+        for kv in self.decode_buckets:
+            costs[kv] = self._cost(1, kv)
+            progress.step("token-generation buckets", len(costs), total)
+        return costs
 
     def token_latencies(self) -> dict[int, float]:
         """Each token-generation bucket's time per output token, its execution's launch too."""
