@@ -31,6 +31,19 @@ def _merged(s: np.ndarray, e: np.ndarray) -> float:
     return float(np.sum(block_end - block_start))
 
 
+def _per_row(values: list, counts: list[int], offsets: np.ndarray) -> np.ndarray:
+    """One stage quantity per instruction row: a stage gives one number for all its
+    instructions (most do) or one per instruction. The numbers are repeated in one numpy call
+    and the per-instruction arrays copied into their rows, where broadcasting each stage and
+    concatenating cost a numpy call per stage: most of a decode bucket's timeline build."""
+    scalars = [0.0 if isinstance(v, np.ndarray) else v for v in values]
+    column = np.repeat(np.array(scalars, dtype=np.float64), counts)
+    for i, v in enumerate(values):
+        if isinstance(v, np.ndarray):
+            column[offsets[i]:offsets[i + 1]] = v
+    return column
+
+
 @dataclass(frozen=True, slots=True)
 class Timeline:
     """Columns of equal length, one row per instruction; times in seconds."""
@@ -55,10 +68,9 @@ class Timeline:
         cols["queue"] = np.repeat(np.array([p.stage.queue for p in placed], dtype=np.uint8), n)
         cols["start"] = np.concatenate([p.start for p in placed]) if placed else np.zeros(0)
         cols["end"] = np.concatenate([p.end for p in placed]) if placed else np.zeros(0)
+        offsets = np.concatenate(([0], np.cumsum(n, dtype=np.int64)))
         for q in QUANTITIES:
-            parts = [np.broadcast_to(np.asarray(getattr(p.stage, q), dtype=np.float64), p.start.shape)
-                     for p in placed]
-            cols[q] = np.concatenate(parts) if parts else np.zeros(0)
+            cols[q] = _per_row([getattr(p.stage, q) for p in placed], n, offsets)
         return cls(cols, tuple(o.name for o in ops), tuple(o.kind for o in ops),
                    tuple(o.phase for o in ops), np.array(sched.op_start), np.array(sched.op_end),
                    tuple(sched.throttles), sched.t0)
