@@ -361,7 +361,7 @@ KNOWN_GAPS: dict[tuple[str, str, str], float] = {
      'ttft_s'): 0.30,   # -29.4%
     ('HD7', 'llama3-8b:mode=decode,batch=8,in=4096,out=4096,weights=int8,attn=unfused,'
      'cc_tiles=2', 'ttft_s'): 0.35,   # +32.5%
-    ('HJ1', _L33, 'tpot_s'): 0.30,   # -25.9%
+    ('HJ1', _L33, 'tpot_s'): 0.30,   # -25.5%
 }
 
 
