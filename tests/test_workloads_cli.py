@@ -220,6 +220,14 @@ def test_vs_between_modes_shows_each_sides_own_figures(capsys):
     (["-w", "llama3-8b:mode=decode,in=100,out=+5"], "bad value out='+5'"),
     (["-w", "allreduce:bytes=1e3,ranks=2"], "bad value bytes='1e3'"),
     (["-w", "allreduce:bytes=1_024,ranks=2"], "bad value bytes='1_024'"),
+    # a size that is no whole number of bytes says so; a buffer of no whole element is none
+    (["-w", "allreduce:ranks=32,bytes=56.1M"], "a whole number of bytes from 1 to"),
+    (["-w", "allreduce:ranks=2,bytes=3,dtype=fp32"],
+     "bytes=3 is not a whole number of fp32 elements (4 bytes each)"),
+    (["-w", "allgather:ranks=2,bytes=6,dtype=fp32"], "bytes=6 is not a whole number of fp32"),
+    # autocast=matmul is for FP32 models only
+    (["-w", "llama3-8b:seq=4096,autocast=matmul", "--tp", "8"],
+     "option 'autocast' applies to dtype=fp32 only (dtype=bf16)"),
 ])
 def test_bad_input_is_one_line_and_exit_2(capsys, argv, message):
     own = {"-i", "--instance"} & set(argv)          # a case's own instance, given once
@@ -551,3 +559,13 @@ def test_an_ultraserver_says_its_servers_and_chips_in_the_title(capsys):
     out = capsys.readouterr().out
     assert "A: llama3.1-8b:mode=decode on 1 x trn2u-ultraserver (4 servers, 64 chips, LNC=2)" in out
     assert "B: llama3.1-8b:mode=decode on 1 x trn2.48xlarge (LNC=2)" in out
+
+
+def test_autocast_none_the_default_is_accepted_with_any_dtype(capsys):
+    """`autocast=none` restates the documented default; it was refused beside BF16."""
+    base = ["estimate", "-i", "trn1.32xlarge", "--tp", "8", "-w"]
+    plain = _json(capsys, base + ["llama3-8b:seq=4096"])
+    stated = _json(capsys, base + ["llama3-8b:seq=4096,autocast=none"])
+    assert stated["step_time_s"] == plain["step_time_s"]
+    assert main(["estimate", "-i", "trn1.32xlarge", "-w",
+                 "allreduce:ranks=2,bytes=6,dtype=bf16"]) == 0

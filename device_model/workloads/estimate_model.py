@@ -134,7 +134,7 @@ def _check_keys(cfg: ModelConfig, opts: dict[str, Any]) -> None:
 
 
 def _autocast(opts: dict) -> bool:
-    if opts["autocast"] and opts["dtype"] != "fp32":
+    if opts["autocast"] == "matmul" and opts["dtype"] != "fp32":   # `none` goes with any dtype
         raise SpecError(f"option 'autocast' applies to dtype=fp32 only (dtype={opts['dtype']})")
     return opts["autocast"] == "matmul"
 

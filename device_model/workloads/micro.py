@@ -106,6 +106,10 @@ def check_buffer(inst: Instance, nbytes: int) -> None:
 
 def estimate_collective(inst: Instance, kind: str, opts: dict, nodes: int = 1) -> dict:
     check_dtype(inst.spec, opts["dtype"])
+    element = DTYPES[opts["dtype"]].bytes
+    if opts["bytes"] % element:           # nccl-tests counts elements: no such buffer exists
+        raise SpecError(f"bytes={opts['bytes']:,} is not a whole number of {opts['dtype']} "
+                        f"elements ({element} bytes each)")
     check_ranks(inst, opts["ranks"], nodes)
     check_buffer(inst, opts["bytes"])
     group = place_ranks(inst, opts["ranks"], nodes)

@@ -69,7 +69,7 @@ def _expected(p: Param) -> str:
     if p.parse is parse_int:
         return f"{what}: a whole number from 1 to {MAX_INT:,}"
     if p.parse is parse_size:
-        return f"{what}: a size from 1 byte to {MAX_SIZE:,} bytes"
+        return f"{what}: a whole number of bytes from 1 to {MAX_SIZE:,}; 1.5K is 1,536"
     return what
 
 
