@@ -282,7 +282,7 @@ def estimate_train(plan: TrainingPlan) -> dict:
     }
 
 
-def _breakdown(cost: Cost, overhead: float, optimizer: Split = Split(),
+def _breakdown(cost: Cost, overhead: float, optimizer: Split | Cost = Split(),
                pipelined: bool = False) -> dict:
     """One program's split; `optimizer`: the part of its compute and DMA time that is the
     optimizer's ops (AdamW runs no collective), reported apart as `optimizer_s`. `pipelined`:

@@ -6,7 +6,7 @@ from ..core import Instance
 from ..errors import SpecError
 from ..program import Program
 from ..catalog.specs import check_dtype
-from .cost import measure_part
+from .cost import ZERO, measure
 from .memory import RUNTIME_RESERVE_BYTES, Memory, check_fits
 from .parallel import resolve_layout
 from .recipe import Recipe, emit_backward, emit_forward
@@ -29,6 +29,7 @@ MLP_PARAMS = (
 
 
 def mlp_program(o: dict, dp_group) -> tuple[Program, int]:
+    """The step's forward, backward and gradient all-reduce, and the parameter count."""
     prec = precision(o["dtype"], o["mode"] == "train")
     h, f, b = o["hidden"], o["ffn"] or 4 * o["hidden"], o["batch"]
     r = Recipe.of(prec)
@@ -46,11 +47,17 @@ def mlp_program(o: dict, dp_group) -> tuple[Program, int]:
         emit_backward(p, r)
         if dp_group.ranks > 1:
             p.collective("all_reduce", params * 4, dp_group, dtype="fp32", name="dp.all_reduce")
-        p.phase = "optimizer"
-        for func in ("mul", "add", "add", "div", "sub"):
-            p.binary(func, params, "fp32", name=f"adamw.{func}")
-        p.activation("sqrt", params, "fp32", name="adamw.sqrt")
     return p, params
+
+
+def optimizer_program(params: int) -> Program:
+    """AdamW over the parameters, unfused: an execution of its own after the step's, as the
+    model workloads' optimizer (its loads read the gradients the backward stores)."""
+    p = Program(phase="optimizer")
+    for func in ("mul", "add", "add", "div", "sub"):
+        p.binary(func, params, "fp32", name=f"adamw.{func}")
+    p.activation("sqrt", params, "fp32", name="adamw.sqrt")
+    return p
 
 
 def estimate_mlp(inst: Instance, o: dict, placement) -> dict:
@@ -66,12 +73,13 @@ def estimate_mlp(inst: Instance, o: dict, placement) -> dict:
     lay = resolve_layout(inst, placement.nodes, cores, 1, 1, placement.dp, heads=1,
                          training=True)
     prog, params = mlp_program(o, lay.dp_group)
-    # AdamW's ops are the step's optimizer time, as the model workloads' optimizer program's
-    cost, adamw = measure_part(inst, prog, "adamw.")
-    overhead = inst.costs.exec_overhead_s
-    t = cost.time + overhead
-    prec = precision(o["dtype"], o["mode"] == "train")
     train = o["mode"] == "train"
+    cost = measure(inst, prog)
+    adamw = measure(inst, optimizer_program(params)) if train else ZERO
+    executions = 2 if train else 1
+    overhead = executions * inst.costs.exec_overhead_s
+    t = cost.time + adamw.time + overhead
+    prec = precision(o["dtype"], train)
     cap = inst.device.hbm_bytes / inst.device.logical_cores(inst.lnc)
     acts = o["batch"] * (o["ffn"] or 4 * o["hidden"]) * 3 * prec.act_bytes * o["layers"]
     mem = Memory(params * prec.weight_bytes, params * prec.grad_bytes if train else 0.0,
@@ -81,7 +89,8 @@ def estimate_mlp(inst: Instance, o: dict, placement) -> dict:
     samples = o["batch"] * lay.dp
     return {"mode": o["mode"], "parallel": lay.describe(), "dtype": prec.name, "params": params,
             "time_s": t, "step_time_s": t, "samples_per_s": samples / t,
-            **_ratios(inst, cost, t, None, lay.ranks),
-            "breakdown": _breakdown(cost, overhead, optimizer=adamw), "memory": mem.as_dict(),
+            **_ratios(inst, cost + adamw, t, None, lay.ranks),
+            "breakdown": _breakdown(cost + adamw, overhead, optimizer=adamw),
+            "memory": mem.as_dict(),
             **({"warnings": list(warned)} if (warned := fp8_warning(inst, o["dtype"])) else {})}
 
