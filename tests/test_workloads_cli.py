@@ -585,3 +585,11 @@ def test_the_mlp_blocks_optimizer_is_its_own_execution_and_moves_no_other_part(c
     infer = _json(capsys, ["estimate", "-w", "mlp:mode=infer", "-i", "trn2.48xlarge"])
     assert infer["breakdown"]["optimizer_s"] == 0
     assert infer["breakdown"]["overhead_s"] == pytest.approx(50e-6)
+
+
+def test_a_named_value_is_taken_in_any_case_as_pow2_is(capsys):
+    """`sp=ON` was accepted and `bucket=POW2` refused: every named value is case-blind."""
+    base = ["estimate", "-i", "trn2.48xlarge", "--tp", "8", "-w"]
+    lower = _json(capsys, base + ["llama3-8b:mode=decode,bucket=pow2,sp=on"])
+    upper = _json(capsys, base + ["llama3-8b:mode=decode,bucket=POW2,tkg_bucket=Pow2,sp=ON"])
+    assert upper["ttft_s"] == lower["ttft_s"] and upper["tpot_s"] == lower["tpot_s"]

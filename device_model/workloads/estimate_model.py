@@ -44,7 +44,7 @@ def _on_off(text: str) -> bool:
 
 def _bucket(text: str) -> Bucket:
     """pow2 (0), a multiple N, or sizes listed as 2048/4096/12288 (a tuple, ascending)."""
-    if text == "pow2":
+    if text.lower() == "pow2":     # as the options with named values, in any case (sp=ON)
         return 0
     if "/" not in text:
         return parse_int(text)
