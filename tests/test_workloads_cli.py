@@ -593,3 +593,13 @@ def test_a_named_value_is_taken_in_any_case_as_pow2_is(capsys):
     lower = _json(capsys, base + ["llama3-8b:mode=decode,bucket=pow2,sp=on"])
     upper = _json(capsys, base + ["llama3-8b:mode=decode,bucket=POW2,tkg_bucket=Pow2,sp=ON"])
     assert upper["ttft_s"] == lower["ttft_s"] and upper["tpot_s"] == lower["tpot_s"]
+
+
+def test_the_mlp_blocks_inference_holds_one_blocks_activations(capsys):
+    """mode=infer counted every block's activations, as training keeps them for its backward
+    pass; a forward pass holds the block it runs."""
+    base = ["estimate", "-i", "trn2.48xlarge", "-w"]
+    acts = {(mode, n): _json(capsys, base + [f"mlp:mode={mode},layers={n}"])["memory"][
+        "activations_bytes"] for mode in ("train", "infer") for n in (1, 8)}
+    assert acts["train", 8] == 8 * acts["train", 1]
+    assert acts["infer", 8] == acts["infer", 1] > 0

@@ -81,7 +81,9 @@ def estimate_mlp(inst: Instance, o: dict, placement) -> dict:
     t = cost.time + adamw.time + overhead
     prec = precision(o["dtype"], train)
     cap = inst.device.hbm_bytes / inst.device.logical_cores(inst.lnc)
-    acts = o["batch"] * (o["ffn"] or 4 * o["hidden"]) * 3 * prec.act_bytes * o["layers"]
+    # training keeps every block's activations for the backward pass; inference one block's
+    acts = o["batch"] * (o["ffn"] or 4 * o["hidden"]) * 3 * prec.act_bytes \
+        * (o["layers"] if train else 1)
     mem = Memory(params * prec.weight_bytes, params * prec.grad_bytes if train else 0.0,
                  params * prec.optimizer_bytes if train else 0.0, acts, 0.0,
                  RUNTIME_RESERVE_BYTES, cap)
