@@ -112,6 +112,8 @@ def format_estimate(r: dict) -> str:
     lines = [title(r), f"  time            {number:>12} {unit}"]
     if "tflops" in r:
         lines.append(f"  throughput      {r['tflops']:12.2f} TFLOP/s")
+    if r.get("cores", 1) > 1:                 # matmul --cores N: N at once, the time of one
+        lines.append(f"  cores           {r['cores']:>12} (one matmul each)")
     for key in _UTILIZATIONS if "tflops" in r else ("mbu",):   # a collective does no FLOPs
         lines.append(f"  {key.upper():<15} {r[key] * 100:12.1f}%")
     if r.get("mbu_ceiling", 1.0) < 1.0:       # MBU is of one HBM stack: what this core reaches
@@ -133,6 +135,7 @@ _UTILIZATIONS = ("mfu", "hfu", "mbu")
 _pct1 = lambda v: f"{v * 100:.1f}%"  # noqa: E731
 _MICRO_ROWS = (("time", "time_s", time_text),
                ("throughput", "tflops", lambda v: f"{v:.2f} TFLOP/s"),
+               ("cores", "cores", str),
                *((key.upper(), key, _pct1) for key in _UTILIZATIONS),
                ("MBU ceiling", "mbu_ceiling", _pct1),
                ("algbw", "algbw_gbps", lambda v: f"{v:.2f} GB/s"),
@@ -148,6 +151,8 @@ def format_micro_comparison(a: dict, b: dict) -> str:
     left_out = set() if "tflops" in a or "tflops" in b else {"mfu", "hfu"}  # no FLOPs done
     if min(a.get("mbu_ceiling", 1.0), b.get("mbu_ceiling", 1.0)) >= 1.0:    # nothing to say
         left_out.add("mbu_ceiling")
+    if a.get("cores", 1) == b.get("cores", 1) == 1:
+        left_out.add("cores")
     rows = [(label, a[key], b[key], fmt) for label, key, fmt in _MICRO_ROWS
             if key in a and key in b and key not in left_out]
     rows += [(e + " active", a["engine_active"][e], b["engine_active"][e], _pct1)

@@ -603,3 +603,19 @@ def test_the_mlp_blocks_inference_holds_one_blocks_activations(capsys):
         "activations_bytes"] for mode in ("train", "infer") for n in (1, 8)}
     assert acts["train", 8] == 8 * acts["train", 1]
     assert acts["infer", 8] == acts["infer", 1] > 0
+
+
+def test_matmul_on_several_cores_says_how_many_alone_and_beside_one(capsys):
+    """`--vs cores=4` printed two identical titles and no row naming the cores: B's four-fold
+    throughput read as from nothing."""
+    argv = ["estimate", "-w", "matmul:m=4096,k=4096,n=4096", "-i", "trn1.32xlarge"]
+    assert main(argv + ["--vs", "cores=4"]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    assert [r.split() for r in rows if r.split()[:1] == ["cores"]] == [
+        ["cores", "1", "4", "4.00x"]]
+    assert main(argv + ["--cores", "4"]) == 0
+    assert "  cores                      4 (one matmul each)" in capsys.readouterr().out.splitlines()
+    assert main(argv + ["--vs", "dtype=fp32"]) == 0           # one core on both sides: no row
+    assert not [r for r in capsys.readouterr().out.splitlines() if r.startswith("  cores")]
+    assert main(argv) == 0
+    assert "cores" not in capsys.readouterr().out
