@@ -614,7 +614,8 @@ def test_matmul_on_several_cores_says_how_many_alone_and_beside_one(capsys):
     assert [r.split() for r in rows if r.split()[:1] == ["cores"]] == [
         ["cores", "1", "4", "4.00x"]]
     assert main(argv + ["--cores", "4"]) == 0
-    assert "  cores                      4 (one matmul each)" in capsys.readouterr().out.splitlines()
+    out = capsys.readouterr().out.splitlines()
+    assert "  cores                      4 (one matmul each)" in out
     assert main(argv + ["--vs", "dtype=fp32"]) == 0           # one core on both sides: no row
     assert not [r for r in capsys.readouterr().out.splitlines() if r.startswith("  cores")]
     assert main(argv) == 0
