@@ -177,7 +177,10 @@ class Collector:
         system = self._system(now, instance, spec, device_samples)
         report = Report(tuple(runtimes), system, instance_info(instance),
                         hardware_info(instance, spec))
-        self.quiet = not runtimes and not system.dump() and not self._idle_due(now)
+        # nothing due at all: every runtime listed with nothing to say, no system group, and
+        # (with no runtime) no runtime entry's period ending: no report is owed
+        self.quiet = (all(r.empty for r in runtimes) and not system.dump()
+                      and (bool(runtimes) or not self._idle_due(now)))
         return report
 
     def _idle_due(self, now: float) -> bool:

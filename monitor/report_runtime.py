@@ -237,6 +237,12 @@ class RuntimeReport:
     extra_groups: Mapping[str, Any] = field(default_factory=dict)  # unknown groups, kept verbatim
 
     @property
+    def empty(self) -> bool:
+        """Listed with nothing to say: no group was due (or none had moved), and no error."""
+        return not self.error and not self.extra_groups and all(
+            group is None for _, group in self.groups())
+
+    @property
     def known_pid(self) -> int | None:
         """The runtime's process id; None where the source does not know it (pid 0, which no
         user process has: a Report rebuilt from AWS's Prometheus metrics, whose runtime_tag is

@@ -182,6 +182,28 @@ def test_a_runtime_whose_groups_are_not_due_is_still_listed(root, runtimes):
                       [(100, True)], [(100, False)], [(100, False)]]
 
 
+def test_a_tick_with_nothing_due_writes_no_report_though_runtimes_run(root, runtimes):
+    """Runtime groups every 2 s and a system group every 3 s tick every second (their greatest
+    common divisor). Counted from the first report (every group): the runtime's at 2 and 4 s,
+    the system's at 3 s, nothing at 1 and 5 s, where a report of runtimes listed with empty
+    reports and no system data was written (nine lines in ten at some periods)."""
+    config = {"period": "2s", "neuron_runtimes": [{"metrics": [{"type": "neuroncore_counters"}]}],
+              "system_metrics": [{"type": "memory_info", "period": "3s"}]}
+    write_instance(root)
+    rt = make(root, runtimes, 100, "train", [0])
+    clock = Clock(START)
+    c = collector(root, clock, config)
+    owed = []
+    for _ in range(6):
+        rt.step(1.0)
+        clock.advance(1)
+        report = c.collect()
+        owed.append(not c.quiet)
+        if c.quiet:
+            assert all(r.empty for r in report.runtimes) and not report.system.dump()
+    assert owed == [True, False, True, True, True, False]
+
+
 def test_memory_used_and_loaded_models(root, runtimes):
     write_instance(root)
     model = {"name": "llama", "uuid": "91f2f66e83ea419dace1da07617ad39f", "model_id": 10005,
