@@ -310,6 +310,16 @@ def test_a_missing_root_is_not_created_by_a_read_only_tool(tmp_path, tool):
     assert not missing.exists()
 
 
+def test_stop_on_a_missing_root_has_nothing_to_stop_and_creates_nothing(tmp_path):
+    """`neuron-sim stop --root DIR` created DIR (0700) to find no instance in it."""
+    missing = tmp_path / "nowhere"
+    out = subprocess.run([*console_script("neuron-sim"), "stop", "--root", str(missing)],
+                         capture_output=True, text=True, timeout=30)
+    no_traceback(out)
+    assert out.returncode == 0 and out.stdout == f"no simulated instance in {missing}\n"
+    assert not missing.exists()
+
+
 def test_record_error_names_the_path(root, quick_config):
     if not os.path.exists("/dev/full"):
         pytest.skip("no /dev/full")

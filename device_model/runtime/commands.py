@@ -116,6 +116,9 @@ def cmd_run(args) -> int:
 
 
 def cmd_stop(args) -> int:
+    if args.root is not None and not args.root.is_dir():   # nothing to stop: create nothing
+        print(f"no simulated instance in {args.root}")
+        return 0
     root = runtime_dir(args.root)
     desc, killed = stop(root)
     if desc is None:
