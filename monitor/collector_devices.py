@@ -7,14 +7,19 @@ with ``np.add.at``, then turned into Report objects once per period. The collect
 baselines and decides when a group is due.
 
 The counters grow in simulated seconds, which run ``--speed`` times faster than the wall clock,
-so a device group's ``period`` is the simulated time its counts cover: the longest any runtime's
-simulated clock advanced since the group's last collection (the wall period when none did).
-Bandwidth utilization and idle energy use that period, so energy / period is the mean power and
-bytes / period is at most the peak bandwidth at any speed.
+so a device group's ``period`` is the simulated time its counts cover: the median of how far the
+runtimes' simulated clocks advanced since the group's last collection (the wall period when none
+did). One runtime catching up after a stall (SIGSTOP, a slow tick) advances further than the
+others in that period; the longest advance, taken as the period, made every other device's
+counts read low (a busy device at a third of its bandwidth). Each device's bandwidth
+utilization is over the time its own runtimes' counts cover, and their energy is their mean
+power over that time times the period (idle energy: the idle power times the period), so
+energy / period is each device's mean power and bandwidth at most 1 at any speed. Bytes are as
+counted: they add up over the reports.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -57,18 +62,20 @@ class DeviceTotals:
     hbm_read: np.ndarray
     hbm_write: np.ndarray
     ecc: np.ndarray       # (devices, 4) events in the period
-    simulated: float = 0.0  # simulated seconds covered: the most any runtime's clock advanced
+    covered: np.ndarray   # simulated seconds each device's counts cover: its runtimes' advance
+    advances: list[float] = field(default_factory=list)   # each runtime's, in the period
 
     @classmethod
     def zeros(cls, devices: int) -> DeviceTotals:
         z = np.zeros(devices)
         return cls(z.copy(), z.copy(), z.copy(), np.full(devices, -np.inf),
-                   z.copy(), z.copy(), z.copy(), np.zeros((devices, 4)))
+                   z.copy(), z.copy(), z.copy(), np.zeros((devices, 4)), z.copy())
 
     def period(self, wall: float) -> float:
-        """Seconds the period's counts cover: simulated seconds, or ``wall`` (the collector's
-        own period) when no runtime's simulated clock advanced."""
-        return self.simulated if self.simulated > 0 else wall
+        """Seconds the period's counts cover: the runtimes' median simulated advance, or
+        ``wall`` (the collector's own period) when no runtime's simulated clock advanced."""
+        moved = [a for a in self.advances if a > 0]
+        return float(np.median(moved)) if moved else wall
 
     def add(self, prev: Devices | None, cur: Devices) -> None:
         idx = cur.index
@@ -80,7 +87,9 @@ class DeviceTotals:
         np.maximum.at(self.throttle, idx, cur.throttle[ok])
         if prev is None or not np.array_equal(prev.index, cur.index):
             prev = Devices.zeros(cur)  # a runtime started since: its counters began at zero
-        self.simulated = max(self.simulated, cur.sim_time - prev.sim_time)
+        advance = max(0.0, cur.sim_time - prev.sim_time)
+        self.advances.append(advance)
+        np.maximum.at(self.covered, idx, advance)
         for total, before, now in ((self.energy, prev.energy, cur.energy),
                                    (self.hbm_read, prev.hbm_read, cur.hbm_read),
                                    (self.hbm_write, prev.hbm_write, cur.hbm_write)):
@@ -94,12 +103,18 @@ class DeviceTotals:
         # the cores no runtime holds idle.
         idle = dev.idle_watts * np.clip(1.0 - self.share, 0.0, 1.0)
         power = self.power + idle
-        energy = self.energy + idle * period
+        # the runtimes' energy at its mean power over their own coverage, for the period
+        scale = np.divide(period, self.covered, out=np.ones_like(self.covered),
+                          where=self.covered > 0)
+        energy = self.energy * scale + idle * period
         still = dev.ambient_c + dev.thermal_resistance_c_per_w * dev.idle_watts
         # Each runtime's thermal model sees the rest of its device idle: the hottest is closest.
         temperature = np.where(self.share > 0, self.temperature, still)
-        bandwidth = np.clip((self.hbm_read + self.hbm_write) / (dev.hbm_bw * period), 0.0, None) \
-            if period > 0 else np.zeros_like(self.hbm_read)
+        # over each device's own coverage (a device no runtime advanced on: the period's)
+        span = np.where(self.covered > 0, self.covered, period)
+        moved = self.hbm_read + self.hbm_write
+        bandwidth = np.zeros_like(moved)
+        np.divide(moved, dev.hbm_bw * span, out=bandwidth, where=span > 0)
         rows = zip(int64_counts(self.hbm_read), int64_counts(self.hbm_write), bandwidth.tolist(),
                    power.tolist(), energy.tolist(), temperature.tolist(), self.throttle.tolist())
         return DeviceCounters(period, "", tuple(DeviceCounter(i, *row)

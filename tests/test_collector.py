@@ -391,6 +391,40 @@ def test_latency_percentiles_are_ordered_and_within_range(values, new):
     assert ps == pytest.approx(np.percentile(recent, [0, 1, 25, 50, 75, 99, 100]).tolist())
 
 
+def test_a_runtime_catching_up_after_a_stall_leaves_the_other_devices_right(root, runtimes):
+    """One runtime stopped for 3 s resumes: its counters cover 4 s where the others' cover 1 s.
+    The group's period was the longest advance (4 s), so a busy device of the healthy runtimes
+    read a quarter of its bandwidth and of its power. Each device's bandwidth is now over its
+    own runtimes' time, its energy their mean power times the period, and the period the
+    runtimes' median advance."""
+    inst = write_instance(root)
+    healthy = [make(root, runtimes, 100 + i, f"h{i}", [4 * i, 4 * i + 1, 4 * i + 2, 4 * i + 3])
+               for i in range(2)]                                  # devices 0 and 1
+    stalled = make(root, runtimes, 300, "s", [8, 9, 10, 11])       # device 2
+    clock = Clock(START)
+    c = collector(root, clock)
+    for rt in (*healthy, stalled):
+        rt.step(1.0, power=300.0, hbm=1e11)
+    clock.advance(1)
+    c.collect()
+    for rt in healthy:
+        rt.step(1.0, power=300.0, hbm=1e11)
+    stalled.step(4.0, power=300.0, hbm=1e11)                     # its 3 s stall, caught up
+    clock.advance(1)
+    group = c.collect().system.device_counters
+    from device_model.catalog.specs import get_instance
+    dev = get_instance(inst.catalog_name).device
+    assert group.period == pytest.approx(1.0)
+    first = group.devices[0]
+    rate = (first.hbm_read_bytes + first.hbm_write_bytes) / (dev.hbm_bw * 1.0)   # in 1 s
+    assert rate > 0.1
+    for d in group.devices[:3]:
+        assert d.hbm_bandwidth_utilization == pytest.approx(rate), d
+        assert d.energy_joules == pytest.approx(d.power_watts * group.period)
+    # bytes are as counted: the stalled runtime's four seconds, the others' one
+    assert group.devices[2].hbm_read_bytes == pytest.approx(4 * group.devices[0].hbm_read_bytes)
+
+
 def test_partly_held_device_adds_idle_power_for_the_free_cores(root, runtimes):
     inst = write_instance(root)
     rt = make(root, runtimes, 100, "a", [4])  # one of device 1's four logical cores
