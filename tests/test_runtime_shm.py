@@ -229,6 +229,20 @@ def test_status_names_a_runtime_that_ended_and_its_logs_last_word(tmp_path):
         os.kill(killed, signal.SIGKILL)
         while _running(killed) and time.monotonic() < deadline:
             time.sleep(0.05)
+        # its counter file still there (no collector has dropped it): ended all the same, not
+        # a "dead" row showing its last utilization and power as if they were now's (its lock
+        # on the file goes with the process, a moment after /proc calls it a zombie)
+        deadline = time.monotonic() + 10
+        while True:
+            entry = next(r for r in status_data(root)["runtimes"] if r["pid"] == killed)
+            if not entry["alive"] or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert entry["exited"] and not entry["alive"]
+        assert entry["error"].startswith("ended without a word: killed")
+        row = next(line for line in format_status(status_data(root)).splitlines()
+                   if f" {killed} " in line)
+        assert "exited        ended without a word: killed" in row and "W " not in row
         (root / f"runtime-{killed}.ctr").unlink()       # as a collector drops a dead one's file
         entry = next(r for r in status_data(root)["runtimes"] if r["pid"] == killed)
         assert entry["error"].startswith("ended without a word: killed")

@@ -139,6 +139,8 @@ def status_data(root: Path) -> dict:
         desc, instance_error = None, str(e)
     runtimes = []
     handles = list_runtimes(root)
+    app_index = {a["pid"]: i for i, a in enumerate(desc.apps if desc is not None else ())
+                 if a.get("pid")}
     for h in handles:
         entry: dict = {"pid": h.pid, "alive": h.is_alive(), "error": ""}
         try:
@@ -155,6 +157,10 @@ def status_data(root: Path) -> dict:
             entry["stale"] = entry["alive"] and entry["updated_s_ago"] > STALE_AFTER_S
         finally:
             h.close()
+        if not entry["alive"]:
+            # killed without cleaning up (its counter file stays until a collector drops it):
+            # ended, as one whose file is gone, with why; its last counters stay in the JSON
+            entry.update(exited=True, error=entry["error"] or _ended(root, app_index.get(h.pid)))
         runtimes.append(entry)
     listed = {h.pid for h in handles}
     for index, a in enumerate(desc.apps if desc is not None else ()):
@@ -165,12 +171,17 @@ def status_data(root: Path) -> dict:
                              "error": f"runtime-{a['pid']}.ctr was deleted while the runtime runs"})
         else:   # ended (a crash removes its counter file too): say so, and why, from its log
             runtimes.append({"pid": a["pid"], "alive": False, "tag": a["tag"], "exited": True,
-                             "error": exit_reason(root, index)
-                             or "ended without a word: killed (SIGKILL, the OOM killer)"})
+                             "error": _ended(root, index)})
     out = {"root": str(root), "instance": None if desc is None else _instance_dict(desc), "runtimes": runtimes}
     if instance_error:
         out["instance_error"] = instance_error
     return out
+
+
+def _ended(root: Path, index: int | None) -> str:
+    """Why an app's runtime ended, from its log; a runtime started by hand has none."""
+    reason = exit_reason(root, index) if index is not None else ""
+    return reason or "ended without a word: killed (SIGKILL, the OOM killer)"
 
 
 def _instance_dict(desc) -> dict:
@@ -194,12 +205,13 @@ def format_status(d: dict) -> str:
                  f"{'POWER':>8}  WORKLOAD")
     for r in d["runtimes"]:
         if r.get("exited"):
-            lines.append(f"{r['tag'][:16]:<16} {r['pid']:>8} {'':>6} {'exited':<13} {r['error']}")
+            lines.append(f"{r.get('tag', '?')[:16]:<16} {r['pid']:>8} {'':>6} {'exited':<13} "
+                         f"{r['error']}")
             continue
         if r["error"] or "phase" not in r:
             lines.append(f"{r.get('tag', '?')[:16]:<16} {r['pid']:>8} {'':>6} {'unreadable':<13} {r['error']}")
             continue
-        phase = ("stale" if r.get("stale") else r["phase"]) if r["alive"] else "dead"
+        phase = "stale" if r.get("stale") else r["phase"]
         lines.append(f"{r['tag'][:16]:<16} {r['pid']:>8} {len(r['cores']):>6} {phase:<13} "
                      f"{r['utilization'] * 100:5.1f}% {r['executions']:>9} {r['errors']:>7} "
                      f"{r['power_w']:7.0f}W  {r['workload']}")
