@@ -224,3 +224,30 @@ def test_a_fast_simulation_covers_its_speed_each_tick(root):
     slow.advance(50_000.0)                  # a stalled process at speed 1 catches up 600 s
     assert slow.sim == pytest.approx(600.0)
     slow.close()
+
+
+def test_a_tick_that_runs_out_of_wall_time_publishes_what_it_reached_and_goes_on(root):
+    """At --speed 50000 one tick walked thousands of executions for 1.5-3 s of wall time, so a
+    collector's 2 s staleness limit read the live runtime as hung. A tick stops at the end of
+    the execution its wall budget runs out in; the next one goes on from there, and the
+    counters are those of one long advance."""
+    ticks = iter(range(10 ** 9))
+    clock = lambda: float(next(ticks))          # noqa: E731: one "second" per look
+    budgeted = _runtime(root, speed=1e6, interval=0.1)
+    budgeted.advance(5_000.0, budget_s=200.0, clock=clock)
+    assert 0 < budgeted.sim < 5_000.0
+    calls = 1
+    while budgeted.sim < 5_000.0:
+        budgeted.advance(5_000.0, budget_s=200.0, clock=clock)
+        calls += 1
+    assert calls > 2
+    kept = ("exec_status", "core_busy_s", "flops", "hbm_read_bytes", "engine_active_s")
+    parts = {k: np.array(budgeted.counters.r[k], dtype=float) for k in kept}
+    budgeted.close()
+    whole = _runtime(root, speed=1e6, interval=0.1)
+    whole.advance(5_000.0)
+    assert whole.sim == pytest.approx(budgeted.sim)
+    for k in kept:
+        assert np.allclose(np.array(whole.counters.r[k], dtype=float), parts[k], rtol=1e-9), k
+    assert parts["exec_status"].sum() > 0
+    whole.close()

@@ -23,7 +23,7 @@ from ..errors import SpecError
 from .faults import exec_timeout, parse_duration, parse_fault
 from .apps import TAG_MAX, parse_cores
 from .layout import PUBLISH_INTERVAL_S
-from .process import EXEC_TIMEOUT_S, Runtime, RuntimeConfig
+from .process import EXEC_TIMEOUT_S, MAX_TICK_WALL_S, Runtime, RuntimeConfig
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -75,7 +75,7 @@ def serve(rt: Runtime, interval: float, duration: float | None, stop: list[int],
         target = (tick - t0) * rt.cfg.speed
         if duration is not None:
             target = min(target, duration)
-        rt.advance(target)
+        rt.advance(target, budget_s=MAX_TICK_WALL_S)
         rt.publish()
         if duration is not None and rt.sim >= duration:
             break

@@ -13,6 +13,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -28,6 +29,10 @@ from .shm import CounterWriter, LoadedModel, Subgraph
 RING = 1024                      # latencies kept for the collector's percentiles
 EXEC_TIMEOUT_S = 10.0            # assumption: NEURON_RT_EXEC_TIMEOUT, overridable by that variable
 MAX_CATCH_UP_S = 600.0           # simulated seconds one tick may cover (after a stall)
+# wall seconds a tick may spend catching up before it publishes: a tick of --speed 50000 walks
+# thousands of executions, and a runtime that publishes less often than a collector's
+# staleness limit (2 s) reads as stopped or hung; the rest waits for the next tick
+MAX_TICK_WALL_S = 0.5
 POWER_SMOOTHING_S = 1.0          # power readings average over about this long
 
 
@@ -144,8 +149,11 @@ class Runtime:
     def _next_segment(self) -> Segment:
         return self._inserted.popleft() if self._inserted else next(self._segments)
 
-    def advance(self, target: float) -> None:
-        """Account everything that happened up to simulated time `target`."""
+    def advance(self, target: float, budget_s: float | None = None,
+                clock: Callable[[], float] = time.monotonic) -> None:
+        """Account everything that happened up to simulated time `target`, or, given a
+        `budget_s` of wall seconds, up to the end of the execution it runs out in."""
+        give_up = None if budget_s is None else clock() + budget_s
         # after a stall (the process paused) at most MAX_CATCH_UP_S, or ten ticks' worth at a
         # speed whose every tick covers more: a fixed cap had held --speed 1e6 to ~6,000x
         cap = max(MAX_CATCH_UP_S, 10 * self.cfg.speed * self.cfg.interval)
@@ -176,6 +184,8 @@ class Runtime:
             self.seg_start = end
             self.seg = self._next_segment()
             self.phase = self.seg.phase
+            if give_up is not None and clock() > give_up:
+                break
         self._sample_latencies()
         self.counters.add_activity(acc)
         self._power(acc, t - start)
