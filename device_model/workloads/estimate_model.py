@@ -61,8 +61,10 @@ def _cc_tiles(text: str) -> int:
     return tiles
 
 
+DEFAULT_MODE = "train"
+
 MODEL_PARAMS = (
-    Param("mode", str, "train", choices=MODES),
+    Param("mode", str, DEFAULT_MODE, choices=MODES),
     Param("dtype", str, "bf16", choices=PRECISIONS, help="matmul precision"),
     Param("seq", parse_int, 0, help="training sequence length"),
     Param("mbs", parse_int, 0, help="micro-batch size per data-parallel rank"),

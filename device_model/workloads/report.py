@@ -9,7 +9,7 @@ from typing import Any, Callable
 from ..catalog.specs import DEFAULT_INSTANCE, INSTANCES
 from ..errors import SpecError, did_you_mean
 from ..runtime.layout import ENGINES
-from .estimate_model import MODEL_PARAMS, options_left_for
+from .estimate_model import DEFAULT_MODE, options_left_for
 from .presets import PRESETS
 from .spec import split_spec
 
@@ -72,7 +72,7 @@ def apply_vs(args: argparse.Namespace, text: str) -> argparse.Namespace:
         # A's options of its own mode that B's does not take (a decode's `out` beside its
         # prompt's pass): B runs without them, and the comparison says so; `--vs mode=` is a
         # change to the default mode
-        mode = changes.get("mode") or next(p.default for p in MODEL_PARAMS if p.name == "mode")
+        mode = changes.get("mode") or DEFAULT_MODE
         kept, dropped = options_left_for(mode, {k: v for k, v in opts.items()
                                                 if k not in changes})
         opts = {k: v for k, v in opts.items() if k in kept or k in changes}
