@@ -21,13 +21,18 @@ $(STAMP): pyproject.toml
 demo: setup
 	$(VENV)/bin/neuron-top --demo
 
+# Two test workers (pytest-xdist): much of the suite waits on subprocesses, servers and
+# PyTorch rather than computing, so two workers on CI's two cores finish well before one.
+# TEST_WORKERS=0 runs the tests serially in one process.
+TEST_WORKERS ?= 2
+
 test: setup
 	bash scripts/ensure-prometheus.sh
-	$(PY) -m pytest -q -m "not slow"
-	$(PY) -m pytest -q -m slow || [ $$? -eq 5 ]   # exit 5: no slow tests selected
+	$(PY) -m pytest -q -m "not slow" -n $(TEST_WORKERS)
+	$(PY) -m pytest -q -m slow -n $(TEST_WORKERS) || [ $$? -eq 5 ]   # exit 5: no slow tests selected
 
 test-fast: setup
-	$(PY) -m pytest -q -m "not slow" -x
+	$(PY) -m pytest -q -m "not slow" -n $(TEST_WORKERS) -x
 
 # >= 10,000 generated inputs through each parser (config, stream, overrides, workload specs,
 # profiles, counter and instance files); exit 1 on any crash. Minutes: not in `make test`.
