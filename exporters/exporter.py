@@ -16,7 +16,7 @@ from exporters.extract import (INPUT_PROBLEMS, REPORT_PROBLEMS, Context, Problem
 from exporters.render import OPENMETRICS_EOF, render_openmetrics, render_text
 from exporters.state import MetricState
 from monitor import __version__
-from monitor.report import Report
+from monitor.report import K8sInfo, Report
 from monitor.sources import report_interval
 from monitor.stream import LINE_KINDS
 
@@ -47,6 +47,7 @@ class PrometheusExporter:
         self._clock = clock
         self._timer = timer
         self._k8s_labels = k8s_labels  # --enable-k8s-info
+        self._placements: K8sInfo | None = None  # the last neuron_k8s_info read without error
         self._notice = notice or (lambda line: None)
         self._stream_errors = stream_errors or (lambda: {})
         self.state = MetricState(clock)
@@ -89,7 +90,7 @@ class PrometheusExporter:
         problems: list[Problem] = []
         groups = extract(report, ctx, problems)
         if self._k8s_labels:
-            groups = with_k8s_labels(groups, report.k8s)
+            groups = with_k8s_labels(groups, self._latest_placements(report, problems))
         tags = Counter(r.tag for r in report.runtimes)
         self.state.apply(groups, frozenset(t for t, n in tags.items() if n > 1))
         self.state.keep_runtimes({r.tag for r in report.runtimes})
@@ -112,6 +113,18 @@ class PrometheusExporter:
         self._main_om = render_openmetrics(families)
         self._last_duration = self._timer() - started
         return self.refresh()
+
+    def _latest_placements(self, report: Report, problems: list[Problem]) -> K8sInfo | None:
+        """neuron_k8s_info has a period of its own (15 s by default, beside 1 s or 5 s groups):
+        a report without it, or with its error set, says nothing new about who holds a core, so
+        the pods last read stay on the series. Dropping them there would empty every pod label
+        and start the counters over between two k8s periods."""
+        k8s = report.k8s
+        if k8s is not None and k8s.error:
+            problems.append(Problem("group_error", f"Error getting neuron_k8s_info: {k8s.error}"))
+        elif k8s is not None:
+            self._placements = k8s
+        return self._placements
 
     def note_problem(self, problem: Problem) -> None:
         self.problems[problem.kind] += 1

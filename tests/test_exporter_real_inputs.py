@@ -29,7 +29,7 @@ def test_a_core_moved_to_another_pod_is_counted_once():
     moved = copy.deepcopy(first)
     moved["neuron_k8s_info"]["neuroncores_k8s_info"]["0"]["pod_name"] = "trainer-1"
     gone = copy.deepcopy(first)
-    del gone["neuron_k8s_info"]
+    del gone["neuron_k8s_info"]["neuroncores_k8s_info"]["0"]
     exporter = PrometheusExporter(clock=lambda: 1.0, k8s_labels=True)
 
     def pods_of_core0() -> list[str]:
@@ -41,6 +41,36 @@ def test_a_core_moved_to_another_pod_is_counted_once():
     assert pods_of_core0() == ["trainer-1"]
     feed(exporter, gone)
     assert pods_of_core0() == [""]
+
+
+def test_pods_stay_between_k8s_periods_and_counters_keep_counting():
+    """neuron_k8s_info comes every 15 s beside 1 s groups: the reports between carry none, and
+    one may carry its error. Neither says a pod left, so the labels and the counts stay."""
+    placed = load("neuron_monitor_sdk_k8s.json")
+    placed["system_data"]["neuron_hw_counters"]["neuron_devices"][0]["mem_ecc_corrected"] = 5
+    between = copy.deepcopy(placed)
+    del between["neuron_k8s_info"]
+    failed = copy.deepcopy(placed)
+    failed["neuron_k8s_info"] = {"period": 15.03, "error": "kubelet socket not reachable"}
+    notices: list[str] = []
+    exporter = PrometheusExporter(clock=lambda: 1.0, k8s_labels=True, notice=notices.append)
+
+    def core0() -> dict:
+        return {dict(key)["pod_name"]: value
+                for key, value in scrape(exporter, "neuroncore_utilization_ratio").items()
+                if dict(key)["neuroncore"] == "0"}
+
+    def ecc_totals() -> list[float]:
+        return sorted(scrape(exporter, "hardware_ecc_events_total").values())
+    feed(exporter, placed)
+    first_ecc = ecc_totals()
+    assert list(core0()) == ["trainer-0"] and first_ecc and max(first_ecc) > 0
+    for doc in (between, failed, between, placed):
+        feed(exporter, doc)
+        assert list(core0()) == ["trainer-0"]
+    assert ecc_totals() == [5 * value for value in first_ecc]
+    assert exporter.problems["group_error"] == 1
+    assert any("neuron_k8s_info: kubelet socket not reachable" in line for line in notices)
 
 
 def test_instance_and_devices_known_only_later_are_taken_up():
