@@ -141,6 +141,9 @@ def rules_yaml() -> str:
 # ------------------------------------------------------------------------------ the dashboard
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
 PICK = 'instance_info{availability_zone=~"$zone", instance_type=~"$instance_type"}'
+# instance_info of the lookback, for a row per instance: one target can hold several series
+# there (its id read only once IMDS answered, a Name tag changed), and a row needs an id
+KNOWN = PICK.replace("{", '{instance_id!="", ')
 F = f"and on (instance_id) {PICK}"   # keeps the chosen zones' and types' instances
 ZONE = 'availability_zone=~"$zone"'
 TOP = "$topk"
@@ -155,9 +158,12 @@ TABLE_COLUMNS = [
     # (title, query, Grafana unit): each column says its unit, as neuron-top's table does
     # every instance of the lookback, down ones too (instance_info goes stale with its target)
     ("Type / zone", "max by (instance_id, instance_type, availability_zone) "
-                    f"(last_over_time({PICK}[15m]))", ""),
-    ("Up", "max by (instance_id) (up * on (instance, job) group_left (instance_id) "
-           f"last_over_time({PICK}[15m]))", "bool_yes_no"),
+                    f"(last_over_time({KNOWN}[15m]))", ""),
+    # instance_info on the many side: a target's several series of the lookback each take its
+    # one `up` (the other way round, Prometheus refuses them as duplicates of one match group)
+    ("Up", "max by (instance_id) (max by (instance, job, instance_id) "
+           f"(last_over_time({KNOWN}[15m])) * on (instance, job) group_left () up)",
+     "bool_yes_no"),
     # the mean over the cores runtimes hold: over every core needs the core count, a label of
     # neuron_hardware_info, which PromQL cannot divide by (neuron-top does)
     ("Mean util (held cores)", per_instance("instance_id:neuroncore_utilization_ratio:avg"),

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 
 import pytest
 
@@ -59,7 +61,7 @@ def test_dashboard_has_the_fleet_panels():
     # a down instance stays a row (instance_info goes stale with its target), with Up 0
     columns = {t["legendFormat"]: t["expr"] for t in table["targets"]}
     assert "last_over_time(instance_info" in columns["Type / zone"]
-    assert columns["Up"].startswith("max by (instance_id) (up ")
+    assert columns["Up"].startswith("max by (instance_id) (") and columns["Up"].endswith(" up)")
     assert "topk(" in by_title["Busiest instances"]["targets"][0]["expr"]
     assert "bottomk(" in by_title["Idlest instances"]["targets"][0]["expr"]
     for title in ("HBM traffic per zone", "Power per zone"):
@@ -161,3 +163,60 @@ def test_the_instances_table_columns_are_in_their_units(fleet, fleet_prometheus)
              "instance_id:neuron_core_model_flops:rate1m")
     result = fleet_prometheus.wait_for(ratio, lambda r: len(r) == len(fleet.instances), 30)
     assert all(float(s["value"][1]) == pytest.approx(1e-12) for s in result), result
+
+
+# One target whose instance_info changed labels within the table's lookback: IMDS answered only
+# after the first scrapes (instance_id "" first), then the EC2 Name tag changed. The second
+# target is down.
+_RELABELLED_TARGET = """
+rule_files: [table.yml]
+evaluation_interval: 1m
+tests:
+  - interval: 1m
+    input_series:
+      - series: 'instance_info{instance="n1:8000", job="neuron", instance_id="", instance_type="trn2.48xlarge", availability_zone="az-a"}'
+        values: '1 1 _ _ _ _'
+      - series: 'instance_info{instance="n1:8000", job="neuron", instance_id="i-1", instance_type="trn2.48xlarge", availability_zone="az-a", instance_name="old"}'
+        values: '_ _ 1 1 _ _'
+      - series: 'instance_info{instance="n1:8000", job="neuron", instance_id="i-1", instance_type="trn2.48xlarge", availability_zone="az-a", instance_name="new"}'
+        values: '_ _ _ _ 1 1'
+      - series: 'up{instance="n1:8000", job="neuron"}'
+        values: '1x5'
+      - series: 'instance_info{instance="n2:8000", job="neuron", instance_id="i-2", instance_type="trn1.32xlarge", availability_zone="az-b"}'
+        values: '1x5'
+      - series: 'up{instance="n2:8000", job="neuron"}'
+        values: '1 1 1 0 0 0'
+    alert_rule_test: []
+    promql_expr_test:
+      - expr: 'table:up'
+        eval_time: 5m
+        exp_samples:
+          - labels: 'table:up{instance_id="i-1"}'
+            value: 1
+          - labels: 'table:up{instance_id="i-2"}'
+            value: 0
+      - expr: 'table:type_zone'
+        eval_time: 5m
+        exp_samples:
+          - labels: 'table:type_zone{instance_id="i-1", instance_type="trn2.48xlarge", availability_zone="az-a"}'
+            value: 1
+          - labels: 'table:type_zone{instance_id="i-2", instance_type="trn1.32xlarge", availability_zone="az-b"}'
+            value: 1
+"""
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="needs promtool")
+def test_instances_table_keeps_one_row_per_instance_when_its_labels_changed(tmp_path):
+    """"Up" had joined `up` to every instance_info series of the lookback on the one side:
+    Prometheus refused the query (many-to-many) for 15 minutes after a target's labels changed,
+    and "Type / zone" showed a row without an instance id."""
+    table = next(p for p in panels() if p["type"] == "table")
+    exprs = {t["legendFormat"]: substitute(t["expr"]) for t in table["targets"]}
+    rules = {"groups": [{"name": "table", "rules": [
+        {"record": "table:up", "expr": exprs["Up"]},
+        {"record": "table:type_zone", "expr": exprs["Type / zone"]}]}]}
+    (tmp_path / "table.yml").write_text(yaml.safe_dump(rules))
+    (tmp_path / "table_test.yml").write_text(_RELABELLED_TARGET)
+    out = subprocess.run(["promtool", "test", "rules", "table_test.yml"], cwd=tmp_path,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
