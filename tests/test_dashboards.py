@@ -108,7 +108,7 @@ def test_daemonset_runs_one_exporter_per_node():
     docs_ = list(yaml.safe_load_all((DASHBOARDS / "k8s" / "neuron-monitor-daemonset.yaml").read_text()))
     ds = next(d for d in docs_ if d["kind"] == "DaemonSet")
     container = ds["spec"]["template"]["spec"]["containers"][0]
-    assert "neuron-monitor | neuron-monitor-prometheus" in container["args"][0]
+    assert "\"$monitor\" | neuron-monitor-prometheus" in container["args"][0]
     assert container["ports"][0] == {"name": "metrics", "containerPort": 8000, "protocol": "TCP"}
     assert container["readinessProbe"]["httpGet"]["path"] == "/-/healthy"
     scrape = yaml.safe_load((DASHBOARDS / "k8s" / "prometheus-scrape.yml").read_text())

@@ -2,6 +2,7 @@
 namespace, where the kernel spares the shell every signal it does not trap."""
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import signal
@@ -95,3 +96,43 @@ def test_the_container_restarts_when_neuron_monitor_ends(tmp_path):
                              .replace("--port 8000", f"--port {_free_port()}")],
                             env=env, capture_output=True, text=True, timeout=60)
     assert result.returncode == 1 and "input ended" in result.stderr, result.stderr
+
+
+def _pipeline_serves(tmp_path, env: dict) -> str:
+    """Runs the container's pipeline until the exporter has served a report; its /metrics."""
+    port = _free_port()
+    script = _container()["args"][0].replace("--bind 0.0.0.0 --port 8000",
+                                             f"--bind 127.0.0.1 --port {port}")
+    env = {**os.environ, **env,
+           "PATH": f"{pathlib.Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    proc = subprocess.Popen([*_container()["command"], script], env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+                    body = r.read().decode()
+                if "instance_info{" in body:
+                    return body
+            except OSError:
+                pass
+            time.sleep(0.2)
+        raise AssertionError("the exporter never served a report")
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=20)
+
+
+def test_the_stream_comes_from_the_neuron_monitor_the_pod_names(tmp_path):
+    """A bare `neuron-monitor` in the container was neuronscope's (AWS's lives off PATH, in
+    /opt/aws/neuron/bin): on a real node the pod exported a simulated, idle host."""
+    report = (ROOT / "tests" / "fixtures" / "neuron_monitor_aws_example.json").read_text()
+    aws = tmp_path / "neuron-monitor"
+    aws.write_text("#!/bin/sh\nwhile :; do echo '" + " ".join(report.split()) +
+                   "'; sleep 1; done\n")
+    aws.chmod(0o755)
+    body = _pipeline_serves(tmp_path, {"NEURON_MONITOR": str(aws),
+                                       "XDG_RUNTIME_DIR": str(tmp_path)})
+    instance_id = json.loads(report)["instance_info"]["instance_id"]
+    assert f'instance_id="{instance_id}"' in body
