@@ -262,10 +262,27 @@ def tls_problem(cert_file: Path, key_file: Path, exc: Exception) -> str:
                 return f"{path}: holds no PEM {what}"
         except OSError as err:
             return f"{path}: {err.strerror or err}"
+    if _encrypted(key_file):
+        return f"{key_file}: the private key is encrypted; give the exporter an unencrypted key"
     reason = getattr(exc, "reason", None) or ""
     if reason == "KEY_VALUES_MISMATCH":
         return f"{key_file} is not the private key of {cert_file}"
     return f"{cert_file} / {key_file}: {reason or exc}"
+
+
+def _encrypted(key_file: Path) -> bool:
+    """A pass-phrase protected key, in PKCS#8 or the traditional PEM header's form."""
+    try:
+        text = key_file.read_bytes()
+    except OSError:
+        return False
+    return b"-----BEGIN ENCRYPTED PRIVATE KEY-----" in text or b"Proc-Type: 4,ENCRYPTED" in text
+
+
+def _no_passphrase() -> bytes:
+    # Without a pass-phrase callback OpenSSL asks for one on the terminal: the exporter stopped
+    # there at start, and its reload check would stop serving new pairs. An empty one fails.
+    return b""
 
 
 class TlsReloader:
@@ -296,7 +313,7 @@ class TlsReloader:
             digest = self._files_digest()
             if digest in (self._digest, self._refused):
                 return False
-            self.context.load_cert_chain(self.cert_file, self.key_file)
+            self.context.load_cert_chain(self.cert_file, self.key_file, password=_no_passphrase)
         except (OSError, ssl.SSLError) as exc:
             if not self._digest:
                 raise

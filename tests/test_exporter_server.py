@@ -1,12 +1,19 @@
 """The HTTP(S) server: content negotiation, cached bodies, keep-alive, TLS with hot reload."""
 from __future__ import annotations
 
+import fcntl
 import gzip
 import http.client
+import os
 import pathlib
+import pty
+import select
 import shutil
 import ssl
 import subprocess
+import sys
+import termios
+import time
 
 import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_om
@@ -335,3 +342,53 @@ def test_slow_readers_with_pipelined_requests_cannot_lock_scrapers_out(monkeypat
             s.close()
         srv.shutdown()
         srv.server_close()
+
+
+def _run_on_a_terminal(command: list[str], timeout: float) -> tuple[int | None, str]:
+    """Runs `command` with a pseudo-terminal as its controlling terminal, as from a shell:
+    what OpenSSL's pass-phrase prompt would read. Exit status (None: still running when the
+    timeout came, then killed) and everything it wrote."""
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(command, stdin=slave, stdout=slave, stderr=slave,
+                            start_new_session=True,
+                            preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
+    os.close(slave)
+    output, deadline = b"", time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        if select.select([master], [], [], 0.1)[0]:
+            try:
+                output += os.read(master, 4096)
+            except OSError:
+                break
+    try:   # the terminal closes as the process ends: wait for its status
+        status = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        status = None
+        proc.kill()
+        proc.wait()
+    while select.select([master], [], [], 0)[0]:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        output += chunk
+    os.close(master)
+    return status, output.decode(errors="replace")
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
+def test_an_encrypted_key_is_refused_at_once_not_asked_for(tmp_path):
+    """OpenSSL asked for the pass-phrase on the terminal: the exporter waited there for ever
+    (and, without a terminal, blamed the certificate)."""
+    cert, key = tmp_path / "enc.crt", tmp_path / "enc.key"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-days", "1", "-subj",
+                    "/CN=enc", "-passout", "pass:secret", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    exporter_cli = pathlib.Path(sys.executable).parent / "neuron-monitor-prometheus"
+    status, output = _run_on_a_terminal(
+        [str(exporter_cli), "--port", "0", "--cert-file", str(cert), "--key-file", str(key)], 30)
+    assert status == 2, output
+    assert "pass phrase" not in output.lower()
+    assert f"{key}: the private key is encrypted" in output
