@@ -115,6 +115,24 @@ async def test_a_stopped_instance_says_so_and_keeps_its_last_state():
         assert "ND15" in grid and app.report is reports[0]
 
 
+@run_async
+async def test_a_stream_without_an_instance_from_its_start_shows_every_report():
+    """A host without the driver or instance metadata: its first report was shown, every later
+    one dropped as an "instance stopped", and the vCPU figures froze."""
+    like = demo_reports(1)[0]
+    empty = [stopped_report(like) for _ in range(3)]
+    docs = [r.to_dict() for r in empty]
+    for n, doc in enumerate(docs):
+        doc["system_data"]["vcpu_usage"]["average_usage"]["user"] = 10.0 * (n + 1)
+    reports = [Report.from_dict(doc) for doc in docs]
+    app = make_app(reports)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot, app, 3)
+        assert app.report.system.vcpu.average["user"] == pytest.approx(0.30)
+        assert app.stopped_at is None
+        assert "instance stopped" not in app.query_one(Banner).stale
+
+
 def test_runtime_vcpu_is_a_share_of_the_host():
     report = demo_reports(1)[0]
     raw = sum(r.vcpu.user for r in report.runtimes)

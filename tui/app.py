@@ -246,9 +246,12 @@ class NeuronTopApp(App[None]):
         self.reports_seen += 1
         self.malformed = message.malformed
         self.last_received = message.received_at
-        if self.report is not None and instance_stopped(message.report):
+        if (self.report is not None and not instance_stopped(self.report)
+                and instance_stopped(message.report)):
             # An empty report after a live one: the instance went away. Keep its last state on
-            # screen rather than drawing a blank one-device host.
+            # screen rather than drawing a blank one-device host. A stream empty from its start
+            # (a container without the driver or instance metadata) is a host: every report of
+            # it is shown.
             if self.stopped_at is None:
                 self.stopped_at = message.received_at
                 self.vanished = {}
