@@ -258,7 +258,10 @@ class RuntimeReport:
         error = f.error_text(d.get("error"), path + ".error")
         address = f.optional(f.text, d.get("address"), path + ".address")
         report_path = path + ".report"
-        report = f.obj(d.get("report", {} if error else None), report_path)
+        report = d.get("report")
+        if report is None and error:
+            report = {}   # a failed runtime's report may be absent, or null (Go's nil map)
+        report = f.obj(report, report_path)
         groups, extra = f.known_groups(report, _READ, report_path)
         return cls(pid, tag, error, address=address, extra_groups=extra, **groups)
 

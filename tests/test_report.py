@@ -223,6 +223,21 @@ def test_group_and_runtime_errors_are_kept():
     assert report.system.hw_counters.error and report.system.hw_counters.devices is None
 
 
+def test_a_failed_runtime_with_a_null_report_keeps_the_document():
+    """Go writes an empty map as null: the whole document was refused for it, losing every
+    other runtime and the system groups."""
+    doc = json.loads(AWS_EXAMPLE.read_text())
+    doc["neuron_runtime_data"].append({"pid": 999, "neuron_runtime_tag": "hung",
+                                       "error": "runtime not responding", "report": None})
+    report = Report.from_dict(doc)
+    *kept, failed = report.runtimes
+    assert len(kept) == len(doc["neuron_runtime_data"]) - 1 and report.system.vcpu is not None
+    assert failed.error == "runtime not responding" and failed.neuroncore_counters is None
+    doc["neuron_runtime_data"][-1]["error"] = ""
+    with pytest.raises(ReportError, match=r"neuron_runtime_data\[\d+\]\.report"):
+        Report.from_dict(doc)
+
+
 def test_untagged_runtime_tag_is_pid_string():
     assert load("untagged").runtimes[0].tag == "4242"
     doc = orjson.loads(AWS_EXAMPLE.read_bytes())
