@@ -1,6 +1,7 @@
 """Figures neuron-top prints must mean what they say: one test per number that used to mislead."""
 from __future__ import annotations
 
+import numpy as np
 import orjson
 import pytest
 
@@ -10,7 +11,7 @@ from tui.fmt import human_bytes, percent
 from tui.memtree import all_branch_keys, build_tree, visible_rows
 from tui.procs import COLUMNS, process_rows
 from tui.snapshot import overview_text
-from tui.view import host_vcpu_count, vcpu_usage
+from tui.view import core_grid, host_vcpu_count, vcpu_usage
 from tui.widgets.engines import EngineView
 from tui.widgets.grid import LABEL_WIDTH, CoreGridView
 from tui.widgets.panels import Banner, TitleBar, VcpuPanel
@@ -131,6 +132,18 @@ async def test_a_stream_without_an_instance_from_its_start_shows_every_report():
         assert app.report.system.vcpu.average["user"] == pytest.approx(0.30)
         assert app.stopped_at is None
         assert "instance stopped" not in app.query_one(Banner).stale
+
+
+def test_a_runtime_that_failed_whole_leaves_the_cores_no_one_reports_unknown():
+    """A runtime entry with its error and no groups (hung, or counters unreadable) drew its
+    cores as idle 0.00 % and counted them in the average."""
+    doc = orjson.loads(AWS_EXAMPLE.read_bytes())
+    doc["neuron_runtime_data"].append({"pid": 999, "neuron_runtime_tag": "hung", "report": {},
+                                       "error": "runtime counters not updated for 12 s"})
+    report = Report.from_dict(doc)
+    grid = core_grid(report, report.runtimes)
+    assert (~grid.in_use).any() and np.isnan(grid.utilization[~grid.in_use]).all()
+    assert not np.isnan(grid.utilization[grid.in_use]).any()
 
 
 def test_runtime_vcpu_is_a_share_of_the_host():

@@ -96,10 +96,12 @@ def instance_title(report: Report | None) -> tuple[str, str]:
 
 
 def counters_failed(runtime: RuntimeReport) -> bool:
-    """The runtime's neuroncore_counters group carries an error and no cores: which cores it
-    holds, and how busy they are, is unknown."""
+    """The runtime's neuroncore_counters group carries an error and no cores, or the whole
+    runtime entry failed without it: which cores it holds, and how busy they are, is unknown."""
     counters = runtime.neuroncore_counters
-    return counters is not None and bool(counters.error) and not counters.cores
+    if counters is None:
+        return bool(runtime.error)
+    return bool(counters.error) and not counters.cores
 
 
 @dataclass(frozen=True, slots=True)
