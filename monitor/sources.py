@@ -89,17 +89,17 @@ class StreamSource(Source):
 
 
 def report_interval(report: Report) -> float:
-    """Wall seconds this report covers, to pace a replay and judge staleness: the first period
-    of a wall-clock group (vCPU, memory_info), else of a counter group, else neuron-monitor's 5 s
-    default. Wall-clock groups come first because a sped-up simulation (``neuron-sim --speed``)
-    gives its counter groups the simulated time they cover (docs/neuron-monitor.md)."""
+    """Wall seconds between this report and the one before, to pace a replay and judge
+    staleness: the shortest period among its groups (the group whose period made the monitor
+    write; the others may be on longer periods of their own), else neuron-monitor's 5 s default.
+    A sped-up simulation (``neuron-sim --speed X``, X > 1) gives its counter groups the longer
+    simulated time they cover, so the shortest is still a wall-clock group's where it has one
+    (docs/neuron-monitor.md)."""
     system = report.system
-    wall = [r.vcpu for r in report.runtimes]
-    counted = [g for r in report.runtimes for g in (r.neuroncore_counters, r.execution_stats)]
-    for group in (*wall, system.vcpu, system.memory, *counted, system.hw_counters):
-        if group is not None and group.period:
-            return group.period
-    return 5.0
+    groups = [g for r in report.runtimes
+              for g in (r.vcpu, r.neuroncore_counters, r.execution_stats, r.memory_used)]
+    groups += [system.vcpu, system.memory, system.hw_counters]
+    return min((g.period for g in groups if g is not None and g.period), default=5.0)
 
 
 class ReplaySource(Source):

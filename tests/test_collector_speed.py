@@ -124,7 +124,21 @@ def test_a_sped_up_stream_keeps_its_wall_clock_pace():
         for name, group in groups.items():
             group["period"] = 1.0 if name in WALL_GROUPS else 10.0
     assert report_interval(Report.from_dict(doc)) == 1.0
-    del doc["neuron_runtime_data"][0]["report"]["neuron_runtime_vcpu_usage"]
+    for name in ("neuron_runtime_vcpu_usage", "memory_used"):
+        del doc["neuron_runtime_data"][0]["report"][name]
     for name in ("vcpu_usage", "memory_info"):
         del doc["system_data"][name]
     assert report_interval(Report.from_dict(doc)) == 10.0   # nothing else to go by
+
+
+def test_host_groups_on_a_longer_period_do_not_set_the_pace():
+    """Runtime groups every second, the host's vCPU and memory every 4 s: a replay waited 4 s
+    between 1 s reports, and staleness took three 4 s periods to see."""
+    doc = json.loads((FIXTURES / "neuron_monitor_aws_example.json").read_text())
+    for runtime in doc["neuron_runtime_data"]:
+        runtime["report"].pop("neuron_runtime_vcpu_usage", None)
+        for group in runtime["report"].values():
+            group["period"] = 1.0
+    for group in doc["system_data"].values():
+        group["period"] = 4.0
+    assert report_interval(Report.from_dict(doc)) == 1.0
