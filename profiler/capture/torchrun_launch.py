@@ -2,8 +2,8 @@
 recorded for real, and the ranks merged into one profile.
 
 The command (also `python -m torch.distributed.run ...`) is read with torchrun's own parser and
-run as `PYTHON -m torch.distributed.run OPTIONS BOOT/neuronscope_record.py --worker SCRIPT ARGS`,
-PYTHON being torchrun's own interpreter (its script's shebang, or the Python named before `-m
+run as `PYTHON -m torch.distributed.run OPTIONS BOOT/ENTRY --worker SCRIPT ARGS` (ENTRY:
+bootstrap.ENTRY), PYTHON being torchrun's own interpreter (its script's shebang, or the Python named before `-m
 torch.distributed.run`), with the recording modules on its path from the capture's private
 folder (bootstrap.py), so each worker records itself (profiler/capture/torchrun_worker.py) and
 leaves a part file (profiler/capture/rank_part.py) there.

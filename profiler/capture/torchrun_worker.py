@@ -1,6 +1,7 @@
 """One torchrun worker under `neuron-profile capture -- torchrun ...`.
 
-torchrun starts every worker as `python BOOT/neuronscope_record.py --worker SCRIPT ARGS`;
+torchrun starts every worker as
+`python BOOT/_neuronscope_capture/neuronscope_record.py --worker SCRIPT ARGS`;
 the capture's task (a `ScriptTask` as JSON) comes in $NEURONSCOPE_RANK_CAPTURE. A worker records
 itself like the single-process child (profiler/capture/script_child.py) and, whatever way the
 script ends (return, exit, an exception, SIGINT, SIGHUP, or the SIGTERM torchrun sends the other
