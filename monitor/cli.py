@@ -81,6 +81,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:   # Ctrl-C before the loop's handler: opening a FIFO config or record
+        return 128 + signal.SIGINT
+
+
+def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if sys.stdout is None:      # started with stdout closed (`>&-`)
         return _fail("stdout is closed: nowhere to write the reports", 2)

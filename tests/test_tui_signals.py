@@ -112,6 +112,44 @@ def test_sigterm_while_dash_1_waits_for_a_first_report_exits_143():
     assert b"Traceback" not in err
 
 
+def _opening_a_fifo(pid: int, deadline: float) -> bool:
+    """The process sits in open() of a FIFO no one writes to (Linux's wait for its partner)."""
+    while time.monotonic() < deadline:
+        try:
+            if pathlib.Path(f"/proc/{pid}/wchan").read_text() == "wait_for_partner":
+                return True
+        except OSError:
+            return False
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.parametrize("command", [
+    [sys.executable, "-m", "tui.cli", "-1", "--input"],
+    [sys.executable, "-m", "monitor.cli", "--count", "1", "-c"],
+    [sys.executable, "-m", "monitor.cli", "--count", "1", "--record"],
+], ids=["neuron-top", "neuron-monitor-config", "neuron-monitor-record"])
+def test_ctrl_c_while_a_fifo_opens_exits_130_without_a_traceback(tmp_path, command):
+    """Opening a named pipe waits for its writer (or reader): Ctrl-C there printed a
+    KeyboardInterrupt traceback and died of the signal."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(tmp_path)}
+    proc = subprocess.Popen([*command, str(fifo)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            cwd=ROOT, env=env)
+    try:
+        if not _opening_a_fifo(proc.pid, time.monotonic() + 60):
+            pytest.skip("cannot see the process wait in open() (/proc/PID/wchan)")
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + signal.SIGINT, err
+    assert b"Traceback" not in err
+
+
 @pytest.mark.slow
 def test_replay_at_a_huge_speed_stays_small_idles_and_ends_on_sigterm(tmp_path):
     """--speed=1e12 --loop (the audit's case, with 1e6 or inf: 100% CPU, 2.6 GB in 10 min,

@@ -7,6 +7,7 @@ import os
 import pathlib
 import re
 import shutil
+import signal
 import stat
 import sys
 from typing import NoReturn
@@ -286,6 +287,8 @@ def main(argv: list[str] | None = None) -> int:
             status = _run_source(args, signals)
         except Terminated as exc:
             return exc.status
+        except KeyboardInterrupt:   # Ctrl-C before the screen is up (opening a FIFO, -1 waiting)
+            return 128 + signal.SIGINT
         return signals.status or status   # one that came during the clean-up, too
 
 
