@@ -19,7 +19,7 @@ from device_model.engine.isa import COMPUTE_ENGINES
 from device_model.errors import SpecError
 
 from ..console import count
-from ..model.profile import PHASES, Profile
+from ..model.profile import BUSY_ENGINES, PHASES, Profile
 from .ranks import rank_views
 from .render import human_count, human_time
 from .repeats import Repeats, repeats
@@ -29,6 +29,7 @@ SMALL_DMA_BYTES = 64 * 1024       # below ~512 B per partition x 128 partitions,
 DMA_BOUND_SHARE = 0.5
 TENSOR_UNDERUSED = 0.5
 EXPOSED_CC_SHARE = 0.05
+RANK_WAIT_SHARE = 0.05            # of the step spent inside collectives waiting for other ranks
 IDLE_SHARE = 0.10
 LAUNCH_GAP_S = 10e-6              # a gap this long is host-scale (a launch); shorter: latencies
 DATA_WAIT_SHARE = 0.10
@@ -76,6 +77,39 @@ def _collective_exposure(p: Profile) -> tuple[float, float]:
     return float(cc_time), float(exposed)
 
 
+def _collective_spans(p: Profile) -> tuple[np.ndarray, np.ndarray]:
+    """[start, end] of the summarised steps' collectives as the collectives table holds them. In
+    a torchrun capture a rank's collective spans its wait for the last rank to join, which its
+    collective-lane instructions (the transfer, after the wait) leave out."""
+    cc = p.table("collectives")
+    if not cc["op"].size:
+        return np.zeros(0), np.zeros(0)
+    sel = np.isin(p.table("ops")["step"][cc["op"]], scope_mask(p)[0])
+    return cc["start"][sel], cc["end"][sel]
+
+
+def _collective_idle(p: Profile) -> float:
+    """Time inside the summarised steps' collectives with nothing of this rank running: in a
+    profile whose ranks were aligned at their collectives (`collective_wait_s`), its wait for
+    the others. A single simulated rank's collectives are all transfer, so this is ~0 there."""
+    spans = _collective_spans(p)
+    if not spans[0].size:
+        return 0.0
+    ins = p.table("instructions")
+    if not ins["start"].size:       # operator-level steps: a collective's wait is self time
+        return _collective_idle_of_ops(p)   # that no engine was busy for
+    rep = _repeats(p)               # a repeated micro-batch's ops stand for its instructions
+    running = (np.r_[ins["start"], rep.spans[0]], np.r_[ins["end"], rep.spans[1]])
+    return max(0.0, union_length(*spans) - intersection_length(spans, running))
+
+
+def _collective_idle_of_ops(p: Profile) -> float:
+    ops, cc = p.table("ops"), p.table("collectives")
+    rows = np.unique(cc["op"][np.isin(ops["step"][cc["op"]], scope_mask(p)[0])])
+    busy = sum(ops[f"busy_{e}"][rows] for e in BUSY_ENGINES)
+    return float(np.maximum(ops["self_time"][rows] - busy, 0.0).sum())
+
+
 def rule_dma_small(p: Profile, s: dict) -> Finding | None:
     avg = s["dma_transfer_average_bytes"]
     if avg is None:             # no instructions kept: the transfers' sizes are unknown
@@ -103,6 +137,8 @@ def rule_tensor_underused(p: Profile, s: dict) -> Finding | None:
 
 
 def rule_exposed_collectives(p: Profile, s: dict) -> Finding | None:
+    """The collectives' transfers with no compute beside them. A rank's wait for the other ranks
+    is left to `rule_collective_wait`: overlapping the transfer does not shorten it."""
     total = max(s["total_time"], 1e-15)
     cc_time, exposed = _collective_exposure(p)
     if cc_time <= 0:
@@ -119,9 +155,33 @@ def rule_exposed_collectives(p: Profile, s: dict) -> Finding | None:
                    "bucket as soon as it is ready), or shard optimizer state (reduce-scatter + all-gather)")
 
 
+def rule_collective_wait(p: Profile, s: dict) -> Finding | None:
+    """A rank of a multi-rank capture idle inside its collectives until the last rank joins:
+    the ranks reach them at different times, which no change on the waiting rank fixes."""
+    if not p.meta.get("collective_wait_s"):
+        return None
+    total = max(s["total_time"], 1e-15)
+    wait = _collective_idle(p)
+    if wait / total < RANK_WAIT_SHARE:
+        return None
+    steps = max(1, int(s.get("step_count", 1)))      # the figures are over every summarised step
+    return Finding("collective-wait", "Waiting for other ranks at collectives", wait / total,
+                   (f"{human_time(wait / steps)} per step ({wait / total:.0%} of the step) inside "
+                    "collectives with nothing else running, waiting for the last rank to join",
+                    f"{count(s['cc_op_count'], 'collective op')} over {count(steps, 'step')}; "
+                    f"all ranks together waited {human_time(float(p.meta['collective_wait_s']))} "
+                    "over the capture"),
+                   "the ranks reach their collectives at different times: find the straggler "
+                   "(the rank that waits least) and even out the work before each collective "
+                   "(the same batch and sequence lengths on every rank, balanced data loading and "
+                   "host work, no work only one rank does, such as logging or checkpointing)")
+
+
 def rule_bubbles(p: Profile, s: dict) -> Finding | None:
     total = max(s["total_time"], 1e-15)
-    idle = 1 - s["total_active_time_percent"] / 100
+    # a rank waiting inside a collective for the other ranks is not idle for want of work
+    # (rule_collective_wait reports it); the summary counts engine activity only
+    idle = max(0.0, 1 - s["total_active_time_percent"] / 100 - _collective_idle(p) / total)
     if idle < IDLE_SHARE:
         return None
     gaps = _idle_gaps(p)
@@ -152,8 +212,9 @@ def rule_bubbles(p: Profile, s: dict) -> Finding | None:
 
 def _idle_gaps(p: Profile) -> np.ndarray:
     """The stretches inside the summarised steps, from each one's device start to its end, with
-    no instruction (nor repeated micro-batch) running. The time between steps is the host's
-    (the launch of the next step, the script's Python), not the device idling inside a step."""
+    no instruction (nor repeated micro-batch, nor collective) running. The time between steps is
+    the host's (the launch of the next step, the script's Python), not the device idling inside
+    a step; a collective's span includes a wait for other ranks, which is not idling either."""
     steps = p.table("steps")
     in_scope = np.isin(steps["step"], scope_mask(p)[0])
     order = np.argsort(steps["start"][in_scope], kind="stable")
@@ -162,7 +223,8 @@ def _idle_gaps(p: Profile) -> np.ndarray:
         return np.zeros(0)
     ins = p.table("instructions")
     spans = _repeats(p).spans      # a repeated micro-batch's ops stand for its instructions
-    begin, finish = np.r_[ins["start"], spans[0]], np.r_[ins["end"], spans[1]]
+    cc = _collective_spans(p)
+    begin, finish = np.r_[ins["start"], spans[0], cc[0]], np.r_[ins["end"], spans[1], cc[1]]
     o = np.argsort(begin, kind="stable")
     b = begin[o]
     reach = np.r_[-np.inf, np.maximum.accumulate(finish[o])]    # reach[i]: latest end before b[i]
@@ -252,25 +314,41 @@ def rule_fp8(p: Profile, s: dict) -> Finding | None:
                    "accumulation and the optimizer in higher precision; compare with `neuron-profile diff`")
 
 
-RULES = (rule_dma_small, rule_tensor_underused, rule_exposed_collectives, rule_bubbles,
-         rule_data_loading, rule_batch_multiple, rule_fp8)
+RULES = (rule_dma_small, rule_tensor_underused, rule_exposed_collectives, rule_collective_wait,
+         rule_bubbles, rule_data_loading, rule_batch_multiple, rule_fp8)
 
 
 def advise(profile: Profile) -> list[Finding]:
     """With several captured ranks, each rule's finding on the rank where it weighs most."""
     views = rank_views(profile)
     if len(views) > 1:
-        worst: dict[str, Finding] = {}
-        for view in (v for v in views if v.rows("steps")):
-            for f in advise(view):
-                if f.rule not in worst or f.seconds > worst[f.rule].seconds:
-                    worst[f.rule] = replace(f, evidence=(f"on {view.meta['rank_label']}",) + f.evidence)
-        return _ranked(worst.values())
+        return _worst_per_rule([v for v in views if v.rows("steps")])
     if not profile.rows("steps"):
         return []           # nothing ran on the device: no rule has anything to weigh
     summary = summarize(profile)
     found = [f for rule in RULES if (f := rule(profile, summary)) is not None]
     return _ranked(_timed(f, summary) for f in found)
+
+
+def _worst_per_rule(views: list[Profile]) -> list[Finding]:
+    worst: dict[str, Finding] = {}
+    for view in views:
+        for f in advise(view):
+            if f.rule not in worst or f.seconds > worst[f.rule].seconds:
+                worst[f.rule] = replace(f, evidence=(f"on {view.meta['rank_label']}",) + f.evidence)
+    if "collective-wait" in worst:
+        worst["collective-wait"] = _with_straggler(worst["collective-wait"], views)
+    return _ranked(worst.values())
+
+
+def _with_straggler(f: Finding, views: list[Profile]) -> Finding:
+    """The finding naming the rank that waits least at collectives: the others wait for it, so
+    it is where the extra work is."""
+    waits = [_collective_idle(v) / max(1, scope_mask(v)[0].size) for v in views]
+    least = int(np.argmin(waits))
+    return replace(f, evidence=f.evidence + (
+        f"{views[least].meta['rank_label']} waits least ({human_time(waits[least])} per step): "
+        "the likeliest straggler",))
 
 
 def _timed(f: Finding, summary: dict) -> Finding:

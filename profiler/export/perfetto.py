@@ -40,6 +40,8 @@ _COUNTER_BASE = 8192
 _HOST_TRACK_BASE = 16384         # host threads: base + index
 _RANK_UUIDS = 1 << 20            # rank k's track uuids: k * _RANK_UUIDS + the above
 _RANK_FLOWS = 1 << 42            # rank k's flow ids: k * _RANK_FLOWS + op row (+ 2^40)
+# SliceStream tiers: each flow's source opens before its target at one instant
+_HOST_TIER, _OP_TIER, _INSTRUCTION_TIER = 0, 1, 2
 
 
 def _pb():
@@ -169,16 +171,20 @@ class SliceStream:
     """Slices of any tracks, written as BEGIN/END packets in the order trace processor must see
     them. It sorts track events by timestamp, keeping file order among equal ones, and an END
     closes the innermost open slice of its track; so at one instant the ENDs of slices that
-    began earlier come first (the latest begun first), then the BEGINs (the longest first, so a
-    parent opens before the child that starts with it), then the ENDs of zero-length slices.
-    Written in batches' order, a slice that starts where the previous one ends would open
-    before that one closed and be nested in it."""
+    began earlier come first (the latest begun first), then the BEGINs (the lowest `tier`
+    first, then the longest, so a parent opens before the child that starts with it), then the
+    ENDs of zero-length slices. Written in batches' order, a slice that starts where the
+    previous one ends would open before that one closed and be nested in it.
+
+    A flow runs from the first slice trace processor reads with its id to the next, so its
+    source's batch gets a lower tier than its target's: at one instant (an operator and its only
+    instruction, equally long) the source still opens first. A track's slices share a tier."""
     parts: list = field(default_factory=list)      # (records, sort keys, least significant first)
 
     def add(self, start: np.ndarray, dur: np.ndarray, track: np.ndarray, name_iid: np.ndarray,
-            flows: tuple[np.ndarray, ...] = (), args: tuple[Arg, ...] = ()) -> int:
+            flows: tuple[np.ndarray, ...] = (), args: tuple[Arg, ...] = (), tier: int = 0) -> int:
         """Slices; the BEGIN carries the name, the flow ids and the args, the END only the
-        track."""
+        track. `tier`: where these BEGINs go among others at the same instant (class doc)."""
         n = start.size
         if n == 0:
             return 0
@@ -186,16 +192,18 @@ class SliceStream:
         end = start + dur
         self.parts.append((_records(start, np.full(n, SLICE_BEGIN), track, name_iid, flows,
                                     args=args),
-                           (order, -dur, np.ones(n, np.int64), start)))
+                           (order, -dur, np.full(n, tier, np.int64), np.ones(n, np.int64),
+                            start)))
         self.parts.append((_records(end, np.full(n, SLICE_END), track),
-                           (-order, -start, np.where(dur > 0, 0, 2), end)))
+                           (-order, -start, np.zeros(n, np.int64), np.where(dur > 0, 0, 2),
+                            end)))
         return n
 
     def tobytes(self) -> bytes:
         parts = [(r, k) for r, k in self.parts if len(r)]
         if not parts:
             return b""
-        keys = [np.concatenate([k[i] for _, k in parts]) for i in range(4)]
+        keys = [np.concatenate([k[i] for _, k in parts]) for i in range(len(parts[0][1]))]
         order = np.lexsort(keys)
         widths = np.concatenate([np.full(len(r), r.shape[1], np.int64) for r, _ in parts])
         offset = np.empty_like(widths)
@@ -321,7 +329,7 @@ def perfetto_chunks(profile: Profile, index: int = 0) -> tuple[list[bytes], int]
     for sel, flows, args in _with_args(_by_flows((first_ins, ins_flow)), ins_args):
         count += stream.add(lay.start_ns[sel], lay.dur_ns[sel], u + _TRACK_BASE + lay.tid[sel],
                             opcode_iid0 + ins["opcode"][lay.order][sel].astype(np.int64), flows,
-                            args)
+                            args, tier=_INSTRUCTION_TIER)
     # operator spans
     rows = op_rows(o_start, o_end)
     op_args = (Arg("kind", ops["kind_s"].astype(np.int64) + 1, True),
@@ -331,7 +339,7 @@ def perfetto_chunks(profile: Profile, index: int = 0) -> tuple[list[bytes], int]
     for sel, flows in _by_flows((launched, launch_flow), (has_ins, flow_id)):
         count += stream.add(o_start[sel], (o_end - o_start)[sel], u + _OP_TRACK_BASE + rows[sel],
                             ops["name_s"][sel].astype(np.int64) + 1, flows,
-                            tuple(a.take(sel) for a in op_args))
+                            tuple(a.take(sel) for a in op_args), tier=_OP_TIER)
     # host events
     host_tids = sorted(set(host["tid"].tolist()))
     tid_index = {t: i for i, t in enumerate(host_tids)}
@@ -340,7 +348,7 @@ def perfetto_chunks(profile: Profile, index: int = 0) -> tuple[list[bytes], int]
     h_flow = launch_flow[np.where(launch, first_op, 0)] if n_ops else np.zeros(h_start.size, np.uint64)
     for sel, flows in _by_flows((launch, h_flow)):
         count += stream.add(h_start[sel], np.maximum(h_end - h_start, 0)[sel], h_track[sel],
-                            host["name_s"][sel].astype(np.int64) + 1, flows)
+                            host["name_s"][sel].astype(np.int64) + 1, flows, tier=_HOST_TIER)
     chunks = ([_interned(names, values)] if index == 0 else []) + [stream.tobytes()]
     cnts = counters(profile)
     for i, c in enumerate(cnts):
