@@ -149,9 +149,11 @@ def cmd_capture(args, script: list[str]) -> int:
         raise ProfilerUsageError("--steps applies to scripts; built-in runs take --num-exec/--profile-nth-exec")
     if script:
         from .capture.script_launch import capture_script
+        path = Path(args.session_file)
+        before = _file_identity(path)
         code = capture_script(script, _instance(args), _capture_options(args))
-        if script_ranks is not None:
-            _keep_ranks(Path(args.session_file), script_ranks)
+        if script_ranks is not None and _file_identity(path) not in (None, before):
+            _keep_ranks(path, script_ranks)
         return code
     if not args.workload:
         raise ProfilerUsageError("nothing to capture: give --workload SPEC or `-- python script.py ...`")
@@ -165,11 +167,14 @@ def _capture_builtin(args) -> int:
     the write finish (a second aborts it, leaving no file and no temporary)."""
     from device_model.workloads import Placement
     from .capture.builtin import capture_workload
+    from .capture.builtin_plans import resolve_placement
     from .capture.output import check_destination, save_or_keep
     from .progress import progress_bar
     check_destination(args.session_file)
     inst = _instance(args)
-    placement = Placement(cores=args.cores, nodes=args.nodes, tp=args.tp, pp=args.pp, dp=args.dp)
+    # refused before anything runs, and with its degrees filled in the profile names the job
+    placement = resolve_placement(args.workload, inst, Placement(
+        cores=args.cores, nodes=args.nodes, tp=args.tp, pp=args.pp, dp=args.dp))
     stopped: list[int] = []
     doing = ["capture"]
     with _stop_signals(stopped, doing):
@@ -214,13 +219,23 @@ def _stop_signals(stopped: list[int], doing: list[str]) -> Iterator[None]:
             signal.signal(sig, handler)
 
 
+def _file_identity(path: Path) -> tuple[int, ...] | None:
+    """What tells the profile a capture wrote from the file that was there before: a profile is
+    written to a new file renamed over the old one, so its inode (and mtime) change. None when
+    there is no file."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size
+
+
 def _keep_ranks(path: Path, which) -> None:
-    """Script captures: keep only the `--ranks` chosen in the written profile. A rank that is not
-    in the capture is named in one line and the whole profile kept (nothing is lost)."""
+    """Script captures: keep only the `--ranks` chosen in the profile this capture wrote (never
+    an older one: a capture that wrote nothing, or wrote elsewhere, leaves it as it was). A rank
+    that is not in the capture is named in one line and the whole profile kept."""
     from .analysis.ranks import select_ranks
     from .model.fileformat import load, save
-    if not path.exists():
-        return
     profile = load(path)
     try:
         kept = select_ranks(profile, which)
@@ -251,10 +266,26 @@ def _write(data: bytes, output: str | None) -> None:
     write_atomic(STDOUT if output is None else output, data)
 
 
+def _not_the_profile(output: str | None, session_file: str) -> None:
+    """A usage error when `output` is the profile being read (its own name, `--output-file`
+    naming it, a link to it): the export would replace the profile with its trace."""
+    from .export.traceio import STDOUT
+    if output is None or output == STDOUT:
+        return
+    try:
+        same = os.path.samefile(output, session_file)
+    except OSError:             # no such output yet: it cannot be the profile
+        return
+    if same:
+        raise ProfilerUsageError(f"{output} is the profile being read (-s {session_file}); "
+                                 "give another --output-file")
+
+
 def cmd_view(args) -> int:
     from .console import count
     from .export.traceio import STDOUT
     from .model.fileformat import load
+    _not_the_profile(args.output_file, args.session_file)
     profile = load(args.session_file)
     fmt = args.output_format
     if fmt in ("summary-text", "summary-json", "json"):
@@ -273,15 +304,18 @@ def cmd_view(args) -> int:
         if is_multi_rank(profile) and not one_file:
             # one file per rank, the folder HTA and TensorBoard open
             out = out or stem + "_trace"
+            _not_the_profile(out, args.session_file)
             paths, n = write_chrome_dir(profile, out)
             print(f"neuron-profile: wrote {len(paths)} rank traces to {out}{os.sep} "
                   f"({count(n, 'event')})", file=sys.stderr)
             return 0
         out = out or stem + ".json"
+        _not_the_profile(out, args.session_file)
         n = write_chrome_ranks(profile, out)
     else:
         from .export.perfetto import write_perfetto
         out = out or stem + ".pftrace"
+        _not_the_profile(out, args.session_file)
         n = write_perfetto(profile, out)
     where = "stdout" if out == STDOUT else out
     print(f"neuron-profile: wrote {where} ({count(n, 'event')})", file=sys.stderr)

@@ -24,6 +24,8 @@ def count(n: int, noun: str, plural: str | None = None) -> str:
 
 
 def contents(profile) -> str:
-    """What a written profile holds: `3 steps, 12 operators, 400 instructions`."""
-    return (f"{count(profile.rows('steps'), 'step')}, {count(profile.rows('ops'), 'operator')}, "
+    """What a written profile holds: `3 steps, 12 operators, 400 instructions`, the steps a
+    rank's (each rank of a job has a row of its own for every step)."""
+    steps = len(set(profile.table("steps")["step"].tolist())) if profile.rows("steps") else 0
+    return (f"{count(steps, 'step')}, {count(profile.rows('ops'), 'operator')}, "
             f"{count(profile.rows('instructions'), 'instruction')}")

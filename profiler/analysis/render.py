@@ -6,7 +6,7 @@ import orjson
 
 from ..model.profile import PHASES, Profile
 from .ranks import rank_keys, rank_views
-from .summary import OpStat, summarize, top_operators
+from .summary import OpStat, step_ranges, summarize, top_operators
 
 
 def printable(text: str) -> str:
@@ -71,11 +71,21 @@ def summary_text(profile: Profile, limit: int = 15) -> str:
     summary = {**rank_keys(profile), **summarize(profile)}
     lines = [f"{k} {_fmt_value(v)}" for k, v in summary.items()]
     lines += [f"note {printable(str(n))}" for n in profile.meta.get("notes", ())]      # e.g. what torch.compile hid
-    covered = (f"steps {summary['summarized_steps']} of {summary['profile_step_count']}"
+    covered = (f"steps {summary['summarized_steps']} of {_profiled_steps(profile)}"
                if summary["step_count"] else "no steps")
     lines += ["", f"top operators (self time over the summarised {covered})",
               ops_table(top_operators(profile, limit))]
     return "\n".join(lines) + "\n"
+
+
+def _profiled_steps(profile: Profile) -> str:
+    """The steps a profile holds, after `of`: `3` for steps 1 to 3, where their count is their
+    last number; their numbers where it is not (`--steps 3-4` holds steps 3 and 4, not 4 of
+    them): `profiled steps 3-4`."""
+    numbers = sorted(set(profile.table("steps")["step"].tolist()))
+    if numbers == list(range(1, len(numbers) + 1)):
+        return str(len(numbers))
+    return f"profiled steps {step_ranges(numbers)}"
 
 
 def _stat_dict(s: OpStat) -> dict:

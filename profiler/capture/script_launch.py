@@ -12,6 +12,7 @@ instead (one recorded worker per rank).
 """
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -41,10 +42,23 @@ def parse_command(command: list[str]) -> tuple[str, str, str, list[str]]:
         raise ProfilerUsageError(f"unsupported python option {cmd[0]!r}; expected `python SCRIPT [ARGS]`")
     script = Path(cmd[0])
     if not script.is_file():
-        if shutil.which(cmd[0]) and not cmd[0].endswith(".py"):
-            raise ProfilerUsageError(f"{cmd[0]!r} is not a Python script; capture runs `python SCRIPT [ARGS]`")
-        raise ProfilerUsageError(f"script not found: {cmd[0]}")
+        raise ProfilerUsageError(_not_runnable(cmd))
     return interpreter, "path", str(script), cmd[1:]
+
+
+def _not_runnable(cmd: list[str]) -> str:
+    """Why `cmd[0]`, no script file, cannot be run: a program that is not Python, a missing
+    interpreter (it comes before a script or `-m`: `-- pyhton3 train.py`), or a missing script."""
+    word = cmd[0]
+    if word.endswith(".py"):
+        return f"script not found: {word}"
+    if shutil.which(word):
+        return f"{word!r} is not a Python script; capture runs `python SCRIPT [ARGS]`"
+    if cmd[1:] and (cmd[1] == "-m" or cmd[1].endswith(".py") or Path(cmd[1]).is_file()):
+        where = "" if os.sep in word else " on the PATH"
+        target = " ".join(cmd[1:3] if cmd[1] == "-m" else cmd[1:2])
+        return f"{word}: no such program{where} (the interpreter for {target})"
+    return f"script not found: {word}"
 
 
 def capture_script(command: list[str], inst, options: CaptureOptions) -> int:
