@@ -98,8 +98,7 @@ def host_report(results: Mapping[str, list[Sample]], period: float,
         core = _idx(s.labels, "neuroncore")
         if core is not None:
             group(s.labels.get("runtime_tag", ""), "neuroncore_counters").setdefault(
-                "neuroncores_in_use", {})[str(core)] = {"neuroncore_utilization": _n(s.value, 100),
-                                                        "flops": 0}
+                "neuroncores_in_use", {})[str(core)] = {"neuroncore_utilization": _n(s.value, 100)}
     _execution(results, group, period)
     _memory(results, group)
     # neuronscope's exporter (its runtime info answered) and the model query answered: a runtime
@@ -112,12 +111,15 @@ def host_report(results: Mapping[str, list[Sample]], period: float,
         g = group(s.labels.get("runtime_tag", ""), "neuron_runtime_vcpu_usage")
         g.setdefault("vcpu_usage", {"user": 0.0, "system": 0.0})[s.labels.get("usage_type", "user")] = _n(s.value, 100)
     engines = _engines(results, period)
+    # the grid's FLOP/s, as the host's own neuroncore_counters give them: hardware FLOPs per
+    # second. AWS's exporter has no FLOPs series: the cores' flops stay unknown (N/A), not 0
+    hardware_flops = bool(results.get("hardware_flops"))
     for tag, cores in engines.items():
         group(tag, "neuroncore_engine_counters")["neuroncores_in_use"] = cores
         counters = runtimes[tag].get("neuroncore_counters", {}).get("neuroncores_in_use", {})
-        for core, values in cores.items():   # the grid's FLOP/s: model FLOPs per second
-            if core in counters:
-                counters[core]["flops"] = _count(values["model_flops"] / period)
+        for core, values in cores.items():
+            if core in counters and hardware_flops:
+                counters[core]["flops"] = _count(values["hardware_flops"] / period)
     pids = _pids(results)
     for tag in pids:
         runtimes.setdefault(tag, {})

@@ -69,6 +69,21 @@ def test_aws_only_a_pid_is_known_where_the_tag_is_one_and_models_are_unknown():
     assert detail is not None and detail.row.tag == "llama-train" and detail.models is None
 
 
+def test_flops_are_unknown_without_flops_series_and_hardware_flops_with_them():
+    """The drill-down drew 0.00 TF on every core of a host AWS's exporter serves (it has no
+    FLOPs series), and model FLOPs, not the host view's hardware FLOPs, where it had them."""
+    aws = host_report(aws_answers(), 2.0)
+    assert [c.flops for r in aws.runtimes for c in r.neuroncore_counters.cores.values()] == \
+        [None, None]
+    answers = aws_answers(("llama-train",))
+    answers["engine_util"] = [sample("neuron_core_engine_utilization_ratio", 0.5,
+                                     runtime_tag="llama-train", neuroncore="0", engine="tensor")]
+    answers["model_flops"] = [sample("x", 9e12, runtime_tag="llama-train", neuroncore="0")]
+    answers["hardware_flops"] = [sample("x", 11e12, runtime_tag="llama-train", neuroncore="0")]
+    (runtime,) = host_report(answers, 2.0).runtimes
+    assert runtime.neuroncore_counters.cores[0].flops == pytest.approx(11e12)
+
+
 def test_extension_series_give_pids_and_models_per_core():
     answers = aws_answers(("llama-train", "serve"))
     answers["runtime_info"] = [sample("neuron_runtime_info", 1, runtime_tag="llama-train", pid="31337"),
