@@ -146,6 +146,19 @@ def test_a_runtime_that_failed_whole_leaves_the_cores_no_one_reports_unknown():
     assert not np.isnan(grid.utilization[grid.in_use]).any()
 
 
+@run_async
+async def test_the_processes_view_follows_the_selected_app_tab():
+    """An app tab filters every section to its runtime: the process table listed them all."""
+    app = make_app()
+    async with app.run_test(size=(160, 50)) as pilot:
+        await settle(pilot, app, 6)
+        await pilot.press("3", "p")
+        table = text(app.query_one(ProcessTable))
+        assert "bert-large-infer" in table and "llama3-70b-train" not in table
+        await pilot.press("1")
+        assert "llama3-70b-train" in text(app.query_one(ProcessTable))
+
+
 def test_runtime_vcpu_is_a_share_of_the_host():
     report = demo_reports(1)[0]
     raw = sum(r.vcpu.user for r in report.runtimes)

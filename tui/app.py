@@ -351,7 +351,8 @@ class NeuronTopApp(App[None]):
             self.query_one(EngineView).show(report, self.shown_history, self.core,
                                             None if self.tab == ALL_TAB else runtimes)
         else:
-            rows = process_rows(report, self.sort_key, self.sort_reverse, self.filter_text)
+            rows = process_rows(report, self.sort_key, self.sort_reverse, self.filter_text,
+                                runtimes)
             tree = tree_lines(rows, self.lineages) if self.tree_mode else None
             self.query_one(ProcessTable).show(rows, self.sort_key, self.sort_reverse,
                                               self.filter_text, tree)

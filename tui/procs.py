@@ -1,6 +1,7 @@
 """The process table as data: one row per runtime, sortable and filterable."""
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from monitor.errors import one_line
@@ -156,10 +157,13 @@ def matches(row: ProcessRow, query: str) -> bool:
 
 
 def process_rows(report: Report, sort_key: str = "pid", reverse: bool = False,
-                 query: str = "") -> list[ProcessRow]:
-    """Rows matching ``query`` (see ``matches``), sorted; missing values last."""
+                 query: str = "", runtimes: Iterable[RuntimeReport] | None = None
+                 ) -> list[ProcessRow]:
+    """Rows of ``runtimes`` (default: every runtime of the report; an app tab passes its own)
+    matching ``query`` (see ``matches``), sorted; missing values last."""
     count = host_vcpu_count(report)
-    rows = [process_row(r, report.k8s, count) for r in report.runtimes]
+    rows = [process_row(r, report.k8s, count)
+            for r in (report.runtimes if runtimes is None else runtimes)]
     if query:
         rows = [r for r in rows if matches(r, query)]
     present = [r for r in rows if getattr(r, sort_key) is not None]
