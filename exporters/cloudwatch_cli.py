@@ -9,7 +9,6 @@ custom metric per dimension set that CloudWatch bills.
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import signal
 import sys

@@ -12,7 +12,6 @@ in one place.
 """
 from __future__ import annotations
 
-import os
 
 from pathlib import Path
 from typing import Any

@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 import torch.nn.functional as F  # noqa: E402
 from torch.utils.checkpoint import checkpoint  # noqa: E402
 
-from tests.test_native_recorder import flops_of, simulated  # noqa: E402
+from tests.test_native_recorder import simulated  # noqa: E402
 
 KINDS = ["native", "python"]
 

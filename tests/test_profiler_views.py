@@ -262,7 +262,7 @@ def test_slice_stream_keeps_nesting_and_siblings_whatever_the_batches(spec):
     added in any batches, read back with their own start, duration and depth."""
     from profiler.export.perfetto import SliceStream
     # a well-nested set per track: each slice is [t, t+d) inside its parent's remaining span
-    want, rows = [], []
+    want = []
     for track, gap, children in spec:
         t0 = max([s + d for tr, s, d, dep in want if tr == track and dep == 0], default=0) + gap
         span = 4 * (children + 1)

@@ -232,7 +232,7 @@ def test_a_tick_that_runs_out_of_wall_time_publishes_what_it_reached_and_goes_on
     the execution its wall budget runs out in; the next one goes on from there, and the
     counters are those of one long advance."""
     ticks = iter(range(10 ** 9))
-    clock = lambda: float(next(ticks))          # noqa: E731: one "second" per look
+    clock = lambda: float(next(ticks))          # noqa: E731 (one "second" per look)
     budgeted = _runtime(root, speed=1e6, interval=0.1)
     budgeted.advance(5_000.0, budget_s=200.0, clock=clock)
     assert 0 < budgeted.sim < 5_000.0

@@ -10,7 +10,6 @@ import threading
 import tracemalloc
 
 import orjson
-import pytest
 
 from monitor.report import Report
 from monitor.sources import ListSource, ReplaySource, StreamSource

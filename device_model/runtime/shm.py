@@ -38,6 +38,7 @@ __all__ = [
     "RuntimeHandle", "CounterWriter", "runtime_dir", "read_instance", "write_instance",
     "remove_instance", "list_runtimes", "ENGINES", "DMA_QUEUES", "FLOP_KINDS", "EXEC_STATUS",
     "ERROR_KINDS", "HOST_MEMORY", "DEVICE_MEMORY", "ECC_KINDS", "PHASES", "INSTANCE_FILE",
+    "latency_bin_values",
 ]
 
 RUNTIME_GLOB = "runtime-*.ctr"

@@ -16,7 +16,6 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
-from pathlib import Path
 
 from .. import console
 
