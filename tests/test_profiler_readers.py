@@ -227,6 +227,19 @@ def test_torch_tb_profiler_puts_each_steps_device_time_in_its_step(single, two_r
         _check_tb(_tb(path), view)
 
 
+def test_torch_tb_profiler_names_every_ranks_device(two_ranks, tmp_path):
+    """TensorBoard finds a device's properties at the index of its id: a rank's file listed only
+    its own core, so every rank but 0 showed a GPU without a name."""
+    from torch_tb_profiler.profiler.run_generator import RunGenerator
+    paths, _ = write_chrome_dir(two_ranks, tmp_path / "ranks")
+    for path in sorted(paths):
+        run = _tb(path)
+        assert run.gpu_metrics_parser.gpu_ids
+        for gpu in run.gpu_metrics_parser.gpu_ids:
+            info = RunGenerator._get_gpu_info(run.device_props, gpu)
+            assert info is not None and info["Name"].endswith("NeuronCore"), (path.name, gpu)
+
+
 def _nccl_names(view) -> dict[int, str]:
     """Op row -> its collective's `nccl:` operator name."""
     names = view.table("ops")["name_s"]

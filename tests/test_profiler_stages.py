@@ -230,7 +230,10 @@ def test_chrome_events_of_each_rank_carry_its_pids_and_its_own_ids(inst, mlp, wh
     doc = orjson.loads(path.read_bytes())
     events = doc["traceEvents"]
     pids = {v.meta["rank"]: (v.meta["rank"], HOST_PID_BASE + v.meta["rank"]) for v in views}
-    assert [d["id"] for d in doc["deviceProperties"]] == list(pids)
+    # by index, as Kineto lists them (TensorBoard looks a device up by its id's position)
+    devices = doc["deviceProperties"]
+    assert [d["id"] for d in devices] == list(range(max(pids) + 1))
+    assert all(devices[rank]["name"].endswith("NeuronCore") for rank in pids)
     assert {e["pid"] for e in events} == {p for pair in pids.values() for p in pair}
     kinds = collections.Counter((e["pid"], e["ph"], e.get("cat")) for e in events)
     correlations = {}

@@ -62,6 +62,7 @@ CORRELATION_BASE = 1 << 20
 INSTRUCTION_CAT = "neuron_instruction"     # not a category HTA or TensorBoard counts as kernels
 RUNTIME_CATS = frozenset({"runtime", "cuda_runtime"})
 LAUNCH_NAME = "nrt_launch"
+MAX_INDEXED_DEVICES = 1 << 16     # deviceProperties by index up to this rank (see _indexed)
 EVENTS_END = b"\n]}\n"
 COLLECTIVE_OPCODES = {"ALL_REDUCE", "ALL_GATHER", "REDUCE_SCATTER", "ALL_TO_ALL", "SEND_RECV"}
 # c10 dtype names as Kineto's `Input type` spells them (TensorBoard sizes collectives by them);
@@ -366,15 +367,26 @@ def world_size(profile: Profile) -> int:
     return max(size, len(profile.meta.get("ranks") or ()), int(profile.meta.get("world_size", 1) or 1))
 
 
+def _indexed(devices: dict[int, dict]) -> list[dict]:
+    """The devices as a list where each sits at the index of its id. A rank's own file names its
+    NeuronCore only: the ids below it are the job's other cores, of the same kind."""
+    if max(devices) >= MAX_INDEXED_DEVICES:     # a profile's own number: not a list that long
+        return list(devices.values())
+    like = devices[min(devices)]
+    return [devices.get(i, {**like, "id": i}) for i in range(max(devices) + 1)]
+
+
 def chrome_header(profiles: list[Profile], ids: list[TraceIds], world: int | None = None) -> bytes:
     """The trace's keys up to and including the opening of `traceEvents` (the first profile's
-    metadata; one device entry per profile)."""
+    metadata; a device entry per profile, at the index of its id, as Kineto lists every device:
+    TensorBoard finds a device's properties by that index)."""
     meta = profiles[0].meta
-    devices = [{"id": i.device_pid, "name": f"{p.meta['device']} NeuronCore",
-                "instance": p.meta["instance"], "lnc": p.meta["lnc"],
-                "tensorPeakFlopsBf16": p.meta["tensor_peak_flops_bf16"],
-                "hbmBandwidthPerStack": p.meta["hbm_bw_per_stack"]} for p, i in zip(profiles, ids)]
-    head = orjson.dumps({"schemaVersion": 1, "deviceProperties": devices})[:-1]
+    devices = {i.device_pid: {"id": i.device_pid, "name": f"{p.meta['device']} NeuronCore",
+                              "instance": p.meta["instance"], "lnc": p.meta["lnc"],
+                              "tensorPeakFlopsBf16": p.meta["tensor_peak_flops_bf16"],
+                              "hbmBandwidthPerStack": p.meta["hbm_bw_per_stack"]}
+               for p, i in zip(profiles, ids)}
+    head = orjson.dumps({"schemaVersion": 1, "deviceProperties": _indexed(devices)})[:-1]
     tail = orjson.dumps({
         "displayTimeUnit": "ns",
         "baseTimeNanoseconds": int(meta.get("created_unix_s", 0) * 1e9),
