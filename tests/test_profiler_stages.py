@@ -434,3 +434,18 @@ def test_repeated_micro_batches_count_in_the_summary_as_often_as_they_ran(inst, 
     assert "device-idle" not in {f.rule for f in advise(single)}
     s = summarize(single)
     assert s["total_active_time_percent"] > 90
+
+
+def test_every_ranks_steps_follow_one_another_without_a_gap(inst):
+    """A stage that finished early ended its ProfilerStep at its own last operator: the time up
+    to the next step was in no step, and TensorBoard's step time was short of the job's."""
+    prof = capture_workload(MLP, inst, Placement(cores=8, pp=PP, dp=2), num_exec=3, nth_exec=1)
+    for view in rank_views(prof):
+        host = view.table("host")
+        names = view.text(host["name_s"])
+        marks = sorted((s, e) for n, s, e in zip(names, host["start"], host["end"])
+                       if n.startswith("ProfilerStep#"))
+        assert len(marks) == 3, view.meta.get("rank_label")
+        assert all(a[1] == b[0] for a, b in zip(marks, marks[1:])), view.meta.get("rank_label")
+        steps = view.table("steps")
+        assert np.array_equal(steps["host_end"][:-1], steps["host_start"][1:])

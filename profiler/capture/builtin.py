@@ -106,10 +106,12 @@ def _add_step(builder: ProfileBuilder, runs: RunCache, segments: list[tuple[Prog
         builder.link_ops_to_host(n_before, builder.n_ops, execute)
         t += run.timeline.wall
     builder.set_host_end(execute, t)
-    builder.add_host(f"ProfilerStep#{step}", "user_annotation", HOST_TID, start, t, step=step)
-    builder.set_step_host(step, start, t)
-    # the job's step on every rank: a stage's pipeline idle is part of its step time
-    builder.set_step_device(step, start + overhead, start + overhead + span[1])
+    # the job's step on every rank: a stage's pipeline idle is part of its step time, and the
+    # next step starts where it ends (a faster rank's step left a gap no step held)
+    end = start + overhead + span[1]
+    builder.add_host(f"ProfilerStep#{step}", "user_annotation", HOST_TID, start, end, step=step)
+    builder.set_step_host(step, start, end)
+    builder.set_step_device(step, start + overhead, end)
 
 
 def capture_workload(spec: str, inst: Instance, placement: Placement = Placement(), *,
