@@ -125,7 +125,8 @@ def _view_parser(sub) -> None:
     v.add_argument("--ingest-only", action=_WebUiOption, nargs=0, help=argparse.SUPPRESS)
     v.add_argument("--output-file", metavar="F", type=_path_text, help="- for stdout; default: stdout for "
                    "summaries, <profile>.json for chrome (a folder <profile>_trace of one "
-                   "rank_<r>.json per rank for several ranks, unless F ends in .json or .json.gz), "
+                   "rank_<r>.pt.trace.json per rank for several ranks, unless F ends in .json or "
+                   ".json.gz), "
                    "<profile>.pftrace for perfetto")
     v.add_argument("--limit", type=_positive, default=15, help="top operators to list")
 

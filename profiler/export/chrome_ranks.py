@@ -1,9 +1,10 @@
 """Chrome traces of several captured ranks.
 
-- `write_chrome_dir`: one Kineto-shaped file per rank in a folder (`rank_<r>.json[.gz]`), each
-  with its rank in `distributedInfo`, as a distributed PyTorch job leaves them: the layout
-  HolisticTraceAnalysis (`TraceAnalysis(trace_dir=...)`) and TensorBoard's profiler read. The
-  folder appears whole or not at all, so neither reads a job with ranks missing.
+- `write_chrome_dir`: one Kineto-shaped file per rank in a folder
+  (`rank_<r>.pt.trace.json[.gz]`), each with its rank in `distributedInfo`, as a distributed
+  PyTorch job leaves them: the layout HolisticTraceAnalysis (`TraceAnalysis(trace_dir=...)`)
+  and TensorBoard's profiler read. The folder appears whole or not at all, so neither reads a
+  job with ranks missing.
 - `write_chrome_ranks`: every rank in one file (one NeuronCore process and one host process per
   rank, on one time axis) for a trace viewer. Each rank's view (`ranks.rank_view`) names its
   processes (NeuronCore pid = the rank, host pid = 2^20 + rank); `chrome.trace_ids` gives every
