@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import stat
 import sys
 import tempfile
@@ -40,14 +41,23 @@ def replacing(path: str | os.PathLike, *, mode: int = PRIVATE, apply_umask: bool
             yield stream            # type: ignore[misc]
         return
     folder = target.parent if str(target.parent) else Path(".")
+    # A stop signal (its handler raises) between the temporary's creation and the clean-up
+    # below left the temporary behind: the signals wait until the clean-up is armed.
+    held = _hold_stop_signals()
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}." if prefix is None else prefix,
                                    suffix=suffix, dir=folder)
     except OSError as e:  # name the folder the user gave, not our temporary's name
+        _release(held)
         raise OSError(e.errno, e.strerror, str(folder)) from None
-    fh = os.fdopen(fd, "wb", closefd=not keep_open)
-    fh.raw.name = tmp                   # `file.name`: the temporary's path (a compiler writes there)
+    except BaseException:
+        _release(held)
+        raise
+    fh = None
     try:
+        fh = os.fdopen(fd, "wb", closefd=not keep_open)
+        fh.raw.name = tmp               # `file.name`: the temporary's path (a compiler writes there)
+        _release(held)                  # a signal held until now is raised here, inside the try
         yield fh
         fh.flush()
         if fsync:
@@ -55,15 +65,48 @@ def replacing(path: str | os.PathLike, *, mode: int = PRIVATE, apply_umask: bool
         os.chmod(tmp, mode & ~current_umask() if apply_umask else mode)
         os.replace(tmp, target)
     except BaseException as e:
-        fh.close()
-        if keep_open:
-            os.close(fd)
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        _release(held)
+        _discard(tmp, fh, fd, keep_open)
         if isinstance(e, OSError) and e.filename == tmp:  # the target is what the user knows
             raise OSError(e.errno, e.strerror, str(target)) from None
         raise
     fh.close()
+
+
+_STOP_SIGNALS = frozenset(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
+                          if hasattr(signal, name))
+
+
+def _hold_stop_signals() -> list:
+    """Blocks the stop signals for this thread; what `_release` needs to unblock them."""
+    try:
+        return [signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)]
+    except (AttributeError, OSError, ValueError):   # no POSIX signal masks here
+        return []
+
+
+def _release(held: list) -> None:
+    """Unblocks what `_hold_stop_signals` blocked, once; a signal that came meanwhile is
+    delivered now."""
+    if held:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held.pop())
+
+
+def _discard(tmp: str, fh: BinaryIO | None, fd: int, keep_open: bool) -> None:
+    """The temporary removed first (a close that fails must not leave it), then its descriptor
+    closed."""
+    try:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    finally:
+        try:
+            if fh is not None:
+                fh.close()
+            elif not keep_open:
+                os.close(fd)
+        finally:
+            if keep_open:
+                os.close(fd)
 
 
 def followed(path: str | os.PathLike) -> Path:

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import os
+import signal
 import stat
+import tempfile
 
 import pytest
 
@@ -104,3 +106,31 @@ def test_a_fifo_is_written_in_place_not_replaced(tmp_path):
     assert got == [b"a" * 100_000 + b"b"]
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
     assert [p.name for p in tmp_path.iterdir()] == ["pipe"]      # no temporary beside it
+
+
+@pytest.mark.parametrize("stop", ["SIGINT", "SIGTERM"])
+def test_a_stop_signal_as_the_temporary_appears_leaves_nothing_behind(tmp_path, monkeypatch,
+                                                                       stop):
+    """A stop whose handler raised just after the temporary was made, before its clean-up was
+    armed, left the temporary in the target's folder (a trace export stopped at its start)."""
+    signum = getattr(signal, stop)
+
+    def raise_stop(number, frame):
+        raise KeyboardInterrupt
+
+    real = tempfile.mkstemp
+
+    def stopped_as_made(*args, **kwargs):
+        made = real(*args, **kwargs)
+        os.kill(os.getpid(), signum)      # arrives the instant the file exists
+        return made
+
+    previous = signal.signal(signum, raise_stop)
+    monkeypatch.setattr(tempfile, "mkstemp", stopped_as_made)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with replacing(tmp_path / "trace.json") as fh:
+                fh.write(b"never")
+    finally:
+        signal.signal(signum, previous)
+    assert list(tmp_path.iterdir()) == []
