@@ -211,6 +211,9 @@ def _check_tb(run, view) -> None:
     assert run.steps_names == [str(s) for s in steps]
     assert run.has_kernel and run.has_runtime
     for step, costs in zip(steps, run.steps_costs):
+        # the overview's roles share the step out: together they are the step, once
+        assert sum(costs.costs[:ProfileRole.Total]) == pytest.approx(
+            costs.costs[ProfileRole.Total], abs=1), step
         busy = device_breakdown(view, [step]).busy
         device = costs.costs[ProfileRole.Kernel] + costs.costs[ProfileRole.Communication]
         assert device * US == pytest.approx(busy, abs=2 * US), step

@@ -9,7 +9,8 @@
 - the host process: `ProfilerStep#N` annotations, operator calls, data loading, and a `runtime`
   event per launch (`nrt_execute` of a built-in run; `nrt_launch` at the end of a script's
   operator call) carrying the correlation and `External id` of what it launched, as Kineto's
-  `cudaLaunchKernel` does;
+  `cudaLaunchKernel` does (a built-in run's `nrt_execute` begins a microsecond after its
+  `ProfilerStep#N`, which it would otherwise fill with its kernels: RUNTIME_DELAY_NS);
 - flows: `ac2g` from each launch to its first operator kernel and `op2inst` from each operator
   kernel to its first instruction (`bp: "e"` on the finish, as Kineto writes them); an `ac2g`
   flow's id is its launch's correlation id;
@@ -62,6 +63,12 @@ CORRELATION_BASE = 1 << 20
 INSTRUCTION_CAT = "neuron_instruction"     # not a category HTA or TensorBoard counts as kernels
 RUNTIME_CATS = frozenset({"runtime", "cuda_runtime"})
 LAUNCH_NAME = "nrt_launch"
+# TensorBoard's overview shares a step out by role (kernels, memory, communication, runtime,
+# data loading, CPU ops, other); once the roles before one leave nothing of the step, its range
+# code starts over from the whole step, counting the step twice and "Other" as all of it. A
+# built-in run's nrt_execute opens its step and its kernels close it, so on the trace the call
+# begins this much after its step (where the kernels it launches begin later still).
+RUNTIME_DELAY_NS = 1000
 MAX_INDEXED_DEVICES = 1 << 16     # deviceProperties by index up to this rank (see _indexed)
 EVENTS_END = b"\n]}\n"
 COLLECTIVE_OPCODES = {"ALL_REDUCE", "ALL_GATHER", "REDUCE_SCATTER", "ALL_TO_ALL", "SEND_RECV"}
@@ -197,10 +204,20 @@ def _flows(cat: bytes, ids: np.ndarray, src_pid: int, src_tid: np.ndarray, src_t
 
 def launch_times(profile: Profile) -> np.ndarray:
     """Per host row, the floored ns of the launch it makes (if it launches): a runtime event's
-    start, the end of any other call (the call launches its work as it returns)."""
+    start (a built-in run's: RUNTIME_DELAY_NS later, where its first kernel is later still), the
+    end of any other call (the call launches its work as it returns)."""
     host = profile.table("host")
     cats = np.array([profile.strings[c] in RUNTIME_CATS for c in host["cat_s"].tolist()], dtype=bool)
-    return floor_us(np.where(cats, to_ns(host["start"]), to_ns(host["end"]))), cats
+    launch = floor_us(np.where(cats, to_ns(host["start"]), to_ns(host["end"])))
+    if profile.meta.get("source") != "pytorch" and cats.any():
+        ops = profile.table("ops")
+        hosted = ops["host"] >= 0
+        first = np.full(launch.size, np.iinfo(np.int64).max)
+        np.minimum.at(first, ops["host"][hosted].astype(np.int64),
+                      floor_us(to_ns(ops["start"][hosted])))
+        launch = launch + np.where(cats & (first - launch >= 2 * RUNTIME_DELAY_NS),
+                                   RUNTIME_DELAY_NS, 0)
+    return launch, cats
 
 
 def _host_events(profile: Profile, launched: set[int], ids: TraceIds) -> list[bytes]:
@@ -220,6 +237,8 @@ def _host_events(profile: Profile, launched: set[int], ids: TraceIds) -> list[by
         corr = ids.first_correlation + i
         if cat in RUNTIME_CATS or (grid_steps and name.startswith("ProfilerStep#")):
             s, e = s // 1000 * 1000, max(e, s) // 1000 * 1000   # on HTA's microsecond grid
+            if is_runtime[i]:
+                s = min(int(launch[i]), e)      # a built-in run's, after its step (see above)
         args = dict(step)
         if i in launched:
             if is_runtime[i]:
