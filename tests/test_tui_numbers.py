@@ -159,6 +159,20 @@ async def test_the_processes_view_follows_the_selected_app_tab():
         assert "llama3-70b-train" in text(app.query_one(ProcessTable))
 
 
+@pytest.mark.parametrize("readonly", [False, True])
+def test_the_processes_hint_offers_signal_keys_only_where_they_send_one(readonly):
+    """Under --readonly the footer leaves the signal keys out but the table's hint still
+    offered them."""
+    async def check():
+        app = make_app(readonly=readonly)
+        async with app.run_test(size=(160, 50)) as pilot:
+            await settle(pilot, app, 2)
+            await pilot.press("p")
+            hint = text(app.query_one(ProcessTable))
+            assert ("SIGKILL" in hint) is not readonly
+    run_async(check)()
+
+
 def test_runtime_vcpu_is_a_share_of_the_host():
     report = demo_reports(1)[0]
     raw = sum(r.vcpu.user for r in report.runtimes)

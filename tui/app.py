@@ -140,7 +140,7 @@ class NeuronTopApp(App[None]):
             with Vertical(id="engines-view"):
                 yield EngineView(id="engines")
             with Vertical(id="processes-view"):
-                yield ProcessTable(id="procs")
+                yield ProcessTable(id="procs", readonly=self.readonly)
                 # fits an 80-column terminal's input box whole (its end was cut: "es")
                 yield Input(placeholder="pid:N, tag:TEXT or any text, commas for several; "
                                         "enter applies, esc clears",

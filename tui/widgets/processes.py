@@ -48,8 +48,9 @@ class ProcessTable(LineWidget, can_focus=True):
             super().__init__()
             self.pid, self.tag = pid, tag
 
-    def __init__(self, *, id: str | None = None) -> None:
+    def __init__(self, *, id: str | None = None, readonly: bool = False) -> None:
         super().__init__(id=id)
+        self.readonly = readonly    # --readonly: no signal keys to offer
         self.rows: list[ProcessRow] = []
         self.sort_key, self.reverse, self.query = "pid", False, ""
         self.cursor = 0
@@ -124,7 +125,7 @@ class ProcessTable(LineWidget, can_focus=True):
                   f"{f' · filter: {self.query}' if self.query else ''}"
                   " · s: next sort column · r: reverse · /: filter (tag:, pid:) · enter: details"
                   f" · t: {'flat list' if self.parents_tree is not None else 'tree of parents'}"
-                  " · I/T/K: SIGINT/SIGTERM/SIGKILL")
+                  f"{'' if self.readonly else ' · I/T/K: SIGINT/SIGTERM/SIGKILL'}")
         summary = [strip([(part, self.style_of("procs--muted"))])
                    for part in wrap_words(footer, width, 3)]
         self._footer_count = 1 + len(summary)
