@@ -415,6 +415,18 @@ def test_cross_attention_backward_uses_the_key_length(kind):
 
 
 @pytest.mark.parametrize("kind", ["native", "python"])
+def test_attention_with_a_wider_value_head_counts_p_v_over_it(kind):
+    """P V is [L, S] @ [S, Dv]: it was counted over the query's head dim D."""
+    q = torch.randn(2, 4, 128, 32, requires_grad=True)
+    k = torch.randn(2, 4, 256, 32, requires_grad=True)
+    v = torch.randn(2, 4, 256, 128, requires_grad=True)
+    rows = simulated(lambda: F.scaled_dot_product_attention(q, k, v).sum().backward(), kind)
+    qk, pv = 2 * 8 * 128 * 256 * 32, 2 * 8 * 128 * 256 * 128
+    assert sum(f for _, ph, f, _, _ in rows if ph == FORWARD) == qk + pv
+    assert sum(f for _, ph, f, _, _ in rows if ph == BACKWARD) == 2 * (qk + pv)
+
+
+@pytest.mark.parametrize("kind", ["native", "python"])
 def test_causal_attention_masks_its_scores(kind):
     """Unfused, as neuronx-cc compiles the decomposed graph: the matmuls stay whole and the
     softmax applies the mask (a GpSimd pass); is_causal=False has no mask."""

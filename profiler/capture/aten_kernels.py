@@ -91,19 +91,22 @@ def _attention(prog: Program, s, extra, mm_dtype: str, dtype: str, label: str,
                backward: bool) -> None:
     """Unfused, as neuronx-cc compiles the decomposed graph: Q K^T, softmax, P V, each matmul
     over every score (a causal mask is a pass of the softmax's, not skipped tiles); the backward
-    is twice that. Its arguments start with grad_output, then query, key, value."""
+    is twice that (dQ, dK over the query's head dim; dV, dP over the value's). Its arguments
+    start with grad_output, then query, key, value."""
     q_at = 1 if backward else 0
     if len(s) < q_at + 1 or len(s[q_at]) < 2:
         return
     q = s[q_at]
     k = s[q_at + 1] if len(s) > q_at + 1 and len(s[q_at + 1]) >= 2 else q
-    batch, seq, d, k_len = _prod(q[:-2]), q[-2], q[-1], k[-2]
+    v = s[q_at + 2] if len(s) > q_at + 2 and len(s[q_at + 2]) >= 2 else k
+    batch, seq, d, k_len, d_v = _prod(q[:-2]), q[-2], q[-1], k[-2], v[-1]
     causal = bool(extra and extra[0])
     kw = {"left_dtype": dtype, "right_dtype": dtype, "out_dtype": dtype}
     for _ in range(2 if backward else 1):
         prog.matmul(seq, d, k_len, mm_dtype, batch=batch, weights=False, name=f"{label}.qk", **kw)
         prog.softmax(batch * seq, k_len, dtype, causal=causal, name=f"{label}.softmax")
-        prog.matmul(seq, k_len, d, mm_dtype, batch=batch, weights=False, name=f"{label}.pv", **kw)
+        prog.matmul(seq, k_len, d_v, mm_dtype, batch=batch, weights=False, name=f"{label}.pv",
+                    **kw)
 
 
 def _fused_optimizer(prog: Program, s, dtype: str, label: str) -> None:
