@@ -623,3 +623,20 @@ def test_a_compiled_optimizer_step_still_ends_its_step(kind):
             step()
             opt.zero_grad()
     assert record(work, kind).steps() == {1, 2, 3}
+
+
+@pytest.mark.parametrize("kind", ["native", "python"])
+def test_three_tensor_elementwise_ops_read_every_tensor(kind):
+    """AdamW without foreach: `lerp_(grad, w)` reads two tensors and `addcdiv_` three; they
+    were counted as one and two."""
+    p, m, g, d = (torch.randn(256, 256) for _ in range(4))
+    size = 256 * 256 * 4
+
+    def work():
+        with torch.no_grad():
+            m.lerp_(g, 0.1)
+            p.addcdiv_(m, d, value=-0.01)
+    rows = simulated(work, kind)
+    read = {name: sum(r for n, _, _, r, _ in rows if n.startswith(name))
+            for name in ("aten::lerp_", "aten::addcdiv_")}
+    assert read == {"aten::lerp_": 2 * size, "aten::addcdiv_": 3 * size}

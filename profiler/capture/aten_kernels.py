@@ -124,13 +124,16 @@ def _fused_optimizer(prog: Program, s, dtype: str, label: str) -> None:
 
 
 def _binary(prog: Program, func: str, call: AtenCall, dtype: str, out_dtype: str,
-            label: str) -> None:
+            label: str, third: bool = False) -> None:
     """An operand smaller than the result (a scalar, a broadcast bias) is read once, not per
-    element: with one full-size operand the op reads one tensor."""
+    element: with one full-size operand the op reads one tensor. `third`: an op of three
+    tensor arguments (`addcdiv_`), whose third, where it is full-size, is read as well."""
     elements = _elements(call)
     full = sum(_prod(shape) == elements for shape in call.shapes[:2])
     prog.binary(func, elements, dtype, operands=1 if full == 1 else 2, out_dtype=out_dtype,
                 name=label)
+    if third and len(call.shapes) > 2 and _prod(call.shapes[2]) == elements:
+        prog.dma(elements * WIDTH[dtype], direction="load", name=f"{label}.operand")
 
 
 def _reduce(prog: Program, shape, dtype: str, label: str) -> None:

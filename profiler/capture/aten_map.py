@@ -33,7 +33,8 @@ from .aten_names import (ADAPTIVE_POOLS, ATTENTION_CAUSAL, BATCH_NORMS, BINARY, 
                          INT_DIM, KEEPDIM_AT, KERNELS, LAYER_NORMS, MATMULS, NLL_BACKWARDS,
                          NLL_FORWARDS, SCANS, SCATTERS, SOFTMAXES,
                          NORM_BACKWARDS, POINT_LOSS_BACKWARDS, POINT_LOSSES, POOL_BACKWARDS, POOLS,
-                         REDUCE, REDUCE_DIM_AT, RNN_LAYERS, UNARY, UPSAMPLE_BACKWARDS, UPSAMPLES,
+                         REDUCE, REDUCE_DIM_AT, RNN_LAYERS, THREE_OPERANDS, UNARY,
+                         UPSAMPLE_BACKWARDS, UPSAMPLES,
                          VIEWS, WHOLE_OPS, WIDTH, AtenCall, _elements, _prod, chip_dtype)
 
 if TYPE_CHECKING:      # a script's process imports this module without the chip model
@@ -122,7 +123,7 @@ def add_call(prog: Program, call: AtenCall, auto_cast: str, group: CollectiveGro
         prog.activation(UNARY[name], _elements(call), dtype, name=label,
                         inputs=2 if name in GRADIENT_ACTIVATIONS else 1)
     elif name in BINARY:
-        _binary(prog, BINARY[name], call, dtype, out_dtype, label)
+        _binary(prog, BINARY[name], call, dtype, out_dtype, label, name in THREE_OPERANDS)
     elif name in ("max", "min") and len(s) > 1:      # max.other: elementwise, as `maximum`
         _binary(prog, "max" if name == "max" else "min", call, dtype, out_dtype, label)
     elif name in REDUCE:

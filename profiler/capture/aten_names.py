@@ -30,7 +30,7 @@ UNARY = {"relu": "relu", "relu_": "relu", "gelu": "gelu", "silu": "silu", "silu_
          "tanh_backward": "tanh", "sigmoid_backward": "sigmoid", "neg": "copy", "abs": "copy",
          "pow": "square", "square": "square", "clamp": "copy", "clamp_": "copy", "fill_": "copy",
          "zero_": "copy", "zeros_like": "copy", "ones_like": "copy", "full_like": "copy", "zeros": "copy",
-         "ones": "copy", "full": "copy", "bernoulli_": "copy", "native_dropout": "copy", "lerp_": "copy",
+         "ones": "copy", "full": "copy", "bernoulli_": "copy", "native_dropout": "copy",
          "native_dropout_backward": "copy", "masked_fill": "copy", "masked_fill_": "copy", "sign": "copy"}
 # activation gradients that read dy and x (two tensors) and write dx
 # activation gradients that read two tensors (dy and the forward's input or output), write dx
@@ -38,12 +38,16 @@ GRADIENT_ACTIVATIONS = frozenset(("gelu_backward", "silu_backward", "mish_backwa
                                   "threshold_backward", "tanh_backward", "sigmoid_backward"))
 BINARY = {"add": "add", "add_": "add", "sub": "sub", "sub_": "sub", "rsub": "sub", "mul": "mul",
           "mul_": "mul", "div": "div", "div_": "div", "maximum": "max", "minimum": "min", "where": "max",
-          "addcmul_": "mul", "addcdiv_": "div", "eq": "sub", "ne": "sub", "gt": "sub", "lt": "sub",
+          "addcmul_": "mul", "addcdiv_": "div", "lerp_": "add", "lerp": "add",
+          "eq": "sub", "ne": "sub", "gt": "sub", "lt": "sub",
           "ge": "sub", "le": "sub", "_foreach_add_": "add", "_foreach_mul_": "mul", "_foreach_div_": "div",
           "_foreach_addcmul_": "mul", "_foreach_addcdiv_": "div", "_foreach_sqrt": "mul",
           "_foreach_lerp_": "add", "_foreach_sub_": "sub", "_foreach_add": "add", "_foreach_mul": "mul",
           # GradScaler.unscale_: every gradient read, checked and scaled in place (by a scalar)
           "_amp_foreach_non_finite_check_and_unscale_": "mul"}
+# binary ops of a third tensor argument (the weight of `lerp`, the tensors `addcmul`/`addcdiv`
+# scale, `where`'s other branch), read element by element where it is the result's size
+THREE_OPERANDS = frozenset(("addcmul_", "addcdiv_", "lerp_", "lerp", "where"))
 REDUCE = frozenset("sum mean amax amin max min var std var_mean std_mean norm argmax argmin any "
                    "all logsumexp linalg_vector_norm nansum _foreach_norm".split())
 # Where a reduction's `dim` sits among its arguments in schema order (elsewhere: second), and its
