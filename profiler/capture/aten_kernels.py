@@ -53,8 +53,8 @@ def _conv(prog: Program, s, extra, dtype: str, label: str, backward: bool) -> No
     """Any rank, groups and dilation. A convolution does 2 x positions x Cout x Cin/groups x
     kernel taps FLOPs over its output positions; a transposed one is the gradient of a normal
     one, so its FLOPs follow its input positions. convolution_backward makes the gradients its
-    output_mask asks for: input and weight, each as costly as the forward, and the bias's as a
-    reduction of grad_output."""
+    output_mask asks for: input and weight, each as costly as the forward (the weight's named
+    `.dweight`, so that the call counts once), and the bias's as a reduction of grad_output."""
     x, w = (s[1:3] if backward else s[:2]) if len(s) >= 2 + backward else ((), ())
     if len(x) < 3 or len(w) != len(x) or (backward and len(s[0]) != len(x)):
         return
@@ -68,8 +68,10 @@ def _conv(prog: Program, s, extra, dtype: str, label: str, backward: bool) -> No
         rows, patch, cols = x[0] * _prod(out), w[1] * taps, w[0] // groups
     if min(rows, patch, cols) <= 0:
         return
-    for _ in range(mask[0] + mask[1] if backward else 1):
-        prog.conv(rows, patch, cols, dtype, groups=groups, scatter=transposed, name=label)
+    names = ([label] if mask[0] else []) + ([f"{label}.dweight"] if mask[1] else []) \
+        if backward else [label]
+    for name in names:
+        prog.conv(rows, patch, cols, dtype, groups=groups, scatter=transposed, name=name)
     if backward and mask[2]:
         g = s[0]                                  # [N, Cout, positions...]: a sum per channel
         prog.reduce(g[1], max(1, _prod(g) // g[1]), dtype, name=f"{label}.bias")
