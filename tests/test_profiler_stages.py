@@ -449,3 +449,20 @@ def test_every_ranks_steps_follow_one_another_without_a_gap(inst):
         assert all(a[1] == b[0] for a, b in zip(marks, marks[1:])), view.meta.get("rank_label")
         steps = view.table("steps")
         assert np.array_equal(steps["host_end"][:-1], steps["host_start"][1:])
+
+
+def test_semaphores_and_throttles_grow_with_each_micro_batch(inst):
+    """Every micro-batch runs the same program, so each adds the same semaphore updates and
+    throttled time: the summary counted the first micro-batch's only (throttling read 4x
+    smaller at 4 micro-batches)."""
+    from profiler.analysis.summary import summarize
+    events, limited = [], []
+    for n in (2, 3, 4):
+        s = summarize(capture_workload(f"mlp:tokens=512,hidden=512,layers=2,microbatches={n}",
+                                       inst, Placement(cores=1)))
+        events.append(s["event_count"])
+        limited.append((1 - s["average_utilization_limit_percent"] / 100) * s["total_time"])
+        assert s["trace_count"] > s["event_count"]
+    assert events[2] - events[1] == events[1] - events[0] > 0
+    assert limited[2] - limited[1] == pytest.approx(limited[1] - limited[0], rel=1e-6)
+    assert limited[1] - limited[0] > 0

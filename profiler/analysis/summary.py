@@ -94,7 +94,7 @@ def summarize(profile: Profile) -> dict:
     hbm_r, hbm_w = total("hbm_r"), total("hbm_w")
     peak = float(meta["tensor_peak_flops_bf16"])
     core = _core_of(meta)
-    semaphores = _semaphore_updates(profile, steps, step_sel)
+    semaphores, limited = _events_in_steps(profile, steps, step_sel, rep)
     out: dict[str, float | int | str] = {
         "instance": meta["instance"], "device": meta["device"], "lnc": lnc,
         "nc_idx": core, "nd_idx": core // _cores_per_device(meta, lnc),
@@ -134,8 +134,6 @@ def summarize(profile: Profile) -> dict:
     out["total_exec_time"] = min(_device_span(ops, op_mask, steps["step"][step_sel]), t)
     out["total_active_time"] = busy
     out["total_active_time_percent"] = 100.0 * min(1.0, busy / t)
-    thr = profile.table("throttles")
-    limited = float(np.sum(thr["duration"] * (1 - thr["ratio"])))
     out["average_utilization_limit_percent"] = 100.0 * (1 - min(1.0, limited / t))
     out.update(_step_metrics(profile, chosen, total_time))
     out["figures_from"] = "instructions" if has_ins else "operators"
@@ -208,15 +206,30 @@ def _is_count(key: str) -> bool:
     return key.endswith(("_bytes", "_flops", "_count")) and "average" not in key
 
 
-def _semaphore_updates(profile: Profile, steps: dict, step_sel: np.ndarray) -> int:
-    """Semaphore updates inside the summarised steps."""
-    times = profile.table("semaphores")["time"]
-    if not times.size:
-        return 0
-    inside = np.zeros(times.size, dtype=bool)
-    for start, end in zip(steps["start"][step_sel], steps["end"][step_sel]):
-        inside |= (times >= start) & (times <= end)
-    return int(inside.sum())
+def _events_in_steps(profile: Profile, steps: dict, step_sel: np.ndarray,
+                     rep: Repeats) -> tuple[int, float]:
+    """Semaphore updates, and seconds of throttling (each throttle's duration times the share
+    it took away), inside the summarised steps. The file holds a repeated segment's (a
+    micro-batch's) once, with its instructions: they count as many times as it ran."""
+    sems, thr = profile.table("semaphores")["time"], profile.table("throttles")
+    lost = thr["duration"] * (1 - thr["ratio"])
+    ops = profile.table("ops")
+
+    def inside(windows: list[tuple[float, float]]) -> tuple[int, float]:
+        in_sem = np.zeros(sems.size, dtype=bool)
+        in_thr = np.zeros(thr["start"].size, dtype=bool)
+        for start, end in windows:
+            in_sem |= (sems >= start) & (sems <= end)
+            in_thr |= (thr["start"] >= start) & (thr["start"] <= end)
+        return np.array([int(in_sem.sum()), float(lost[in_thr].sum())])
+
+    def measure(segment: tuple[int, int] | None) -> np.ndarray:
+        if segment is None:
+            return inside(list(zip(steps["start"][step_sel], steps["end"][step_sel])))
+        first, stop = segment
+        return inside([(ops["start"][first], float(ops["end"][first:stop].max()))])
+    count, seconds = rep.counted(measure)
+    return int(round(count)), float(seconds)
 
 
 def _device_span(ops: dict, op_mask: np.ndarray, chosen: np.ndarray) -> float:
