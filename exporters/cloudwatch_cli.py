@@ -43,9 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", type=Path, metavar="FILE",
                    help="append to FILE (created 0600) instead of writing to stdout; SIGHUP "
                    "reopens it (log rotation)")
-    p.add_argument("--exclude", metavar="METRIC[,METRIC...]", default="",
+    p.add_argument("--exclude", metavar="METRIC[,METRIC...]", action="append", default=[],
                    help="leave these metrics out (names as the Prometheus exporter's), e.g. "
-                   "neuron_core_engine_utilization_ratio,neuron_runtime_model_memory_used_bytes")
+                   "neuron_core_engine_utilization_ratio,neuron_runtime_model_memory_used_bytes; "
+                   "may be given again, each adding its metrics")
     p.add_argument("--collect", action="store_true", help="run the collector in this process")
     p.add_argument("-c", "--config", type=Path, metavar="CONFIG",
                    help="neuron-monitor configuration file for --collect")
@@ -63,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     problem = None
-    exclude = [name.strip() for name in args.exclude.split(",") if name.strip()]
+    exclude = [name.strip() for names in args.exclude for name in names.split(",")
+               if name.strip()]
     if not args.emf:
         problem = ("the following arguments are required: --emf (AWS's script publishes "
                    "through the CloudWatch API with boto3; this one writes EMF lines for the "

@@ -126,6 +126,10 @@ def test_exclude_leaves_those_metrics_out():
                          for m in orjson.loads(x)["_aws"]["CloudWatchMetrics"][0]["Metrics"]}
     assert names(whole) - names(cut) == {"neuron_core_engine_utilization_ratio",
                                          "neuron_core_dma_bytes_total"}
+    # given twice, both lists are left out (the second had replaced the first)
+    twice = run_cli("--emf", "--exclude", "neuron_core_engine_utilization_ratio",
+                    "--exclude", "neuron_core_dma_bytes_total", stdin=line)
+    assert names(twice) == names(cut)
 
 
 def test_sighup_reopens_the_output_after_rotation(tmp_path):
