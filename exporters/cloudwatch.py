@@ -141,12 +141,14 @@ class EmfEncoder:
 def _chunks(metrics: Iterable[tuple[mt.MetricSpec, list[float]]]
             ) -> Iterator[list[tuple[mt.MetricSpec, float | list[float]]]]:
     """Records' metric lists: each name once per record, at most 100 metrics and 100 values
-    each. A counter's values are added (the period's count of every process under that tag); a
-    gauge's stay separate data points (CloudWatch's statistics then span them all)."""
+    each. A counter's values are added (the period's count of every process under that tag), and
+    so are those of a gauge whose processes' readings add up to the tag's (bytes held, vCPU
+    shares), as the Prometheus exporter adds them; any other gauge's stay separate data points
+    (CloudWatch's statistics then span them all)."""
     first: list[tuple[mt.MetricSpec, float | list[float]]] = []
     spill: list[list[tuple[mt.MetricSpec, float | list[float]]]] = []
     for spec, values in metrics:
-        if spec.kind == "counter":
+        if spec.kind == "counter" or spec.adds_up:
             first.append((spec, float(sum(values))))
         elif len(values) == 1:
             first.append((spec, values[0]))

@@ -11,6 +11,7 @@ import subprocess
 import time
 
 import orjson
+import pytest
 
 from exporters.cloudwatch import EmfEncoder
 from exporters.exporter import PrometheusExporter
@@ -58,7 +59,10 @@ def test_blank_and_empty_values_are_no_dimension():
     assert model_records and all("model_name" not in r for r in model_records)
 
 
-def test_two_runtimes_under_one_tag_add_their_counts_and_keep_both_gauges():
+def test_two_runtimes_under_one_tag_add_their_counts_memory_and_vcpu_and_keep_other_gauges():
+    """Memory and vCPU of a shared tag add up to the tag's, as in the Prometheus exporter (an
+    array of them gave one process's as the Average, and Sum over a minute added reports too);
+    a core's utilization keeps both processes' readings."""
     one, _ = emf(BASE)
     doc = copy.deepcopy(BASE)
     twin = copy.deepcopy(doc["neuron_runtime_data"][0])
@@ -71,7 +75,11 @@ def test_two_runtimes_under_one_tag_add_their_counts_and_keep_both_gauges():
     assert completed(records) == [2 * v for v in completed(single)] and completed(single)[0] > 0
     host = lambda rs: [r["neuron_runtime_memory_used_bytes"] for r in rs  # noqa: E731
                        if r.get("memory_location") == "host"]
-    assert host(records) == [[v, v] for v in host(single)]
+    assert host(records) == [2 * v for v in host(single)] and host(single)[0] > 0
+    vcpu = "neuron_runtime_vcpu_usage_ratio"
+    assert sorted(metric(records, vcpu)) == pytest.approx(sorted(2 * v for v in metric(single, vcpu)))
+    assert any(isinstance(v, list) and len(v) == 2
+               for v in metric(records, "neuroncore_utilization_ratio"))
 
 
 def test_a_first_report_without_instance_info_is_completed_by_the_next():
