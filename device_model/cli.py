@@ -10,7 +10,7 @@ from . import __version__
 from .catalog.specs import DEFAULT_INSTANCE, instance_names
 from .core import instance
 from .errors import SpecError
-from .fileio import silence_stdout
+from .fileio import silence_stdout, stderr_or_null
 from .progress import TerminalLine, reporting
 from .workloads import REGISTRY, Placement, estimate
 from .workloads.report import (apply_vs, format_comparison, format_model, ratio_text, ratios,
@@ -285,6 +285,7 @@ def _check_failures(rep: dict) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    stderr_or_null()          # before anything could print a diagnostic
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -125,6 +125,14 @@ def followed(path: str | os.PathLike) -> Path:
     return Path(os.path.realpath(path))
 
 
+def stderr_or_null() -> None:
+    """Started with stderr closed (`2>&-`), Python's sys.stderr is None, and print(file=None)
+    writes to stdout: a diagnostic would land in the data stream a tool writes there. Point it
+    (and descriptor 2, which the next file opened would take) at /dev/null instead."""
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w")
+
+
 def silence_stdout() -> None:
     """Point stdout at /dev/null after it failed: Python flushes stdout at exit, and after EPIPE
     or ENOSPC that would print a second error (a traceback)."""

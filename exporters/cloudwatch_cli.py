@@ -22,7 +22,7 @@ from exporters.exporter import package_version
 from exporters.extract import Problem
 from monitor.live import InputError, collector_reports
 from monitor.sources import default_stdin, stdin_stream
-from monitor.stdout import open_append, silence_stdout
+from monitor.stdout import open_append, silence_stdout, stderr_or_null
 
 PROG = "neuron-monitor-cloudwatch"
 # CloudWatch namespaces: 1-255 characters of letters, digits and . - _ / # : (no leading colon).
@@ -58,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    stderr_or_null()          # before anything could print a diagnostic
     parser = build_parser()
     # Unknown flags first: "--bogus" is named as such, not reported as a missing --emf.
     args, unknown = parser.parse_known_args(argv)

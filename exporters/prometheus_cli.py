@@ -23,6 +23,7 @@ from monitor.errors import one_line
 from monitor.live import InputError, collector_reports
 from monitor.report import Report
 from monitor.sources import default_stdin, stdin_stream
+from monitor.stdout import stderr_or_null
 
 PROG = "neuron-monitor-prometheus"
 TLS_CHECK_INTERVAL_S = 5.0
@@ -87,6 +88,7 @@ def _notice(line: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    stderr_or_null()          # before anything could print a diagnostic
     parser = build_parser()
     args = parser.parse_args(argv)
     problem = _usage_error(parser, args)

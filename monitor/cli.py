@@ -27,7 +27,7 @@ from monitor.config import MonitorConfig
 from monitor.errors import ConfigError
 from monitor.loop import collect_every
 from monitor.report import Report
-from monitor.stdout import open_append, silence_stdout, write_all
+from monitor.stdout import open_append, silence_stdout, stderr_or_null, write_all
 from device_model.cliargs import positive_int as _positive
 
 __all__ = ["main", "build_parser", "run_loop"]
@@ -81,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    stderr_or_null()          # before anything could print a diagnostic
     try:
         return _main(argv)
     except KeyboardInterrupt:   # Ctrl-C before the loop's handler: opening a FIFO config or record

@@ -17,7 +17,7 @@ from device_model import __version__
 from device_model.errors import SpecError
 from device_model.runtime import shm
 from device_model.catalog.specs import get_instance
-from monitor.stdout import silence_stdout
+from monitor.stdout import silence_stdout, stderr_or_null
 from monitor.ls_render import (
     NOT_A_RUNTIME, LsProcess, build_view, render_json, render_table, render_topology,
 )
@@ -48,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    stderr_or_null()          # before anything could print a diagnostic
     args = build_parser().parse_args(argv)
     if args.root is not None and not os.path.lexists(args.root):  # looking must not create it
         print(f"{PROG}: error: no simulated instance at {args.root}", file=sys.stderr)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import errno
 from typing import BinaryIO
 
-from device_model.fileio import open_append, silence_stdout
+from device_model.fileio import open_append, silence_stdout, stderr_or_null
 
-__all__ = ["write_all", "silence_stdout", "open_append"]
+__all__ = ["write_all", "silence_stdout", "open_append", "stderr_or_null"]
 
 
 def write_all(out: BinaryIO, data: bytes) -> None:

@@ -10,6 +10,7 @@ from typing import Iterator
 
 from device_model.cliargs import non_negative_int, positive_int as _positive
 from device_model.errors import SpecError
+from device_model.fileio import stderr_or_null
 
 from . import __version__
 from .capture.options import DEFAULT_SESSION, RECORDER_KINDS, CaptureOptions
@@ -376,6 +377,7 @@ def _stop_signals_interrupt() -> Iterator[None]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    stderr_or_null()          # before anything could print a diagnostic
     argv = list(sys.argv[1:] if argv is None else argv)
     own, script = split_script(argv)
     args = build_parser().parse_args(own)

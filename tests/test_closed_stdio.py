@@ -80,3 +80,19 @@ def test_a_file_given_as_the_runtime_directory_is_said_to_be_one(tmp_path):
     for tool in ("neuron-ls", "neuron-monitor"):
         _one_error_line(_run([*console_script(tool), "--root", str(plain)]),
                         "is not a directory", 2)
+
+
+@pytest.mark.parametrize("tool, args, stdin", [
+    ("neuron-monitor", ["-c", "/nonexistent/monitor.json"], None),
+    ("neuron-monitor-cloudwatch", ["--emf"], FIXTURES / "neuron_monitor_group_error.json"),
+    ("neuron-profile", ["view", "-s", "/nonexistent.nsprof"], None),
+    ("neuron-sim", ["estimate", "-w", "no-such-workload"], None),
+])
+def test_a_closed_stderr_keeps_diagnostics_out_of_stdout(tool, args, stdin):
+    """Started with stderr closed, Python's print(file=sys.stderr) writes to stdout: an error
+    or a notice landed in the data stream the tool writes there."""
+    with open(stdin if stdin else os.devnull, "rb") as source:
+        out = subprocess.run(["sh", "-c", 'exec "$@" 2>&-', "sh", *console_script(tool), *args],
+                             stdin=source, stdout=subprocess.PIPE, timeout=60)
+    lines = out.stdout.decode().splitlines()
+    assert not [line for line in lines if line.startswith(tool)], lines

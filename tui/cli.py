@@ -13,6 +13,7 @@ import sys
 from typing import NoReturn
 
 from monitor.errors import one_line
+from monitor.stdout import stderr_or_null
 from tui import __version__
 from tui.signals import ExitSignals, Terminated
 
@@ -256,6 +257,7 @@ def glue_negative_values(argv: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    stderr_or_null()          # before anything could print a diagnostic
     parser = build_parser()
     args = parser.parse_args(glue_negative_values(sys.argv[1:] if argv is None else argv))
     from tui import fleet_cli
