@@ -150,6 +150,19 @@ def test_lnc2_halves_per_core_work_and_shares_hbm():
     assert ctx2.dma_bw == pytest.approx(2.9e12 / 4 / 2, rel=0.01)
 
 
+@pytest.mark.parametrize("m, k, n", [(3, 100, 7), (1, 1, 1), (9, 64, 4), (1001, 256, 64)])
+def test_lnc2_counts_an_odd_split_matmuls_flops_once(m, k, n):
+    """An odd split leaves one physical core a row short: counting the other core's share on
+    both gave up to twice the FLOPs (MFU, model FLOPs) of the matmul."""
+    p = Program()
+    p.matmul(m, k, n)
+    one = instance("trn2.48xlarge", lnc=1).run(p).metrics()
+    two = instance("trn2.48xlarge", lnc=2).run(p).metrics()
+    assert one["model_flops"] == pytest.approx(2 * m * k * n)
+    assert two["model_flops"] == pytest.approx(2 * m * k * n)
+    assert two["hardware_flops"] == pytest.approx(one["hardware_flops"])
+
+
 @pytest.mark.parametrize("backward", [False, True])
 @pytest.mark.parametrize("q_rows", [64, 128, 256, 4 * 8192])
 def test_lnc2_splits_one_attention_pair_over_both_physical_cores(backward, q_rows):

@@ -86,11 +86,17 @@ def lower_matmul(op: Op, ctx: CoreContext) -> list[Stage]:
     k, n = op.get("k"), op.get("n")
     weights = op.get("weights")
     m, batch = fed_rows(op)
+    exact = 1.0
     if ctx.shard > 1:                 # LNC: the op is split over the physical cores of the pair
+        split = m if m >= n else n
+        share = math.ceil(split / ctx.shard)
+        # an odd split leaves the last core a row short: its FLOPs, counted on every core, are
+        # scaled to the rows there are (the time is the busier core's)
+        exact = split / (ctx.shard * share)
         if m >= n:
-            m = math.ceil(m / ctx.shard)
+            m = share
         else:
-            n = math.ceil(n / ctx.shard)
+            n = share
     slow = dev.fp32_slowdown if dt.kind == "fp32" else 1.0
     kt = contraction_tile(ctx, dt.kind)
     k_sizes = tile_sizes(k, kt)
@@ -115,7 +121,7 @@ def lower_matmul(op: Op, ctx: CoreContext) -> list[Stage]:
     n_mm = len(s_i)
     cyc = mm_cycles(stat, mov, ctx, slow)[s_i, m_i]
     rows, cols, elems = k_sizes[k_i], stat[s_i], mov[m_i]
-    flops = 2.0 * rows * cols * elems
+    flops = 2.0 * rows * cols * elems * exact
 
     # LoadStationary: once per (batch, s, g, k) — the first MM of each run of moving tiles.
     first = np.ones(n_mm, dtype=bool)
