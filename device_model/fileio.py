@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import errno
 import os
-import signal
+import secrets
 import stat
 import sys
-import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO, Iterable, Iterator
@@ -41,23 +40,17 @@ def replacing(path: str | os.PathLike, *, mode: int = PRIVATE, apply_umask: bool
             yield stream            # type: ignore[misc]
         return
     folder = target.parent if str(target.parent) else Path(".")
-    # A stop signal (its handler raises) between the temporary's creation and the clean-up
-    # below left the temporary behind: the signals wait until the clean-up is armed.
-    held = _hold_stop_signals()
+    # The temporary's name is ours before the file exists: a stop signal (its handler raises)
+    # at any point after it is made reaches the clean-up below, which knows what to remove.
+    # (mkstemp names it only once made: a stop in between left it behind, whatever the thread.)
+    name = f"{f'.{target.name}.' if prefix is None else prefix}{secrets.token_hex(8)}{suffix}"
+    tmp = os.fspath(folder / name)
+    fd: int | None = None
+    fh: BinaryIO | None = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}." if prefix is None else prefix,
-                                   suffix=suffix, dir=folder)
-    except OSError as e:  # name the folder the user gave, not our temporary's name
-        _release(held)
-        raise OSError(e.errno, e.strerror, str(folder)) from None
-    except BaseException:
-        _release(held)
-        raise
-    fh = None
-    try:
+        fd = os.open(tmp, _NEW_FILE, PRIVATE)
         fh = os.fdopen(fd, "wb", closefd=not keep_open)
         fh.raw.name = tmp               # `file.name`: the temporary's path (a compiler writes there)
-        _release(held)                  # a signal held until now is raised here, inside the try
         yield fh
         fh.flush()
         if fsync:
@@ -65,47 +58,35 @@ def replacing(path: str | os.PathLike, *, mode: int = PRIVATE, apply_umask: bool
         os.chmod(tmp, mode & ~current_umask() if apply_umask else mode)
         os.replace(tmp, target)
     except BaseException as e:
-        _release(held)
-        _discard(tmp, fh, fd, keep_open)
-        if isinstance(e, OSError) and e.filename == tmp:  # the target is what the user knows
-            raise OSError(e.errno, e.strerror, str(target)) from None
+        if fd is not None or not isinstance(e, FileExistsError):   # never another's file
+            _discard(tmp, fh, fd, keep_open)
+        if isinstance(e, OSError) and e.filename == tmp:
+            # the folder (the temporary could not be made) or the target: what the user knows
+            raise OSError(e.errno, e.strerror, str(folder if fd is None else target)) from None
         raise
     fh.close()
 
 
-_STOP_SIGNALS = frozenset(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP")
-                          if hasattr(signal, name))
+# a new file only (never through a link, never one that exists), not inherited by children;
+# readable too, as mkstemp's are: a counter file is mapped read-write through its descriptor
+_NEW_FILE = (os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+             | getattr(os, "O_NOFOLLOW", 0))
 
 
-def _hold_stop_signals() -> list:
-    """Blocks the stop signals for this thread; what `_release` needs to unblock them."""
-    try:
-        return [signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)]
-    except (AttributeError, OSError, ValueError):   # no POSIX signal masks here
-        return []
-
-
-def _release(held: list) -> None:
-    """Unblocks what `_hold_stop_signals` blocked, once; a signal that came meanwhile is
-    delivered now."""
-    if held:
-        signal.pthread_sigmask(signal.SIG_SETMASK, held.pop())
-
-
-def _discard(tmp: str, fh: BinaryIO | None, fd: int, keep_open: bool) -> None:
+def _discard(tmp: str, fh: BinaryIO | None, fd: int | None, keep_open: bool) -> None:
     """The temporary removed first (a close that fails must not leave it), then its descriptor
     closed."""
     try:
-        if os.path.exists(tmp):
+        if os.path.lexists(tmp):
             os.unlink(tmp)
     finally:
         try:
             if fh is not None:
                 fh.close()
-            elif not keep_open:
+            elif fd is not None and not keep_open:
                 os.close(fd)
         finally:
-            if keep_open:
+            if keep_open and fd is not None:
                 os.close(fd)
 
 

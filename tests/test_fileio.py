@@ -4,7 +4,6 @@ from __future__ import annotations
 import os
 import signal
 import stat
-import tempfile
 
 import pytest
 
@@ -118,15 +117,16 @@ def test_a_stop_signal_as_the_temporary_appears_leaves_nothing_behind(tmp_path, 
     def raise_stop(number, frame):
         raise KeyboardInterrupt
 
-    real = tempfile.mkstemp
+    real = os.open
 
-    def stopped_as_made(*args, **kwargs):
-        made = real(*args, **kwargs)
-        os.kill(os.getpid(), signum)      # arrives the instant the file exists
+    def stopped_as_made(path, *args, **kwargs):
+        made = real(path, *args, **kwargs)
+        if str(path).endswith(".tmp"):
+            os.kill(os.getpid(), signum)      # arrives the instant the temporary exists
         return made
 
     previous = signal.signal(signum, raise_stop)
-    monkeypatch.setattr(tempfile, "mkstemp", stopped_as_made)
+    monkeypatch.setattr(os, "open", stopped_as_made)
     try:
         with pytest.raises(KeyboardInterrupt):
             with replacing(tmp_path / "trace.json") as fh:
