@@ -112,14 +112,28 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         silence_stdout()
         return 0
-    except OSError as exc:      # a full disk, an I/O error: said once, not a traceback
+    except OutputFailed as failed:      # a full disk, an I/O error: said once, no traceback
+        exc = failed.error
         if out.path is None:
             silence_stdout()
         where = "stdout" if args.output is None else f"--output {str(args.output)!r}"
         print(f"{PROG}: error: cannot write to {where}: {exc.strerror or exc}", file=sys.stderr)
         return 1
+    except OSError as exc:      # reading the input (a socket reset, a collector's file)
+        source = "the collector" if args.collect else "stdin"
+        print(f"{PROG}: error: cannot read from {source}: {exc.strerror or exc}",
+              file=sys.stderr)
+        return 1
     finally:
         out.close()
+
+
+class OutputFailed(Exception):
+    """Writing the records failed (a full disk, an I/O error): the OSError is `.error`."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(error)
+        self.error = error
 
 
 class Output:
@@ -138,12 +152,18 @@ class Output:
         self._reopen = self.path is not None
 
     def write(self, data: bytes) -> None:
-        if self._reopen:
-            self._reopen = False
-            self._file.close()
-            self._file = self._open()
-        self._file.write(data)
-        self._file.flush()
+        try:
+            if self._reopen:
+                self._reopen = False
+                self._file.close()
+                self._file = self._open()
+            self._file.write(data)
+            self._file.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as exc:      # told apart from the input's errors, which reach main too
+            raise OutputFailed(exc) from exc
+
 
     def close(self) -> None:
         if self.path is not None:

@@ -7,6 +7,8 @@ import copy
 import json
 import os
 import signal
+import socket
+import struct
 import subprocess
 import time
 
@@ -194,3 +196,31 @@ def test_a_value_beyond_what_cloudwatch_takes_is_left_out_and_a_tiny_one_is_zero
     assert 1e200 not in powers and 0.0 in powers
     assert any(p.kind == "value_range" and "neuron_device_power_watts" in p.message
                for p in problems)
+
+
+def test_an_input_that_fails_is_said_to_be_the_input_not_the_output(tmp_path):
+    """A reset connection on stdin was reported as "cannot write to --output", sending an
+    operator to check the disk."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    client = socket.create_connection(server.getsockname())
+    peer, _ = server.accept()
+    out = tmp_path / "neuron.emf"
+    proc = subprocess.Popen([console_script("neuron-monitor-cloudwatch"), "--emf", "--output",
+                             str(out)], stdin=client.fileno(), stderr=subprocess.PIPE)
+    client.close()
+    try:
+        peer.sendall(orjson.dumps(BASE) + b"\n")
+        _wait_for(lambda: out.exists() and out.stat().st_size > 0)
+        peer.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        peer.sendall(b'{"partial')
+        peer.close()                    # with no linger: a reset, not an end of input
+        err = proc.communicate(timeout=30)[1].decode()
+    finally:
+        server.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 1, err
+    assert "cannot read from stdin" in err and "write" not in err and "Traceback" not in err
