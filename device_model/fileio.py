@@ -50,7 +50,7 @@ def replacing(path: str | os.PathLike, *, mode: int = PRIVATE, apply_umask: bool
     try:
         fd = os.open(tmp, _NEW_FILE, PRIVATE)
         fh = os.fdopen(fd, "wb", closefd=not keep_open)
-        fh.raw.name = tmp               # `file.name`: the temporary's path (a compiler writes there)
+        fh.raw.name = tmp       # `file.name`: the temporary's path (a compiler writes there)
         yield fh
         fh.flush()
         if fsync:

@@ -79,7 +79,8 @@ def test_two_runtimes_under_one_tag_add_their_counts_memory_and_vcpu_and_keep_ot
                        if r.get("memory_location") == "host"]
     assert host(records) == [2 * v for v in host(single)] and host(single)[0] > 0
     vcpu = "neuron_runtime_vcpu_usage_ratio"
-    assert sorted(metric(records, vcpu)) == pytest.approx(sorted(2 * v for v in metric(single, vcpu)))
+    assert sorted(metric(records, vcpu)) == pytest.approx(
+        sorted(2 * v for v in metric(single, vcpu)))
     assert any(isinstance(v, list) and len(v) == 2
                for v in metric(records, "neuroncore_utilization_ratio"))
 

@@ -3,10 +3,11 @@ recorded for real, and the ranks merged into one profile.
 
 The command (also `python -m torch.distributed.run ...`) is read with torchrun's own parser and
 run as `PYTHON -m torch.distributed.run OPTIONS BOOT/ENTRY --worker SCRIPT ARGS` (ENTRY:
-bootstrap.ENTRY), PYTHON being torchrun's own interpreter (its script's shebang, or the Python named before `-m
-torch.distributed.run`), with the recording modules on its path from the capture's private
-folder (bootstrap.py), so each worker records itself (profiler/capture/torchrun_worker.py) and
-leaves a part file (profiler/capture/rank_part.py) there.
+bootstrap.ENTRY), PYTHON being torchrun's own interpreter (its script's shebang, or the Python
+named before `-m torch.distributed.run`), with the recording modules on its path from the
+capture's private folder (bootstrap.py), so each worker records itself
+(profiler/capture/torchrun_worker.py) and leaves a part file (profiler/capture/rank_part.py)
+there.
 After torchrun ends, the parts become one profile of several ranks (`meta["ranks"]`, as the
 built-in pipeline captures have): rank = torch rank, each its own NeuronCore where
 `place_ranks` puts a world of that size on the instance, its collectives over that group, and
