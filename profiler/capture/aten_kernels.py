@@ -68,8 +68,11 @@ def _conv(prog: Program, s, extra, dtype: str, label: str, backward: bool) -> No
         rows, patch, cols = x[0] * _prod(out), w[1] * taps, w[0] // groups
     if min(rows, patch, cols) <= 0:
         return
-    names = ([label] if mask[0] else []) + ([f"{label}.dweight"] if mask[1] else []) \
-        if backward else [label]
+    if backward:
+        names = [name for name, asked in ((label, mask[0]), (f"{label}.dweight", mask[1]))
+                 if asked]
+    else:
+        names = [label]
     for name in names:
         prog.conv(rows, patch, cols, dtype, groups=groups, scatter=transposed, name=name)
     if backward and mask[2]:
