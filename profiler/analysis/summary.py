@@ -215,7 +215,7 @@ def _events_in_steps(profile: Profile, steps: dict, step_sel: np.ndarray,
     lost = thr["duration"] * (1 - thr["ratio"])
     ops = profile.table("ops")
 
-    def inside(windows: list[tuple[float, float]]) -> tuple[int, float]:
+    def inside(windows: list[tuple[float, float]]) -> np.ndarray:    # [count, seconds]
         in_sem = np.zeros(sems.size, dtype=bool)
         in_thr = np.zeros(thr["start"].size, dtype=bool)
         for start, end in windows:
